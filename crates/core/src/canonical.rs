@@ -1,0 +1,251 @@
+//! Canonical JSON and argument digests.
+//!
+//! Canonical form follows RFC 8785 (JCS): object keys sorted by UTF-16 code units, no
+//! insignificant whitespace, minimal string escapes, and floating-point numbers written as
+//! ECMAScript writes them. One deliberate difference: integers are written exactly, where JCS
+//! would first round them to a double (which changes integers beyond 2^53). Arguments that
+//! differ must never share a digest.
+
+use std::fmt::Write as _;
+
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+
+/// The canonical text of `value`.
+pub fn to_string(value: &Value) -> String {
+    let mut out = String::with_capacity(64);
+    write_value(&mut out, value);
+    out
+}
+
+/// SHA-256 of the canonical text, as 64 lowercase hex digits. This is the argument digest a
+/// decision is bound to.
+pub fn digest(value: &Value) -> String {
+    sha256_hex(to_string(value).as_bytes())
+}
+
+/// SHA-256 of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(out, map),
+    }
+}
+
+fn write_object(out: &mut String, map: &Map<String, Value>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    // serde_json's map is ordered by UTF-8 bytes; JCS orders by UTF-16 code units. They differ
+    // only around supplementary-plane characters, so sort explicitly.
+    entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    out.push('{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, key);
+        out.push(':');
+        write_value(out, item);
+    }
+    out.push('}');
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{0C}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn write_number(out: &mut String, n: &Number) {
+    if let Some(i) = n.as_i64() {
+        let _ = write!(out, "{i}");
+    } else if let Some(u) = n.as_u64() {
+        let _ = write!(out, "{u}");
+    } else if let Some(f) = n.as_f64() {
+        write_f64(out, f);
+    } else {
+        out.push_str("null");
+    }
+}
+
+/// ECMAScript's Number::toString for finite doubles (JSON has no NaN or infinity).
+fn write_f64(out: &mut String, f: f64) {
+    if f == 0.0 {
+        out.push('0');
+        return;
+    }
+    if f < 0.0 {
+        out.push('-');
+    }
+    // `{:e}` gives the shortest digits that round-trip, as "d.ddde±x".
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let k = digits.len() as i32;
+    let n = exp + 1; // position of the decimal point relative to the digits
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let e = n - 1;
+        let _ = write!(out, "e{}{}", if e >= 0 { "+" } else { "-" }, e.abs());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_are_sorted_and_whitespace_dropped() {
+        let v = json!({"b": [1, 2, {"z": null, "a": true}], "a": "x"});
+        assert_eq!(to_string(&v), r#"{"a":"x","b":[1,2,{"a":true,"z":null}]}"#);
+    }
+
+    #[test]
+    fn strings_use_minimal_escapes() {
+        let v = json!("é\u{1f600}\"\\\n\u{01}\u{7f}/");
+        assert_eq!(to_string(&v), "\"é\u{1f600}\\\"\\\\\\n\\u0001\u{7f}/\"");
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        // U+FF61 sorts after U+1F600 in UTF-8 bytes but before it in UTF-16 code units.
+        let v = json!({"\u{1f600}": 1, "\u{ff61}": 2});
+        assert_eq!(to_string(&v), "{\"\u{1f600}\":1,\"\u{ff61}\":2}");
+    }
+
+    #[test]
+    fn floats_follow_ecmascript() {
+        let cases = [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.5, "-1.5"),
+            (0.1, "0.1"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (1.5e-7, "1.5e-7"),
+            (0.000001, "0.000001"),
+            (123.456, "123.456"),
+            (4.5e300, "4.5e+300"),
+            (5e-324, "5e-324"),
+        ];
+        for (f, expected) in cases {
+            assert_eq!(to_string(&json!(f)), expected, "for {f:e}");
+        }
+    }
+
+    #[test]
+    fn integers_are_exact() {
+        assert_eq!(
+            to_string(&json!(12345678901234567890u64)),
+            "12345678901234567890"
+        );
+        assert_eq!(to_string(&json!(-9007199254740993i64)), "-9007199254740993");
+    }
+
+    #[test]
+    fn digest_is_sha256_of_canonical_text() {
+        // sha256("{}")
+        assert_eq!(
+            digest(&json!({})),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert_eq!(
+            digest(&json!({"a": 1, "b": 2})),
+            digest(&json!({"b": 2, "a": 1}))
+        );
+        assert_ne!(digest(&json!({"a": 1})), digest(&json!({"a": "1"})));
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| json!(i)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_text_is_json_of_the_same_value(v in arb_json()) {
+            let text = to_string(&v);
+            let back: Value = serde_json::from_str(&text).unwrap();
+            // Floats may come back as integers ("1" for 1.0); compare canonical forms.
+            prop_assert_eq!(to_string(&back), text);
+        }
+
+        #[test]
+        fn floats_round_trip(f in any::<f64>().prop_filter("finite", |f| f.is_finite())) {
+            let text = to_string(&json!(f));
+            let back: f64 = text.parse().unwrap();
+            prop_assert_eq!(back, if f == 0.0 { 0.0 } else { f });
+        }
+    }
+}

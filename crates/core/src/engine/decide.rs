@@ -1,0 +1,417 @@
+//! Deciding, withdrawing and revoking: optimistic updates with idempotency keys.
+
+use holdpoint_protocol::{
+    Actor, BatchId, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
+    EventPayload, Grant, GrantId, Hold, HoldId, HoldKind, Principal, Role, Source, Timestamp,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Engine, MAX_ATTEMPTS, Scope, Updated};
+use crate::audit::EventDraft;
+use crate::canonical;
+use crate::error::EngineError;
+use crate::hold::{self, Transition, check_name};
+use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
+
+/// An idempotency key, scoped to the operation and the caller, with the request's digest.
+pub(crate) struct Idem {
+    key: String,
+    fingerprint: String,
+}
+
+impl Idem {
+    pub(crate) fn new(
+        limits: &crate::limits::Limits,
+        op: &str,
+        who: &Principal,
+        key: Option<&str>,
+        request: &impl Serialize,
+    ) -> Result<Option<Idem>, EngineError> {
+        let Some(key) = key else { return Ok(None) };
+        check_name("idempotency_key", key, limits.idempotency_key)?;
+        let value = serde_json::to_value(request)
+            .map_err(|e| EngineError::invalid("invalid_input", "", e.to_string()))?;
+        Ok(Some(Idem {
+            key: format!("{op}:{}:{key}", who.name),
+            fingerprint: canonical::digest(&value),
+        }))
+    }
+
+    pub(crate) fn record(
+        &self,
+        response: &impl Serialize,
+        at: Timestamp,
+    ) -> Result<Write, EngineError> {
+        let response = serde_json::to_value(response)
+            .map_err(|e| EngineError::Store(crate::store::StoreError::new(e)))?;
+        Ok(Write::PutIdempotent {
+            key: self.key.clone(),
+            fingerprint: self.fingerprint.clone(),
+            response,
+            at,
+        })
+    }
+}
+
+const KEY_TAKEN: &str = "idempotency_key_taken";
+
+fn transaction(t: Transition) -> Transaction {
+    let mut writes = vec![Write::UpdateHold(Box::new(t.hold))];
+    writes.extend(
+        t.grants
+            .into_iter()
+            .map(|g| Write::InsertGrant(Box::new(g))),
+    );
+    Transaction {
+        writes,
+        events: t.events.into_iter().map(PreparedEvent::from).collect(),
+    }
+}
+
+pub(crate) fn commit_error(e: CommitError) -> EngineError {
+    match e {
+        CommitError::Store(e) => EngineError::Store(e),
+        CommitError::Conflict(Conflict::KeyTaken(k)) => EngineError::conflict(KEY_TAKEN, k),
+        CommitError::Conflict(c) => EngineError::conflict("conflict", c.to_string()),
+    }
+}
+
+impl Engine {
+    /// The response recorded under an idempotency key, if the key was used before.
+    pub(crate) async fn replay<R: DeserializeOwned>(
+        &self,
+        idem: Option<&Idem>,
+    ) -> Result<Option<R>, EngineError> {
+        let Some(idem) = idem else { return Ok(None) };
+        match self.inner.store.idempotent(&idem.key).await? {
+            None => Ok(None),
+            Some(rec) if rec.fingerprint == idem.fingerprint => {
+                serde_json::from_value(rec.response)
+                    .map(Some)
+                    .map_err(|e| EngineError::Store(crate::store::StoreError::new(e)))
+            }
+            Some(_) => Err(EngineError::conflict(
+                "idempotency_mismatch",
+                "this idempotency key was already used for a different request",
+            )),
+        }
+    }
+
+    /// Reads a hold, computes a change with `f`, and commits it at the version read; when
+    /// another change got there first, reads again and recomputes.
+    pub(crate) async fn update<R: Serialize>(
+        &self,
+        id: HoldId,
+        scope: &Scope,
+        idem: Option<&Idem>,
+        mut f: impl FnMut(&Hold, Timestamp) -> Result<Option<(Transition, R)>, EngineError>,
+    ) -> Result<Updated<R>, EngineError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let hold = self.hold(id, scope).await?;
+            let now = self.now();
+            let Some((t, r)) = f(&hold, now)? else {
+                return Ok(Updated::Unchanged(hold));
+            };
+            let after = t.hold.clone();
+            let mut tx = transaction(t);
+            if let Some(idem) = idem {
+                tx.writes.push(idem.record(&r, now)?);
+            }
+            match self.inner.store.commit(tx).await {
+                Ok(_) => return Ok(Updated::Applied(after, r)),
+                Err(CommitError::Conflict(Conflict::StaleHold(_))) => continue,
+                Err(e) => return Err(commit_error(e)),
+            }
+        }
+        Err(EngineError::Busy)
+    }
+
+    /// Decides one hold. The first valid decision wins; a later one gets
+    /// [`EngineError::AlreadyDecided`] with the recorded decision. Repeating a decision with
+    /// the same idempotency key returns the first result.
+    pub async fn decide(
+        &self,
+        who: &Principal,
+        id: HoldId,
+        decision: Decision,
+        scope: &Scope,
+        idempotency_key: Option<&str>,
+    ) -> Result<DecideResult, EngineError> {
+        let idem = Idem::new(
+            &self.inner.limits,
+            &format!("decide:{id}"),
+            who,
+            idempotency_key,
+            &decision,
+        )?;
+        if let Some(r) = self.replay(idem.as_ref()).await? {
+            return Ok(r);
+        }
+        let policy = self.policy();
+        let limits = &self.inner.limits;
+        let result = self
+            .update(id, scope, idem.as_ref(), |h, now| {
+                let (t, result) = hold::decide(h, who, &decision, now, &policy, limits)?;
+                let r = DecideResult {
+                    result,
+                    hold: t.hold.clone(),
+                };
+                Ok(Some((t, r)))
+            })
+            .await;
+        match result {
+            Ok(Updated::Applied(_, r)) => Ok(r),
+            Ok(Updated::Unchanged(_)) => Err(EngineError::Busy),
+            Err(e) if e.code() == KEY_TAKEN => {
+                self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// "Decide all": one approve / deny / deny-and-stop for every approval of a batch, bound
+    /// to the holds the person saw. Refused whole if the batch differs from what was seen or
+    /// if any open hold refuses the decision; holds decided before are left as they are.
+    pub async fn decide_batch(
+        &self,
+        who: &Principal,
+        req: DecideBatchRequest,
+        scope: &Scope,
+        idempotency_key: Option<&str>,
+    ) -> Result<DecideBatchResult, EngineError> {
+        if !matches!(
+            req.decision,
+            Decision::Approve { .. } | Decision::Deny { .. } | Decision::DenyStop { .. }
+        ) {
+            return Err(EngineError::invalid(
+                "invalid_input",
+                "decision.action",
+                "deciding a whole batch takes approve, deny or deny_stop",
+            ));
+        }
+        let idem = Idem::new(
+            &self.inner.limits,
+            &format!("batch:{}", req.batch),
+            who,
+            idempotency_key,
+            &req,
+        )?;
+        if let Some(r) = self.replay(idem.as_ref()).await? {
+            return Ok(r);
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let holds = self.batch_in_scope(req.batch, scope).await?;
+            let approvals: Vec<&Hold> = holds
+                .iter()
+                .filter(|h| h.kind() == HoldKind::Approval)
+                .collect();
+            check_seen(&approvals, &req)?;
+            let now = self.now();
+            let policy = self.policy();
+            let mut tx = Transaction::default();
+            let mut results = Vec::with_capacity(approvals.len());
+            for h in approvals {
+                if !h.is_open() {
+                    results.push(DecideResult {
+                        result: DecideOutcome::AlreadyDecided,
+                        hold: h.clone(),
+                    });
+                    continue;
+                }
+                let (t, result) =
+                    hold::decide(h, who, &req.decision, now, &policy, &self.inner.limits)?;
+                results.push(DecideResult {
+                    result,
+                    hold: t.hold.clone(),
+                });
+                let part = transaction(t);
+                tx.writes.extend(part.writes);
+                tx.events.extend(part.events);
+            }
+            let response = DecideBatchResult { holds: results };
+            if tx.writes.is_empty() {
+                return Ok(response);
+            }
+            if let Some(idem) = &idem {
+                tx.writes.push(idem.record(&response, now)?);
+            }
+            match self.inner.store.commit(tx).await {
+                Ok(_) => return Ok(response),
+                Err(CommitError::Conflict(Conflict::StaleHold(_))) => continue,
+                Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
+                    return self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy);
+                }
+                Err(e) => return Err(commit_error(e)),
+            }
+        }
+        Err(EngineError::Busy)
+    }
+
+    async fn batch_in_scope(&self, id: BatchId, scope: &Scope) -> Result<Vec<Hold>, EngineError> {
+        let holds: Vec<Hold> = self
+            .inner
+            .store
+            .batch(id)
+            .await?
+            .into_iter()
+            .filter(|h| scope.admits(h))
+            .collect();
+        if holds.is_empty() {
+            return Err(EngineError::NotFound {
+                what: "batch",
+                id: id.to_string(),
+            });
+        }
+        Ok(holds)
+    }
+
+    /// Withdraws a hold: by the agent that raised it, or by an admin. Its outcome is
+    /// `canceled`; it can no longer be decided.
+    pub async fn withdraw(
+        &self,
+        who: &Principal,
+        id: HoldId,
+        reason: Option<String>,
+        scope: &Scope,
+    ) -> Result<Hold, EngineError> {
+        if let Some(r) = &reason {
+            check_name("reason", r, self.inner.limits.reason)?;
+        }
+        let result = self
+            .update(id, scope, None, |h, now| {
+                if who.role != Role::Admin && h.requested_by != who.name {
+                    return Err(EngineError::Forbidden(
+                        "only the agent that raised a hold (or an admin) may withdraw it".into(),
+                    ));
+                }
+                if !h.is_open() {
+                    return Err(EngineError::AlreadyDecided {
+                        hold: Box::new(h.clone()),
+                    });
+                }
+                Ok(hold::withdraw(h, who.actor(), reason.clone(), now).map(|t| (t, ())))
+            })
+            .await?;
+        match result {
+            Updated::Applied(h, ()) | Updated::Unchanged(h) => Ok(h),
+        }
+    }
+
+    /// Withdraws every open hold of a batch on behalf of Holdpoint (its turn was cancelled).
+    /// Returns the holds it withdrew.
+    pub async fn withdraw_batch(
+        &self,
+        batch: BatchId,
+        reason: &str,
+    ) -> Result<Vec<Hold>, EngineError> {
+        let mut withdrawn = Vec::new();
+        for h in self.inner.store.batch(batch).await? {
+            if !h.is_open() {
+                continue;
+            }
+            let r = self
+                .update(h.id, &Scope::any(), None, |h, now| {
+                    Ok(
+                        hold::withdraw(h, Actor::of(Source::System), Some(reason.to_owned()), now)
+                            .map(|t| (t, ())),
+                    )
+                })
+                .await?;
+            if let Updated::Applied(h, ()) = r {
+                withdrawn.push(h);
+            }
+        }
+        Ok(withdrawn)
+    }
+
+    /// Revokes a grant (people only). Calls it allowed are asked again.
+    pub async fn revoke_grant(
+        &self,
+        who: &Principal,
+        id: GrantId,
+        scope: &Scope,
+    ) -> Result<Grant, EngineError> {
+        if !who.role.may_decide() {
+            return Err(EngineError::Forbidden(
+                "agent credentials cannot revoke grants".into(),
+            ));
+        }
+        let not_found = || EngineError::NotFound {
+            what: "grant",
+            id: id.to_string(),
+        };
+        let grant = self.inner.store.grant(id).await?.ok_or_else(not_found)?;
+        if scope.world.as_ref().is_some_and(|w| *w != grant.world) {
+            return Err(not_found());
+        }
+        if grant.revoked_at.is_some() {
+            return Err(EngineError::conflict(
+                "already_revoked",
+                format!("grant {id} is already revoked"),
+            ));
+        }
+        let now = self.now();
+        let event = EventDraft {
+            at: now,
+            world: Some(grant.world.clone()),
+            chat: grant.chat.clone(),
+            hold: None,
+            actor: who.actor(),
+            payload: EventPayload::GrantRevoked { grant: id },
+        };
+        let tx = Transaction {
+            writes: vec![Write::RevokeGrant { id, at: now }],
+            events: vec![event.into()],
+        };
+        match self.inner.store.commit(tx).await {
+            Ok(_) => Ok(Grant {
+                revoked_at: Some(now),
+                ..grant
+            }),
+            Err(CommitError::Conflict(Conflict::NoSuchGrant(_))) => Err(EngineError::conflict(
+                "already_revoked",
+                format!("grant {id} is already revoked"),
+            )),
+            Err(e) => Err(commit_error(e)),
+        }
+    }
+}
+
+/// The approvals of the batch must be exactly those seen, with the arguments seen.
+fn check_seen(approvals: &[&Hold], req: &DecideBatchRequest) -> Result<(), EngineError> {
+    let mismatch = |message: String| EngineError::conflict("batch_mismatch", message);
+    for (i, s) in req.seen.iter().enumerate() {
+        if req.seen[..i].iter().any(|o| o.hold == s.hold) {
+            return Err(mismatch(format!(
+                "hold {} is listed twice in `seen`",
+                s.hold
+            )));
+        }
+        match approvals.iter().find(|h| h.id == s.hold) {
+            None => {
+                return Err(mismatch(format!(
+                    "hold {} is not an approval of this batch",
+                    s.hold
+                )));
+            }
+            Some(h) if h.digest() != Some(s.digest.as_str()) => {
+                return Err(mismatch(format!(
+                    "the arguments of hold {} differ from those seen",
+                    s.hold
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(unseen) = approvals
+        .iter()
+        .find(|h| !req.seen.iter().any(|s| s.hold == h.id))
+    {
+        return Err(mismatch(format!(
+            "the batch has an approval that was not seen (hold {}): show the whole batch again",
+            unseen.id
+        )));
+    }
+    Ok(())
+}

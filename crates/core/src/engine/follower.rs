@@ -1,0 +1,95 @@
+//! Follows the store's committed events (this node's and, on a shared store, every other
+//! node's) and keeps the engine's in-memory views current: waiters, timers, grants, and the
+//! human channels.
+
+use std::sync::{Arc, Weak};
+
+use holdpoint_protocol::{Event, EventPayload};
+use tokio::sync::broadcast::{Receiver, error::RecvError};
+
+use super::timers::TimerKind;
+use super::{Engine, Inner, lock, write};
+use crate::store::EventFilter;
+
+pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut last: u64) {
+    loop {
+        let received = rx.recv().await;
+        let Some(engine) = inner.upgrade().map(|inner| Engine { inner }) else {
+            return;
+        };
+        match received {
+            Ok(event) if event.seq <= last => {}
+            Ok(event) if event.seq == last + 1 => {
+                last = event.seq;
+                engine.apply(&event);
+            }
+            // A gap or a lag: read what was missed from the log.
+            Ok(_) | Err(RecvError::Lagged(_)) => last = engine.catch_up(last).await,
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+impl Engine {
+    async fn catch_up(&self, mut last: u64) -> u64 {
+        loop {
+            match self
+                .inner
+                .store
+                .events(last, &EventFilter::default(), 1024)
+                .await
+            {
+                Ok(page) => {
+                    for event in &page.events {
+                        if event.seq > last {
+                            last = event.seq;
+                            self.apply(event);
+                        }
+                    }
+                    if page.events.len() < 1024 {
+                        return last;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read missed events; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
+    fn apply(&self, event: &Arc<Event>) {
+        match &event.payload {
+            EventPayload::HoldCreated { hold } => {
+                let mut timers = lock(&self.inner.timers);
+                if let Some(at) = hold.deadline {
+                    timers.set(hold.id, TimerKind::Deadline, at);
+                }
+                if let Some(at) = hold.remind_at.filter(|_| !hold.reminded) {
+                    timers.set(hold.id, TimerKind::Remind, at);
+                }
+                drop(timers);
+                self.inner.timers_changed.notify_one();
+            }
+            EventPayload::HoldDecided { outcome }
+            | EventPayload::HoldExpired { outcome }
+            | EventPayload::HoldWithdrawn { outcome } => {
+                if let Some(id) = event.hold {
+                    lock(&self.inner.timers).clear(id);
+                    let waiting = lock(&self.inner.waiters).remove(&id);
+                    for tx in waiting.into_iter().flatten() {
+                        let _ = tx.send(outcome.clone());
+                    }
+                }
+            }
+            EventPayload::GrantCreated { grant } => write(&self.inner.grants).insert(grant.clone()),
+            EventPayload::GrantRevoked { grant } => write(&self.inner.grants).remove(*grant),
+            _ => {}
+        }
+        if event.hold.is_some() {
+            for channel in &self.inner.channels {
+                channel.notify(event);
+            }
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The gate: policy (with grants) decides each requested call; what must be asked becomes a
+//! hold, and the holds of one request form one batch. One commit records everything.
+
+use holdpoint_protocol::{
+    Actor, ApprovalRequest, BatchId, DecidedBy, DecisionKind, EventPayload, GateRequest,
+    GateResponse, GateResult, Hold, HoldRequest, Principal, Source,
+};
+
+use super::decide::{Idem, commit_error};
+use super::{Engine, Explanation, read};
+use crate::audit::EventDraft;
+use crate::canonical;
+use crate::error::{EngineError, ValidationError};
+use crate::hold::{self, HoldContext, check_name, validate_approval, validate_question};
+use crate::policy::{Action, Call, Policy};
+use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
+
+/// What decides a call: the strictest rule, except that a grant allows what a rule would ask.
+struct CallDecision {
+    action: Action,
+    decided_by: DecidedBy,
+    /// The rule whose ask settings apply, when the call is asked.
+    ask_rule: Option<usize>,
+}
+
+impl Engine {
+    fn decide_call(
+        &self,
+        policy: &Policy,
+        world: &str,
+        chat: Option<&str>,
+        call: &Call<'_>,
+        digest: &str,
+        always_ask: bool,
+    ) -> CallDecision {
+        let eval = policy.evaluate(call);
+        let decided_by = policy.decided_by(&eval);
+        let ask_rule = eval.rule.filter(|_| eval.action == Action::Ask);
+        if eval.action == Action::Deny {
+            return CallDecision {
+                action: Action::Deny,
+                decided_by,
+                ask_rule: None,
+            };
+        }
+        if always_ask {
+            return CallDecision {
+                action: Action::Ask,
+                decided_by,
+                ask_rule,
+            };
+        }
+        if let Some(grant) = read(&self.inner.grants).find(world, chat, call.tool, digest) {
+            return CallDecision {
+                action: Action::Allow,
+                decided_by: DecidedBy::Grant { grant },
+                ask_rule: None,
+            };
+        }
+        CallDecision {
+            action: eval.action,
+            decided_by,
+            ask_rule,
+        }
+    }
+
+    /// What would be decided for a call in `world` / `chat`, and why (rules, grants, mode).
+    pub fn explain(&self, world: &str, chat: Option<&str>, call: &Call<'_>) -> Explanation {
+        let policy = self.policy();
+        let digest = canonical::digest(call.arguments);
+        let d = self.decide_call(&policy, world, chat, call, &digest, false);
+        let (_, matched) = policy.explain(call);
+        let ask = (d.action == Action::Ask).then(|| policy.ask_settings(call.tool, d.ask_rule));
+        Explanation {
+            decision: d.action.verdict(),
+            decided_by: d.decided_by,
+            matched,
+            ask,
+        }
+    }
+
+    /// Decides every item of a request: allowed and denied calls are answered at once (and
+    /// recorded); calls to ask and questions become holds of one batch. Items that are
+    /// malformed come back `invalid` and raise nothing.
+    pub async fn gate(
+        &self,
+        who: &Principal,
+        req: GateRequest,
+    ) -> Result<GateResponse, EngineError> {
+        let limits = &self.inner.limits;
+        check_name("world", &req.world, limits.name)?;
+        for (field, value) in [("chat", &req.chat), ("agent", &req.agent)] {
+            if let Some(v) = value {
+                check_name(field, v, limits.name)?;
+            }
+        }
+        if req.items.is_empty() {
+            return Err(
+                ValidationError::new("items", "give at least one approval or question").into(),
+            );
+        }
+        if req.items.len() > limits.batch {
+            return Err(ValidationError::new(
+                "items",
+                format!(
+                    "{} items given; at most {} per request",
+                    req.items.len(),
+                    limits.batch
+                ),
+            )
+            .into());
+        }
+        let idem = Idem::new(limits, "gate", who, req.idempotency_key.as_deref(), &req)?;
+        if let Some(r) = self.replay(idem.as_ref()).await? {
+            return Ok(r);
+        }
+
+        let policy = self.policy();
+        let now = self.now();
+        let batch = BatchId::random();
+        let ctx = HoldContext {
+            world: &req.world,
+            chat: req.chat.as_deref(),
+            agent: req.agent.as_deref(),
+            requested_by: &who.name,
+            batch,
+            now,
+            remind_before: policy.remind_before(),
+        };
+        let mut tx = Transaction::default();
+        let mut results = Vec::with_capacity(req.items.len());
+        let mut held = false;
+        for (i, item) in req.items.iter().enumerate() {
+            let at = format!("items[{i}]");
+            let result = match item {
+                HoldRequest::Approval(a) => self.gate_approval(&policy, &ctx, who, a, &mut tx),
+                HoldRequest::Question(q) => validate_question(q, limits).and_then(|spec| {
+                    let deadline = match q.deadline {
+                        Some(d) => policy
+                            .check_requested_deadline(d)
+                            .map_err(|m| ValidationError::new("deadline", m))?,
+                        None => policy.question_deadline(),
+                    };
+                    let hold = hold::question_hold(&ctx, spec, q.tool_call_id.as_ref(), deadline);
+                    Ok(raise(hold, who, now, &mut tx))
+                }),
+            };
+            results.push(match result {
+                Ok(r) => {
+                    held |= matches!(r, GateResult::Held { .. });
+                    r
+                }
+                Err(e) => {
+                    let e = e.within(&at);
+                    GateResult::Invalid {
+                        field: e.field,
+                        message: e.message,
+                    }
+                }
+            });
+        }
+        let response = GateResponse {
+            batch: held.then_some(batch),
+            results,
+        };
+        if tx.events.is_empty() {
+            return Ok(response);
+        }
+        if let Some(idem) = &idem {
+            tx.writes.push(idem.record(&response, now)?);
+        }
+        match self.inner.store.commit(tx).await {
+            Ok(_) => Ok(response),
+            Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
+                self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy)
+            }
+            Err(e) => Err(commit_error(e)),
+        }
+    }
+
+    fn gate_approval(
+        &self,
+        policy: &Policy,
+        ctx: &HoldContext<'_>,
+        who: &Principal,
+        a: &ApprovalRequest,
+        tx: &mut Transaction,
+    ) -> Result<GateResult, ValidationError> {
+        validate_approval(a, &self.inner.limits)?;
+        let requested = match a.deadline {
+            Some(d) => Some(
+                policy
+                    .check_requested_deadline(d)
+                    .map_err(|m| ValidationError::new("deadline", m))?,
+            ),
+            None => None,
+        };
+        let digest = canonical::digest(&a.arguments);
+        let call = Call {
+            tool: &a.tool,
+            arguments: &a.arguments,
+            annotations: a.annotations.as_ref(),
+        };
+        let d = self.decide_call(policy, ctx.world, ctx.chat, &call, &digest, a.always_ask);
+        let call_event = |payload| EventDraft {
+            at: ctx.now,
+            world: Some(ctx.world.to_owned()),
+            chat: ctx.chat.map(str::to_owned),
+            hold: None,
+            actor: Actor::of(Source::Policy),
+            payload,
+        };
+        match d.action {
+            Action::Allow => {
+                let payload = EventPayload::CallAllowed {
+                    tool: a.tool.clone(),
+                    digest: digest.clone(),
+                    tool_call_id: a.tool_call_id.clone(),
+                    decided_by: d.decided_by.clone(),
+                };
+                tx.events.push(call_event(payload).into());
+                Ok(GateResult::Allowed {
+                    digest,
+                    decided_by: d.decided_by,
+                })
+            }
+            Action::Deny => {
+                let payload = EventPayload::CallDenied {
+                    tool: a.tool.clone(),
+                    digest: digest.clone(),
+                    tool_call_id: a.tool_call_id.clone(),
+                    decided_by: d.decided_by.clone(),
+                };
+                tx.events.push(call_event(payload).into());
+                Ok(GateResult::Denied {
+                    digest,
+                    decided_by: d.decided_by,
+                })
+            }
+            Action::Ask => {
+                let settings = policy.ask_settings(&a.tool, d.ask_rule);
+                let hold = hold::approval_hold(
+                    ctx,
+                    a,
+                    digest,
+                    &settings,
+                    requested.unwrap_or(settings.deadline),
+                );
+                let approves = hold
+                    .offers
+                    .iter()
+                    .any(|k| k.as_str().starts_with("approve") || *k == DecisionKind::Edit);
+                let denies = hold
+                    .offers
+                    .iter()
+                    .any(|k| matches!(k, DecisionKind::Deny | DecisionKind::DenyStop));
+                if !(approves && denies) {
+                    return Err(ValidationError::new(
+                        "offers",
+                        "the hold would offer no way to approve or no way to deny",
+                    ));
+                }
+                Ok(raise(hold, who, ctx.now, tx))
+            }
+        }
+    }
+}
+
+fn raise(
+    hold: Hold,
+    who: &Principal,
+    now: holdpoint_protocol::Timestamp,
+    tx: &mut Transaction,
+) -> GateResult {
+    let event = EventDraft {
+        at: now,
+        world: Some(hold.world.clone()),
+        chat: hold.chat.clone(),
+        hold: Some(hold.id),
+        actor: who.actor(),
+        payload: EventPayload::HoldCreated {
+            hold: Box::new(hold.clone()),
+        },
+    };
+    tx.events.push(PreparedEvent::from(event));
+    tx.writes.push(Write::InsertHold(Box::new(hold.clone())));
+    GateResult::Held {
+        hold: Box::new(hold),
+    }
+}

@@ -1,0 +1,555 @@
+//! The engine: the one entry point for raising, deciding, listing and following holds.
+//!
+//! Writes go through [`Store::commit`] with the version of the hold they were computed from;
+//! when another writer got there first, the engine re-reads and recomputes (a decision that
+//! lost the race then reports "already decided"). Everything that reacts to a change —
+//! waiters, deadline timers, the grant index, human channels — follows the store's committed
+//! event stream, so it works the same whether the change was made here or on another node.
+
+mod decide;
+mod follower;
+mod gate;
+mod grants;
+mod stream;
+mod timers;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Outcome, Page, StatusFilter};
+use serde::Serialize;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+pub use stream::EventStream;
+
+use crate::audit::{ChainError, ChainVerifier, VerifyReport};
+use crate::clock::{Clock, SystemClock};
+use crate::error::EngineError;
+use crate::limits::{DEFAULT_PAGE, Limits};
+use crate::policy::{AskSettings, MatchedRule, Policy};
+use crate::store::{EventFilter, HoldFilter, StatusSet, Store, StoreError};
+use grants::GrantIndex;
+use timers::{TimerKind, TimerQueue};
+
+/// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine
+/// refuses to start a policy that can ask when no channel is registered, so a hold can never
+/// wait on nobody.
+pub trait HumanChannel: Send + Sync + 'static {
+    fn name(&self) -> &str;
+
+    /// Called, in log order, for each committed event about a hold (created, reminded, voted,
+    /// awaiting confirm, decided, expired, withdrawn). Must return quickly; spawn any I/O.
+    fn notify(&self, event: &Arc<Event>) {
+        let _ = event;
+    }
+}
+
+/// Why an engine did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "the policy can ask a person (mode {mode}), but no way to reach one is configured: \
+         register a human channel, or use mode auto_approve / auto_deny without ask rules"
+    )]
+    NoHumanChannel { mode: &'static str },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Limits a caller to one world (and chat). Holds outside it look like holds that do not exist.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    pub world: Option<String>,
+    pub chat: Option<String>,
+}
+
+impl Scope {
+    pub fn any() -> Self {
+        Scope::default()
+    }
+
+    pub fn world(world: impl Into<String>) -> Self {
+        Scope {
+            world: Some(world.into()),
+            chat: None,
+        }
+    }
+
+    pub(crate) fn admits(&self, hold: &Hold) -> bool {
+        self.world.as_ref().is_none_or(|w| *w == hold.world)
+            && self
+                .chat
+                .as_ref()
+                .is_none_or(|c| Some(c) == hold.chat.as_ref())
+    }
+}
+
+/// What the policy (with grants) would decide for a call, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Explanation {
+    pub decision: holdpoint_protocol::CallVerdict,
+    pub decided_by: holdpoint_protocol::DecidedBy,
+    /// Every rule that matched, in policy order.
+    pub matched: Vec<MatchedRule>,
+    /// How a hold would be raised, when the decision is to ask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<AskSettings>,
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    policy: Policy,
+    channels: Vec<Arc<dyn HumanChannel>>,
+    limits: Limits,
+}
+
+impl EngineBuilder {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        EngineBuilder {
+            store,
+            clock: Arc::new(SystemClock),
+            policy: Policy::default(),
+            channels: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn channel(mut self, channel: Arc<dyn HumanChannel>) -> Self {
+        self.channels.push(channel);
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Starts the engine: loads grants and the deadlines of open holds, applies the timeout
+    /// outcome to holds whose deadline passed while nothing ran, and follows the store's
+    /// events. Must run inside a Tokio runtime.
+    pub async fn start(self) -> Result<Engine, StartError> {
+        check_reachable(&self.policy, &self.channels)?;
+        // Subscribe before reading state, so nothing committed in between is missed.
+        let events = self.store.subscribe();
+        let head = self.store.audit_head().await?.map_or(0, |h| h.seq);
+        let mut grant_index = GrantIndex::default();
+        for g in self.store.grants(None).await? {
+            grant_index.insert(g);
+        }
+        let mut queue = TimerQueue::default();
+        for t in self.store.open_timers().await? {
+            if let Some(at) = t.deadline {
+                queue.set(t.hold, TimerKind::Deadline, at);
+            }
+            if let Some(at) = t.remind_at {
+                queue.set(t.hold, TimerKind::Remind, at);
+            }
+        }
+        let inner = Arc::new(Inner {
+            store: self.store,
+            clock: self.clock,
+            policy: RwLock::new(Arc::new(self.policy)),
+            channels: self.channels,
+            limits: self.limits,
+            grants: RwLock::new(grant_index),
+            timers: Mutex::new(queue),
+            timers_changed: Arc::new(Notify::new()),
+            waiters: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
+        let timer = tokio::spawn(timer_loop(Arc::downgrade(&inner)));
+        lock(&inner.tasks).extend([follower, timer]);
+        Ok(Engine { inner })
+    }
+}
+
+fn check_reachable(policy: &Policy, channels: &[Arc<dyn HumanChannel>]) -> Result<(), StartError> {
+    if policy.can_ask() && channels.is_empty() {
+        return Err(StartError::NoHumanChannel {
+            mode: policy.mode().as_str(),
+        });
+    }
+    Ok(())
+}
+
+/// The engine handle. Cheap to clone; the engine stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    policy: RwLock<Arc<Policy>>,
+    channels: Vec<Arc<dyn HumanChannel>>,
+    limits: Limits,
+    grants: RwLock<GrantIndex>,
+    timers: Mutex<TimerQueue>,
+    timers_changed: Arc<Notify>,
+    waiters: Mutex<HashMap<HoldId, Vec<oneshot::Sender<Outcome>>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for task in lock(&self.tasks).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// Locks a mutex, recovering from a panic in another holder (the data are plain indexes that
+/// stay consistent at every await point).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How often an optimistic change is retried against concurrent changes to the same hold.
+const MAX_ATTEMPTS: usize = 32;
+
+impl Engine {
+    pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder::new(store)
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    pub fn policy(&self) -> Arc<Policy> {
+        read(&self.inner.policy).clone()
+    }
+
+    /// Replaces the policy (a reload). Holds already raised keep their settings.
+    pub fn set_policy(&self, policy: Policy) -> Result<(), StartError> {
+        check_reachable(&policy, &self.inner.channels)?;
+        *write(&self.inner.policy) = Arc::new(policy);
+        Ok(())
+    }
+
+    /// One hold, if it exists in `scope`.
+    pub async fn hold(&self, id: HoldId, scope: &Scope) -> Result<Hold, EngineError> {
+        match self.inner.store.hold(id).await? {
+            Some(h) if scope.admits(&h) => Ok(h),
+            _ => Err(EngineError::NotFound {
+                what: "hold",
+                id: id.to_string(),
+            }),
+        }
+    }
+
+    /// Every event about a hold, oldest first: its history.
+    pub async fn history(&self, id: HoldId, scope: &Scope) -> Result<Vec<Arc<Event>>, EngineError> {
+        self.hold(id, scope).await?;
+        let filter = EventFilter {
+            hold: Some(id),
+            ..EventFilter::default()
+        };
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.inner.store.events(after, &filter, 256).await?;
+            let done = page.events.len() < 256;
+            after = page.scanned_to;
+            out.extend(page.events);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// A page of holds. Served by the store's indexes: the first page costs the same with
+    /// ten pending holds or a hundred thousand.
+    pub async fn holds(&self, query: &HoldQuery) -> Result<Page<Hold>, EngineError> {
+        if query.chat.is_some() && query.world.is_none() {
+            return Err(EngineError::invalid(
+                "invalid_input",
+                "chat",
+                "filtering by chat needs a world",
+            ));
+        }
+        let max = self.inner.limits.page;
+        let limit = match query.limit {
+            0 => DEFAULT_PAGE.min(max),
+            n if n > max => {
+                return Err(EngineError::invalid(
+                    "invalid_input",
+                    "limit",
+                    format!("at most {max} holds per page"),
+                ));
+            }
+            n => n,
+        };
+        let after = match &query.cursor {
+            None => None,
+            Some(c) => Some(c.parse::<u64>().map_err(|_| {
+                EngineError::invalid(
+                    "invalid_input",
+                    "cursor",
+                    "not a cursor returned by a previous page",
+                )
+            })?),
+        };
+        let filter = HoldFilter {
+            world: query.world.clone(),
+            chat: query.chat.clone(),
+            status: match query.status {
+                StatusFilter::Open => StatusSet::Open,
+                StatusFilter::Resolved => StatusSet::Resolved,
+                StatusFilter::Any => StatusSet::Any,
+                StatusFilter::Is(s) => StatusSet::Is(s),
+            },
+            kind: query.kind,
+            batch: query.batch,
+            order: query.order,
+            after,
+            limit: limit + 1,
+        };
+        let mut rows = self.inner.store.holds(&filter).await?;
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|r| r.position.to_string())
+        } else {
+            None
+        };
+        Ok(Page {
+            items: rows.into_iter().map(|r| r.item).collect(),
+            next,
+        })
+    }
+
+    /// Whether new user messages to the chat are refused (a hold is open in it).
+    pub async fn chat_locked(&self, world: &str, chat: &str) -> Result<bool, EngineError> {
+        Ok(self.inner.store.chat_has_open_hold(world, chat).await?)
+    }
+
+    /// Waits until the hold is resolved or `timeout` passes (`None`: still open). The hold
+    /// keeps its own deadline either way.
+    pub async fn wait(
+        &self,
+        id: HoldId,
+        timeout: Duration,
+        scope: &Scope,
+    ) -> Result<Option<Outcome>, EngineError> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.waiters).entry(id).or_default().push(tx);
+        let guard = WaiterGuard {
+            inner: &self.inner,
+            id,
+        };
+        let hold = self.hold(id, scope).await?;
+        if let Some(outcome) = hold.outcome {
+            return Ok(Some(outcome));
+        }
+        let result = tokio::time::timeout(timeout, rx).await;
+        drop(guard);
+        match result {
+            Ok(Ok(outcome)) => Ok(Some(outcome)),
+            Ok(Err(_)) => Err(EngineError::Busy),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Committed events after `after` (or from now on, with `None`), filtered. Resumable:
+    /// reconnecting with the last `seq` seen replays exactly what was missed.
+    pub async fn events(
+        &self,
+        after: Option<u64>,
+        filter: EventFilter,
+    ) -> Result<EventStream, EngineError> {
+        let rx = self.inner.store.subscribe();
+        let (cursor, catching_up) = match after {
+            Some(seq) => (seq, true),
+            None => (
+                self.inner.store.audit_head().await?.map_or(0, |h| h.seq),
+                false,
+            ),
+        };
+        Ok(EventStream::new(
+            self.inner.store.clone(),
+            rx,
+            filter,
+            cursor,
+            catching_up,
+        ))
+    }
+
+    /// Active grants of a world (or of all).
+    pub async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, EngineError> {
+        Ok(self.inner.store.grants(world).await?)
+    }
+
+    /// Walks the whole audit chain.
+    pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
+        Ok(verify(self.inner.store.as_ref()).await?)
+    }
+
+    /// Open holds whose deadlines the timers track (for metrics and tests).
+    pub fn tracked_timers(&self) -> usize {
+        lock(&self.inner.timers).len()
+    }
+
+    pub(crate) fn now(&self) -> holdpoint_protocol::Timestamp {
+        self.inner.clock.now()
+    }
+}
+
+/// Walks a store's audit chain in pages.
+pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError>, StoreError> {
+    let mut verifier = ChainVerifier::new();
+    let mut after = 0;
+    loop {
+        let rows = store.raw_events(after, 1024).await?;
+        for row in &rows {
+            if let Err(e) = verifier.push(row) {
+                return Ok(Err(e));
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == 1024 => after = last.seq,
+            _ => break,
+        }
+    }
+    let head = store.audit_head().await?;
+    Ok(verifier.finish(head))
+}
+
+/// Removes a waiter's closed sender when its wait ends early (timeout, disconnect).
+struct WaiterGuard<'a> {
+    inner: &'a Inner,
+    id: HoldId,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        let mut waiters = lock(&self.inner.waiters);
+        if let Some(list) = waiters.get_mut(&self.id) {
+            list.retain(|tx| !tx.is_closed());
+            if list.is_empty() {
+                waiters.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// Fires due deadlines and reminders. Holds only a weak reference while it sleeps.
+async fn timer_loop(inner: Weak<Inner>) {
+    const BURST: usize = 256;
+    loop {
+        let Some(engine) = inner.upgrade().map(|inner| Engine { inner }) else {
+            return;
+        };
+        let now = engine.now();
+        let due = lock(&engine.inner.timers).pop_due(now, BURST);
+        if !due.is_empty() {
+            let mut set = tokio::task::JoinSet::new();
+            for (hold, kind) in due {
+                let e = engine.clone();
+                set.spawn(async move { e.fire(hold, kind).await });
+            }
+            while set.join_next().await.is_some() {}
+            continue;
+        }
+        let next = lock(&engine.inner.timers).next_at();
+        let clock = engine.inner.clock.clone();
+        // A change notified while nobody waits leaves a permit, so none is lost here.
+        let notify = engine.inner.timers_changed.clone();
+        drop(engine);
+        let changed = notify.notified();
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = clock.sleep_until(at) => {}
+                    () = changed => {}
+                }
+            }
+            None => changed.await,
+        }
+    }
+}
+
+impl Engine {
+    fn set_timer(&self, hold: HoldId, kind: TimerKind, at: holdpoint_protocol::Timestamp) {
+        lock(&self.inner.timers).set(hold, kind, at);
+        self.inner.timers_changed.notify_one();
+    }
+
+    /// Applies a due deadline or reminder. On a storage failure it tries again shortly: a
+    /// hold must never outlive its deadline because one write failed.
+    async fn fire(&self, id: HoldId, kind: TimerKind) {
+        const RETRY: Duration = Duration::from_secs(1);
+        let result = self
+            .update(id, &Scope::any(), None, |hold, now| {
+                let t = match kind {
+                    TimerKind::Deadline => crate::hold::expire(hold, now),
+                    TimerKind::Remind => crate::hold::remind(hold, now),
+                };
+                Ok(t.map(|t| (t, ())))
+            })
+            .await;
+        match result {
+            Ok(Updated::Applied(..)) => {}
+            Ok(Updated::Unchanged(hold)) => {
+                // Still open but not yet due by this node's clock: look again then.
+                let at = match kind {
+                    TimerKind::Deadline => hold.deadline,
+                    TimerKind::Remind => hold.remind_at.filter(|_| !hold.reminded),
+                };
+                if let Some(at) = at.filter(|_| hold.is_open()) {
+                    self.set_timer(id, kind, at.max(self.now()));
+                }
+            }
+            Err(EngineError::NotFound { .. }) => {}
+            Err(e) => {
+                tracing::warn!(hold = %id, error = %e, "could not apply a hold's {kind:?} timer; retrying");
+                self.set_timer(id, kind, self.now().saturating_add(RETRY));
+            }
+        }
+    }
+}
+
+/// The result of an optimistic update.
+pub(crate) enum Updated<R> {
+    /// The transition was committed; the hold as it now is.
+    Applied(Hold, R),
+    /// The function chose to change nothing; the hold as read.
+    Unchanged(Hold),
+}

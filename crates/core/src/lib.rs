@@ -1,0 +1,21 @@
+//! Holdpoint's engine: policy evaluation, the hold lifecycle, grants, deadlines and timeout
+//! outcomes, quorum, and the audit hash chain.
+//!
+//! `core` is plain data and functions over two traits: [`store::Store`] (durable state and
+//! committed events) and [`clock::Clock`] (time). It knows no HTTP, no SQL and no terminal.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod audit;
+pub mod canonical;
+pub mod clock;
+mod engine;
+mod error;
+pub mod hold;
+pub mod limits;
+pub mod policy;
+pub mod store;
+
+pub use engine::{
+    Engine, EngineBuilder, EventStream, Explanation, HumanChannel, Scope, StartError, verify,
+};
+pub use error::{EngineError, ValidationError};

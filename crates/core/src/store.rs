@@ -1,0 +1,205 @@
+//! The storage contract.
+//!
+//! The engine decides *what* changes; a store makes a [`Transaction`] durable atomically, checks
+//! its preconditions (a hold's version, an idempotency key not yet used), appends its events to
+//! the audit chain (sealed with [`crate::audit::seal`]), and only then publishes the committed
+//! events, in log order, to [`Store::subscribe`]rs. Nothing here assumes SQL, let alone SQLite:
+//! a store on several nodes publishes every node's events to each node's subscribers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use holdpoint_protocol::{
+    BatchId, Event, Grant, GrantId, Hold, HoldId, HoldKind, HoldStatus, Order, Timestamp,
+};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::audit::{AuditHead, EventDraft, RawEvent};
+
+/// A storage failure (I/O, corruption, a server that went away). Nothing of the failed
+/// transaction was applied.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("storage failure: {0}")]
+pub struct StoreError(pub String);
+
+impl StoreError {
+    pub fn new(e: impl std::fmt::Display) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+/// One atomic change: all writes and events apply, or none does.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    pub writes: Vec<Write>,
+    pub events: Vec<PreparedEvent>,
+}
+
+/// An event draft with its canonical JSON computed by the caller, so the store's serial write
+/// path only seals and stores it.
+#[derive(Debug)]
+pub struct PreparedEvent {
+    pub draft: EventDraft,
+    pub canonical: String,
+}
+
+impl From<EventDraft> for PreparedEvent {
+    fn from(draft: EventDraft) -> Self {
+        let canonical = draft.canonical();
+        PreparedEvent { draft, canonical }
+    }
+}
+
+#[derive(Debug)]
+pub enum Write {
+    /// A new hold at version 1. Fails with [`Conflict::HoldExists`] if the id is taken.
+    InsertHold(Box<Hold>),
+    /// Replaces a hold's state. Applies only if the stored version is `hold.version - 1`,
+    /// otherwise fails with [`Conflict::StaleHold`]: this is what makes decisions exactly-once.
+    UpdateHold(Box<Hold>),
+    InsertGrant(Box<Grant>),
+    /// Marks a grant revoked. Fails with [`Conflict::NoSuchGrant`] if it is unknown or revoked.
+    RevokeGrant {
+        id: GrantId,
+        at: Timestamp,
+    },
+    /// Records the response to an idempotent request. Fails with [`Conflict::KeyTaken`] if
+    /// the key was recorded before.
+    PutIdempotent {
+        key: String,
+        fingerprint: String,
+        response: Value,
+        at: Timestamp,
+    },
+}
+
+/// A precondition that did not hold. Nothing was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    #[error("hold {0} exists")]
+    HoldExists(HoldId),
+    #[error("hold {0} changed since it was read")]
+    StaleHold(HoldId),
+    #[error("grant {0} does not exist or is revoked")]
+    NoSuchGrant(GrantId),
+    #[error("idempotency key {0:?} was used before")]
+    KeyTaken(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(transparent)]
+    Conflict(#[from] Conflict),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The response recorded for an idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotentRecord {
+    /// Digest of the request that first used the key.
+    pub fingerprint: String,
+    pub response: Value,
+}
+
+/// Which holds to list. Every combination must be served by an index, never by a scan of all
+/// holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldFilter {
+    pub world: Option<String>,
+    /// Only together with `world`.
+    pub chat: Option<String>,
+    pub status: StatusSet,
+    pub kind: Option<HoldKind>,
+    pub batch: Option<BatchId>,
+    pub order: Order,
+    /// Continue after (or, newest first, before) this position.
+    pub after: Option<u64>,
+    pub limit: usize,
+}
+
+/// Statuses to list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StatusSet {
+    #[default]
+    Open,
+    Resolved,
+    Any,
+    Is(HoldStatus),
+}
+
+/// A hold with its position in creation order (for cursors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Positioned<T> {
+    pub position: u64,
+    pub item: T,
+}
+
+/// What the deadline timers need to know of an open hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenTimer {
+    pub hold: HoldId,
+    pub deadline: Option<Timestamp>,
+    /// `None` once the reminder has fired.
+    pub remind_at: Option<Timestamp>,
+}
+
+/// Which events to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub world: Option<String>,
+    pub chat: Option<String>,
+    pub hold: Option<HoldId>,
+}
+
+impl EventFilter {
+    pub fn matches(&self, e: &Event) -> bool {
+        (self.world.is_none() || self.world == e.world)
+            && (self.chat.is_none() || self.chat == e.chat)
+            && (self.hold.is_none() || self.hold == e.hold)
+    }
+}
+
+/// A page of events and how far the log was considered: every event with `seq <= scanned_to`
+/// either is in `events` or does not match the filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    pub events: Vec<Arc<Event>>,
+    pub scanned_to: u64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies `tx` atomically and durably, then publishes its events. Returns them committed.
+    async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError>;
+
+    async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError>;
+    async fn holds(&self, filter: &HoldFilter) -> Result<Vec<Positioned<Hold>>, StoreError>;
+    async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError>;
+    /// Whether the chat has an open hold (the composer lock).
+    async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
+    /// Deadlines and reminders of every open hold, for the timers after a start.
+    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError>;
+
+    /// Grants not revoked, of one world or of all.
+    async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;
+    async fn grant(&self, id: GrantId) -> Result<Option<Grant>, StoreError>;
+
+    async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError>;
+
+    /// Events with `seq > after`, oldest first, at most `limit`.
+    async fn events(
+        &self,
+        after: u64,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError>;
+    /// Stored rows with `seq > after`, for verification.
+    async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError>;
+    async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError>;
+
+    /// Committed events, in log order, from now on. A receiver that falls behind gets
+    /// `Lagged` and must read what it missed with [`Store::events`].
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
+}

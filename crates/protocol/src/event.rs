@@ -1,0 +1,143 @@
+//! Events: entries of the append-only, hash-chained log. The same entries feed live streams,
+//! webhooks and a hold's history.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Actor, Grant, GrantId, Hold, HoldId, Outcome, PendingAnswer, RuleRef, Timestamp, Vote,
+};
+
+/// One entry of the log, as committed.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the log, from 1, without gaps.
+    pub seq: u64,
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldId>,
+    pub actor: Actor,
+    pub payload: EventPayload,
+    /// SHA-256 (hex) of this entry's canonical body, which includes the previous entry's hash.
+    pub hash: String,
+}
+
+/// What happened. The `type` tag names the event on the wire and in the log.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventPayload {
+    /// A hold was raised (and is shown to people).
+    #[serde(rename = "hold.created")]
+    HoldCreated { hold: Box<Hold> },
+    /// A hold is still pending and its deadline approaches.
+    #[serde(rename = "hold.reminded")]
+    HoldReminded { deadline: Timestamp },
+    /// One approval was counted towards a quorum.
+    #[serde(rename = "hold.voted")]
+    HoldVoted {
+        vote: Vote,
+        approvals: u32,
+        quorum: u32,
+    },
+    /// An answer was chosen and waits for the confirm step.
+    #[serde(rename = "hold.awaiting_confirm")]
+    HoldAwaitingConfirm { answer: PendingAnswer },
+    /// A person (or a non-interactive default) decided the hold.
+    #[serde(rename = "hold.decided")]
+    HoldDecided { outcome: Outcome },
+    /// The deadline passed; the configured outcome was applied.
+    #[serde(rename = "hold.expired")]
+    HoldExpired { outcome: Outcome },
+    /// The hold was withdrawn (its turn was cancelled, or its agent withdrew it).
+    #[serde(rename = "hold.withdrawn")]
+    HoldWithdrawn { outcome: Outcome },
+    /// Policy allowed a call without asking.
+    #[serde(rename = "call.allowed")]
+    CallAllowed {
+        tool: String,
+        digest: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+        decided_by: DecidedBy,
+    },
+    /// Policy denied a call without asking.
+    #[serde(rename = "call.denied")]
+    CallDenied {
+        tool: String,
+        digest: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+        decided_by: DecidedBy,
+    },
+    #[serde(rename = "grant.created")]
+    GrantCreated { grant: Grant },
+    #[serde(rename = "grant.revoked")]
+    GrantRevoked { grant: GrantId },
+}
+
+impl EventPayload {
+    /// The event's type name, as on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventPayload::HoldCreated { .. } => "hold.created",
+            EventPayload::HoldReminded { .. } => "hold.reminded",
+            EventPayload::HoldVoted { .. } => "hold.voted",
+            EventPayload::HoldAwaitingConfirm { .. } => "hold.awaiting_confirm",
+            EventPayload::HoldDecided { .. } => "hold.decided",
+            EventPayload::HoldExpired { .. } => "hold.expired",
+            EventPayload::HoldWithdrawn { .. } => "hold.withdrawn",
+            EventPayload::CallAllowed { .. } => "call.allowed",
+            EventPayload::CallDenied { .. } => "call.denied",
+            EventPayload::GrantCreated { .. } => "grant.created",
+            EventPayload::GrantRevoked { .. } => "grant.revoked",
+        }
+    }
+
+    /// The final outcome, for the events that resolve a hold.
+    pub fn resolution(&self) -> Option<&Outcome> {
+        match self {
+            EventPayload::HoldDecided { outcome }
+            | EventPayload::HoldExpired { outcome }
+            | EventPayload::HoldWithdrawn { outcome } => Some(outcome),
+            _ => None,
+        }
+    }
+}
+
+/// What decided a call without a person.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum DecidedBy {
+    Rule {
+        rule: RuleRef,
+    },
+    Grant {
+        grant: GrantId,
+    },
+    /// No rule matched; the policy mode decided (`manual`, `auto_approve`, `auto_deny`).
+    Mode {
+        mode: String,
+    },
+}
+
+/// Policy's answer for a call, as recorded.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallVerdict {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl CallVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallVerdict::Allow => "allow",
+            CallVerdict::Ask => "ask",
+            CallVerdict::Deny => "deny",
+        }
+    }
+}

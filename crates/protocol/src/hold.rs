@@ -1,0 +1,318 @@
+//! Holds: approvals (a tool call waiting for permission) and questions (the LLM asks a person,
+//! with options), their state and their one final outcome.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{ApproveScope, BatchId, DecisionKind, HoldId, Source, Timestamp};
+
+/// One hold: what is asked, of whom, until when, and (once decided) its outcome.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Hold {
+    pub id: HoldId,
+    /// Every hold belongs to a batch; a hold raised on its own is a batch of one.
+    pub batch: BatchId,
+    pub world: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Name of the principal (agent credential or turn) that raised the hold.
+    pub requested_by: String,
+    pub created_at: Timestamp,
+    /// `None` only when `never` was configured explicitly.
+    pub deadline: Option<Timestamp>,
+    /// When the reminder event fires (before the deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<Timestamp>,
+    #[serde(default)]
+    pub reminded: bool,
+    /// What applies when the deadline passes.
+    pub on_timeout: OnTimeout,
+    /// The policy rule that asked, when a rule did (not the mode default or a question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleRef>,
+    /// People allowed to decide; empty means any approver or admin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// Approvals from distinct people needed to approve (any deny denies).
+    pub quorum: u32,
+    /// The decisions this hold accepts.
+    pub offers: Vec<DecisionKind>,
+    pub spec: HoldSpec,
+    pub status: HoldStatus,
+    /// A chosen answer waiting for its confirm step (questions with `confirm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_answer: Option<PendingAnswer>,
+    /// Approvals recorded towards the quorum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<Vote>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// Increases with every change; the store applies a change only at the version it was read.
+    pub version: u64,
+}
+
+impl Hold {
+    pub fn kind(&self) -> HoldKind {
+        match self.spec {
+            HoldSpec::Approval(_) => HoldKind::Approval,
+            HoldSpec::Question(_) => HoldKind::Question,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.status.is_open()
+    }
+
+    /// The argument digest shown with an approval.
+    pub fn digest(&self) -> Option<&str> {
+        match &self.spec {
+            HoldSpec::Approval(a) => Some(&a.digest),
+            HoldSpec::Question(_) => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldKind {
+    Approval,
+    Question,
+}
+
+impl HoldKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldKind::Approval => "approval",
+            HoldKind::Question => "question",
+        }
+    }
+}
+
+/// What the hold asks.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HoldSpec {
+    Approval(ApprovalSpec),
+    Question(QuestionSpec),
+}
+
+/// A tool call waiting for permission, bound to the digest of the arguments shown.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct ApprovalSpec {
+    /// `server__tool` for MCP tools, the bare name for built-in ones.
+    pub tool: String,
+    pub arguments: Value,
+    /// SHA-256 (hex) of the canonical JSON of `arguments`.
+    pub digest: String,
+    /// The tool's JSON Schema for its arguments; edited arguments are validated against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// Why the agent wants to run it, as the agent put it (untrusted text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// MCP tool annotations (hints from the tool's server; rules may match them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct ToolAnnotations {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// A multiple-choice question. Options only: there is no free-text answer.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct QuestionSpec {
+    pub question: String,
+    pub options: Vec<QuestionOption>,
+    /// Several options may be chosen.
+    #[serde(default)]
+    pub multiple: bool,
+    /// After choosing, the person must confirm or cancel.
+    #[serde(default)]
+    pub confirm: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_option: Option<String>,
+    /// Data the LLM supplied to help the person decide, shown as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Map<String, Value>>,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct QuestionOption {
+    pub id: String,
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The rule of the policy that asked for a hold or decided a call.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct RuleRef {
+    /// Position in the policy's `rules` list, from 0.
+    pub index: usize,
+    pub name: String,
+}
+
+/// What applies when a hold's deadline passes.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Approvals: the call is denied (the default: fail closed).
+    Deny,
+    /// Approvals: the call is approved (only when configured).
+    Approve,
+    /// Questions: this option is applied.
+    Choose { option: String },
+}
+
+/// A hold's lifecycle state. `pending` and `awaiting_confirm` are open; the rest are final.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldStatus {
+    Pending,
+    AwaitingConfirm,
+    Approved,
+    Denied,
+    Answered,
+    Confirmed,
+    Canceled,
+    TimedOut,
+}
+
+impl HoldStatus {
+    pub const ALL: [HoldStatus; 8] = [
+        HoldStatus::Pending,
+        HoldStatus::AwaitingConfirm,
+        HoldStatus::Approved,
+        HoldStatus::Denied,
+        HoldStatus::Answered,
+        HoldStatus::Confirmed,
+        HoldStatus::Canceled,
+        HoldStatus::TimedOut,
+    ];
+
+    pub fn is_open(self) -> bool {
+        matches!(self, HoldStatus::Pending | HoldStatus::AwaitingConfirm)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldStatus::Pending => "pending",
+            HoldStatus::AwaitingConfirm => "awaiting_confirm",
+            HoldStatus::Approved => "approved",
+            HoldStatus::Denied => "denied",
+            HoldStatus::Answered => "answered",
+            HoldStatus::Confirmed => "confirmed",
+            HoldStatus::Canceled => "canceled",
+            HoldStatus::TimedOut => "timed_out",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+impl From<OutcomeStatus> for HoldStatus {
+    fn from(s: OutcomeStatus) -> Self {
+        match s {
+            OutcomeStatus::Approved => HoldStatus::Approved,
+            OutcomeStatus::Denied => HoldStatus::Denied,
+            OutcomeStatus::Answered => HoldStatus::Answered,
+            OutcomeStatus::Confirmed => HoldStatus::Confirmed,
+            OutcomeStatus::Canceled => HoldStatus::Canceled,
+            OutcomeStatus::TimedOut => HoldStatus::TimedOut,
+        }
+    }
+}
+
+/// An answer chosen for a question with `confirm`, waiting for the confirm step.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct PendingAnswer {
+    pub options: Vec<ChosenOption>,
+    pub by: String,
+    pub at: Timestamp,
+}
+
+/// One approval counted towards a quorum.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Vote {
+    pub by: String,
+    pub scope: ApproveScope,
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The final status of a hold.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeStatus {
+    Approved,
+    Denied,
+    Answered,
+    Confirmed,
+    Canceled,
+    TimedOut,
+}
+
+/// What happens to the tool call of an approval.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Approve,
+    Deny,
+}
+
+/// A chosen option, with the label the person saw.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ChosenOption {
+    pub id: String,
+    pub label: String,
+}
+
+/// The one final outcome of a hold: what was decided, by whom or what, and what it means for
+/// the call. Approvals carry `verdict` (and, when approved, the exact arguments that run);
+/// questions carry the chosen `options`.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    pub status: OutcomeStatus,
+    pub source: Source,
+    /// The people who decided (several for a quorum); empty for timeouts and the system.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decided_by: Vec<String>,
+    pub decided_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Approvals: whether the call runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Approvals approved by a person: how far the approval reaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ApproveScope>,
+    /// Approvals denied with "deny and stop": the turn ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_turn: bool,
+    /// Approvals that run: exactly the arguments that run (the edited ones after an edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
+    /// Questions: the options applied (chosen, confirmed or applied on timeout).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<ChosenOption>,
+}

@@ -1,0 +1,118 @@
+//! Identifiers. Hold, batch and grant ids are random (UUID v4, 122 random bits) so that nobody
+//! can guess one: a hold id is a capability to look at the hold, never to decide it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A string that is not a valid id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseIdError {
+    pub kind: &'static str,
+    pub input: String,
+}
+
+impl fmt::Display for ParseIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a valid {} id (expected a UUID)",
+            self.input, self.kind
+        )
+    }
+}
+
+impl std::error::Error for ParseIdError {}
+
+macro_rules! random_id {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Uuid);
+
+        impl $name {
+            /// A fresh random id.
+            pub fn random() -> Self {
+                Self(Uuid::new_v4())
+            }
+
+            pub fn from_uuid(uuid: Uuid) -> Self {
+                Self(uuid)
+            }
+
+            pub fn as_uuid(&self) -> &Uuid {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseIdError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::try_parse(s).map(Self).map_err(|_| ParseIdError {
+                    kind: $kind,
+                    input: s.chars().take(64).collect(),
+                })
+            }
+        }
+    };
+}
+
+random_id!(
+    /// Identifies one hold.
+    HoldId,
+    "hold"
+);
+random_id!(
+    /// Identifies the batch of holds raised by one LLM response (or one external request).
+    BatchId,
+    "batch"
+);
+random_id!(
+    /// Identifies one grant (a remembered approval).
+    GrantId,
+    "grant"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_through_text_and_json() {
+        let id = HoldId::random();
+        assert_eq!(id.to_string().parse::<HoldId>(), Ok(id));
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<HoldId>(&json).unwrap(), id);
+    }
+
+    #[test]
+    fn a_bad_id_names_its_kind() {
+        let err = "nope".parse::<BatchId>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"nope\" is not a valid batch id (expected a UUID)"
+        );
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        assert_ne!(GrantId::random(), GrantId::random());
+    }
+}

@@ -1,0 +1,32 @@
+//! Holdpoint's vocabulary: the data that crosses every boundary (engine, store, API, live
+//! streams, CLI, MCP). Plain data with serde derives; no behaviour beyond formatting and parsing.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod decision;
+mod event;
+mod grant;
+mod hold;
+mod ids;
+mod principal;
+mod query;
+mod request;
+mod time;
+
+pub use decision::{
+    ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
+    DecisionKind, SeenHold,
+};
+pub use event::{CallVerdict, DecidedBy, Event, EventPayload};
+pub use grant::{Grant, GrantScope};
+pub use hold::{
+    ApprovalSpec, ChosenOption, Hold, HoldKind, HoldSpec, HoldStatus, OnTimeout, Outcome,
+    OutcomeStatus, PendingAnswer, QuestionOption, QuestionSpec, RuleRef, ToolAnnotations, Verdict,
+    Vote,
+};
+pub use ids::{BatchId, GrantId, HoldId, ParseIdError};
+pub use principal::{Actor, Principal, Role, Source};
+pub use query::{HoldQuery, Order, Page, StatusFilter};
+pub use request::{
+    ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
+};
+pub use time::{Deadline, ParseDeadlineError, Timestamp};

@@ -1,0 +1,94 @@
+//! Who acts: authenticated principals (people and agents) and the actors recorded on events.
+
+use serde::{Deserialize, Serialize};
+
+/// What a credential may do. Agents run agents and create holds; they never decide them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Admin,
+    Approver,
+    Agent,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Approver => "approver",
+            Role::Agent => "agent",
+        }
+    }
+
+    /// Whether this role may decide holds at all (a rule may narrow it further by name).
+    pub fn may_decide(self) -> bool {
+        matches!(self, Role::Admin | Role::Approver)
+    }
+}
+
+/// An authenticated caller: a named person or agent credential with its role.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+}
+
+impl Principal {
+    pub fn new(name: impl Into<String>, role: Role) -> Self {
+        Principal {
+            name: name.into(),
+            role,
+        }
+    }
+
+    /// The actor recorded when this principal acts.
+    pub fn actor(&self) -> Actor {
+        let source = match self.role {
+            Role::Admin | Role::Approver => Source::Person,
+            Role::Agent => Source::Agent,
+        };
+        Actor {
+            source,
+            name: Some(self.name.clone()),
+        }
+    }
+}
+
+/// What kind of actor did something.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// An authenticated person (admin or approver).
+    Person,
+    /// An agent credential or an agent's turn.
+    Agent,
+    /// A deadline passed and the configured outcome was applied.
+    Timeout,
+    /// Holdpoint itself (a turn was cancelled, a process restarted).
+    System,
+    /// A non-interactive client applied the documented fail-closed default.
+    Default,
+    /// The policy (a rule, a grant or the mode) decided without asking.
+    Policy,
+}
+
+/// The actor recorded on an event or an outcome.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub struct Actor {
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Actor {
+    pub const fn of(source: Source) -> Self {
+        Actor { source, name: None }
+    }
+
+    pub fn named(source: Source, name: impl Into<String>) -> Self {
+        Actor {
+            source,
+            name: Some(name.into()),
+        }
+    }
+}

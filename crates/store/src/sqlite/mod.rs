@@ -1,0 +1,343 @@
+//! The SQLite store.
+
+mod reader;
+mod schema;
+mod writer;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use holdpoint_core::audit::{AuditHead, RawEvent};
+use holdpoint_core::store::{
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
+    Store, StoreError, Transaction, Write,
+};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId};
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{broadcast, oneshot};
+
+use reader::ReaderPool;
+use writer::{HoldRow, Job, Message, PreparedWrite, Writer};
+
+/// Why a database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error(
+        "{path} is in use by another holdpoint process (stop it first, or give this one another --data directory)"
+    )]
+    Locked { path: PathBuf },
+    #[error("{path}: no Holdpoint database here")]
+    Missing { path: PathBuf },
+    #[error("{path}: {message}")]
+    Database { path: PathBuf, message: String },
+}
+
+/// Readers per store.
+const READERS: usize = 4;
+/// Live subscribers that fall this far behind read the rest from the log.
+const EVENT_BUFFER: usize = 4096;
+
+/// Opens one connection with Holdpoint's settings.
+fn connect(path: &Path, reader: bool) -> Result<Connection, String> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
+    let setup = || -> rusqlite::Result<()> {
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
+        // Durable against power loss: a commit returns only after the WAL is synced.
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "busy_timeout", 5000)?;
+        conn.pragma_update(None, "cache_size", if reader { -8000 } else { -16000 })?;
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        if reader {
+            conn.pragma_update(None, "query_only", true)?;
+        }
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(())
+    };
+    setup().map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// A Holdpoint database in one SQLite file (plus its WAL).
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Option<Sender<Message>>,
+    writer_thread: Mutex<Option<JoinHandle<()>>>,
+    readers: Arc<ReaderPool>,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating as needed) the database at `path` for reading and
+    /// writing. Only one process may have a database open for writing.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |e: std::io::Error| OpenError::Io {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut lock_path = path.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io)?;
+        lock.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => OpenError::Locked { path: path.clone() },
+            std::fs::TryLockError::Error(e) => io(e),
+        })?;
+        let db = |message: String| OpenError::Database {
+            path: path.clone(),
+            message,
+        };
+        let mut conn = connect(&path, false).map_err(db)?;
+        schema::migrate(&mut conn).map_err(db)?;
+        let head = reader::audit_head(&conn)
+            .map_err(|e| db(e.0))?
+            .unwrap_or_else(|| AuditHead {
+                seq: 0,
+                hash: holdpoint_core::audit::GENESIS.to_owned(),
+            });
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = Writer {
+            conn,
+            _lock: lock,
+            head,
+            events: events.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("holdpoint-sqlite-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(io)?;
+        Ok(SqliteStore {
+            readers: Arc::new(ReaderPool::new(path.clone(), READERS)),
+            path,
+            writer: Some(tx),
+            writer_thread: Mutex::new(Some(thread)),
+            events,
+        })
+    }
+
+    /// Opens an existing database for reading only (while another process may write it).
+    /// Commits fail.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        if !path.is_file() {
+            return Err(OpenError::Missing { path });
+        }
+        let conn = connect(&path, true).map_err(|message| OpenError::Database {
+            path: path.clone(),
+            message,
+        })?;
+        schema::check_current(&conn).map_err(|message| OpenError::Database {
+            path: path.clone(),
+            message,
+        })?;
+        let (events, _) = broadcast::channel(1);
+        Ok(SqliteStore {
+            readers: Arc::new(ReaderPool::new(path.clone(), READERS)),
+            path,
+            writer: None,
+            writer_thread: Mutex::new(None),
+            events,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Finishes queued commits, checkpoints the WAL and releases the database. Later commits
+    /// fail.
+    pub async fn close(&self) {
+        if let Some(w) = &self.writer {
+            let _ = w.send(Message::Close);
+        }
+        let thread = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = thread {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.readers.run(f).await
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // The writer finishes what is queued, then exits and releases the lock.
+        if let Some(w) = &self.writer {
+            let _ = w.send(Message::Close);
+        }
+    }
+}
+
+fn hold_row(hold: &Hold) -> Result<HoldRow, StoreError> {
+    Ok(HoldRow {
+        id: hold.id,
+        batch: hold.batch.to_string(),
+        world: hold.world.clone(),
+        chat: hold.chat.clone(),
+        kind: hold.kind().as_str(),
+        status: hold.status.as_str(),
+        open: hold.is_open(),
+        deadline: hold.deadline.map(|t| t.as_millis()),
+        remind_at: hold
+            .remind_at
+            .filter(|_| !hold.reminded)
+            .map(|t| t.as_millis()),
+        version: hold.version,
+        data: serde_json::to_string(hold).map_err(StoreError::new)?,
+    })
+}
+
+fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
+    Ok(match write {
+        Write::InsertHold(h) => PreparedWrite::InsertHold(hold_row(&h)?),
+        Write::UpdateHold(h) => PreparedWrite::UpdateHold(hold_row(&h)?),
+        Write::InsertGrant(g) => PreparedWrite::InsertGrant {
+            id: g.id,
+            world: g.world.clone(),
+            data: serde_json::to_string(&g).map_err(StoreError::new)?,
+        },
+        Write::RevokeGrant { id, at } => PreparedWrite::RevokeGrant { id, at },
+        Write::PutIdempotent {
+            key,
+            fingerprint,
+            response,
+            at,
+        } => PreparedWrite::PutIdempotent {
+            key,
+            fingerprint,
+            response: serde_json::to_string(&response).map_err(StoreError::new)?,
+            at,
+        },
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
+        let Some(writer) = &self.writer else {
+            return Err(StoreError("the database is open read-only".into()).into());
+        };
+        let writes = tx
+            .writes
+            .into_iter()
+            .map(prepare)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (reply, answer) = oneshot::channel();
+        writer
+            .send(Message::Commit(Job {
+                writes,
+                events: tx.events,
+                reply,
+            }))
+            .map_err(|_| StoreError("the store is closed".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError("the store closed before the commit finished".into()))?
+    }
+
+    async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {
+        self.read(move |c| reader::hold(c, id)).await
+    }
+
+    async fn holds(&self, filter: &HoldFilter) -> Result<Vec<Positioned<Hold>>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |c| reader::holds(c, &filter)).await
+    }
+
+    async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError> {
+        self.read(move |c| reader::batch(c, id.to_string())).await
+    }
+
+    async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {
+        let (world, chat) = (world.to_owned(), chat.to_owned());
+        self.read(move |c| reader::chat_has_open_hold(c, &world, &chat))
+            .await
+    }
+
+    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError> {
+        self.read(reader::open_timers).await
+    }
+
+    async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        let world = world.map(str::to_owned);
+        self.read(move |c| reader::grants(c, world)).await
+    }
+
+    async fn grant(&self, id: GrantId) -> Result<Option<Grant>, StoreError> {
+        self.read(move |c| reader::grant(c, id.to_string())).await
+    }
+
+    async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError> {
+        let key = key.to_owned();
+        let row = self.read(move |c| reader::idempotent(c, key)).await?;
+        row.map(|(fingerprint, response)| {
+            let response = serde_json::from_str(&response).map_err(StoreError::new)?;
+            Ok(IdempotentRecord {
+                fingerprint,
+                response,
+            })
+        })
+        .transpose()
+    }
+
+    async fn events(
+        &self,
+        after: u64,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError> {
+        let filter = filter.clone();
+        self.read(move |c| reader::events(c, after, &filter, limit))
+            .await
+    }
+
+    async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError> {
+        self.read(move |c| reader::raw_events(c, after, limit))
+            .await
+    }
+
+    async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError> {
+        self.read(reader::audit_head).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,340 @@
+//! Reads, on a small pool of connections of their own (WAL readers never wait for the writer).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use holdpoint_core::audit::{self, AuditHead, RawEvent};
+use holdpoint_core::store::{
+    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, StatusSet, StoreError,
+};
+use holdpoint_protocol::{Grant, Hold, HoldId, Order, Timestamp};
+use rusqlite::types::Value as Sql;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use tokio::sync::Semaphore;
+
+use super::connect;
+
+pub(super) struct ReaderPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    permits: Semaphore,
+}
+
+fn sql_error(e: rusqlite::Error) -> StoreError {
+    StoreError::new(e)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, data: &str) -> Result<T, StoreError> {
+    serde_json::from_str(data)
+        .map_err(|e| StoreError(format!("a stored {what} is unreadable: {e}")))
+}
+
+impl ReaderPool {
+    pub(super) fn new(path: PathBuf, size: usize) -> Self {
+        ReaderPool {
+            path,
+            idle: Mutex::new(Vec::new()),
+            permits: Semaphore::new(size),
+        }
+    }
+
+    /// Runs `f` on an idle connection, on a blocking thread.
+    pub(super) async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| StoreError("the store is closed".into()))?;
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => connect(&self.path, true).map_err(StoreError)?,
+        };
+        let (conn, result) = tokio::task::spawn_blocking(move || {
+            let r = f(&conn);
+            (conn, r)
+        })
+        .await
+        .map_err(|e| StoreError(format!("a read failed: {e}")))?;
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(conn);
+        result
+    }
+}
+
+pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreError> {
+    let data: Option<String> = conn
+        .prepare_cached("SELECT data FROM holds WHERE id = ?")
+        .and_then(|mut s| s.query_row([id.to_string()], |r| r.get(0)).optional())
+        .map_err(sql_error)?;
+    data.map(|d| parse("hold", &d)).transpose()
+}
+
+/// One page of holds. Each shape of filter is an equality prefix of one index followed by
+/// `position`, so SQLite walks the index in order and stops after `limit` rows.
+pub(super) fn holds(
+    conn: &Connection,
+    f: &HoldFilter,
+) -> Result<Vec<Positioned<Hold>>, StoreError> {
+    let opens: &[bool] = match f.status {
+        StatusSet::Open => &[true],
+        StatusSet::Resolved => &[false],
+        StatusSet::Is(s) if s.is_open() => &[true],
+        StatusSet::Is(_) => &[false],
+        // Open and resolved holds sit in two index ranges: read a page of each and merge.
+        StatusSet::Any => &[true, false],
+    };
+    let mut rows = Vec::new();
+    for &open in opens {
+        let (sql, params) = hold_query(f, open);
+        let mut stmt = conn.prepare_cached(&sql).map_err(sql_error)?;
+        let page = stmt
+            .query_map(params_from_iter(params), |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(sql_error)?;
+        for row in page {
+            let (position, data) = row.map_err(sql_error)?;
+            rows.push(Positioned {
+                position: position as u64,
+                item: parse("hold", &data)?,
+            });
+        }
+    }
+    if opens.len() > 1 {
+        match f.order {
+            Order::Oldest => rows.sort_by_key(|r| r.position),
+            Order::Newest => rows.sort_by_key(|r| std::cmp::Reverse(r.position)),
+        }
+        rows.truncate(f.limit);
+    }
+    Ok(rows)
+}
+
+pub(super) fn hold_query(f: &HoldFilter, open: bool) -> (String, Vec<Sql>) {
+    // The index is chosen here, by the most selective filter, rather than left to the
+    // planner: several indexes can tie on a small or unanalysed table.
+    let index = match (&f.batch, &f.chat, &f.world, f.status, f.kind) {
+        (Some(_), ..) => "holds_batch",
+        (None, Some(_), ..) => "holds_chat",
+        (None, None, Some(_), StatusSet::Is(_), _) => "holds_world_status",
+        (None, None, Some(_), ..) => "holds_world",
+        (None, None, None, StatusSet::Is(_), _) => "holds_status",
+        (None, None, None, _, Some(_)) => "holds_kind",
+        (None, None, None, _, None) => "holds_open",
+    };
+    let mut sql = format!("SELECT position, data FROM holds INDEXED BY {index} WHERE open = ?");
+    let mut params = vec![Sql::Integer(open.into())];
+    let mut eq = |column: &str, value: Sql| {
+        sql.push_str(" AND ");
+        sql.push_str(column);
+        sql.push_str(" = ?");
+        params.push(value);
+    };
+    if let Some(w) = &f.world {
+        eq("world", Sql::Text(w.clone()));
+    }
+    if let Some(c) = &f.chat {
+        eq("chat", Sql::Text(c.clone()));
+    }
+    if let Some(k) = f.kind {
+        eq("kind", Sql::Text(k.as_str().into()));
+    }
+    if let Some(b) = f.batch {
+        eq("batch", Sql::Text(b.to_string()));
+    }
+    if let StatusSet::Is(s) = f.status {
+        eq("status", Sql::Text(s.as_str().into()));
+    }
+    let (cmp, dir) = match f.order {
+        Order::Oldest => (">", "ASC"),
+        Order::Newest => ("<", "DESC"),
+    };
+    if let Some(after) = f.after {
+        sql.push_str(&format!(" AND position {cmp} ?"));
+        params.push(Sql::Integer(after as i64));
+    }
+    sql.push_str(&format!(" ORDER BY position {dir} LIMIT ?"));
+    params.push(Sql::Integer(f.limit as i64));
+    (sql, params)
+}
+
+pub(super) fn batch(conn: &Connection, batch: String) -> Result<Vec<Hold>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT data FROM holds WHERE batch = ? ORDER BY position")
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map([batch], |r| r.get::<_, String>(0))
+        .map_err(sql_error)?;
+    rows.map(|r| parse("hold", &r.map_err(sql_error)?))
+        .collect()
+}
+
+pub(super) fn chat_has_open_hold(
+    conn: &Connection,
+    world: &str,
+    chat: &str,
+) -> Result<bool, StoreError> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM holds WHERE world = ? AND chat = ? AND open = 1)",
+    )
+    .and_then(|mut s| s.query_row(params![world, chat], |r| r.get(0)))
+    .map_err(sql_error)
+}
+
+pub(super) fn open_timers(conn: &Connection) -> Result<Vec<OpenTimer>, StoreError> {
+    let mut stmt = conn
+        .prepare("SELECT id, deadline, remind_at FROM holds WHERE open = 1")
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .map_err(sql_error)?;
+    rows.map(|r| {
+        let (id, deadline, remind_at) = r.map_err(sql_error)?;
+        Ok(OpenTimer {
+            hold: id
+                .parse()
+                .map_err(|e| StoreError(format!("a stored hold id is unreadable: {e}")))?,
+            deadline: deadline.map(Timestamp::from_millis),
+            remind_at: remind_at.map(Timestamp::from_millis),
+        })
+    })
+    .collect()
+}
+
+pub(super) fn grants(conn: &Connection, world: Option<String>) -> Result<Vec<Grant>, StoreError> {
+    let (sql, params): (&str, Vec<Sql>) = match world {
+        Some(w) => (
+            "SELECT data FROM grants WHERE world = ? AND revoked_at IS NULL ORDER BY rowid",
+            vec![Sql::Text(w)],
+        ),
+        None => (
+            "SELECT data FROM grants WHERE revoked_at IS NULL ORDER BY rowid",
+            vec![],
+        ),
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_error)?;
+    let rows = stmt
+        .query_map(params_from_iter(params), |r| r.get::<_, String>(0))
+        .map_err(sql_error)?;
+    rows.map(|r| parse("grant", &r.map_err(sql_error)?))
+        .collect()
+}
+
+pub(super) fn grant(conn: &Connection, id: String) -> Result<Option<Grant>, StoreError> {
+    let data: Option<String> = conn
+        .prepare_cached("SELECT data FROM grants WHERE id = ?")
+        .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+        .map_err(sql_error)?;
+    data.map(|d| parse("grant", &d)).transpose()
+}
+
+pub(super) fn idempotent(
+    conn: &Connection,
+    key: String,
+) -> Result<Option<(String, String)>, StoreError> {
+    conn.prepare_cached("SELECT fingerprint, response FROM idempotency WHERE key = ?")
+        .and_then(|mut s| {
+            s.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(sql_error)
+}
+
+pub(super) fn audit_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
+    conn.prepare_cached("SELECT seq, hash FROM audit_head WHERE id = 1")
+        .and_then(|mut s| {
+            s.query_row([], |r| {
+                Ok(AuditHead {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    hash: r.get(1)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(sql_error)
+}
+
+/// Events after `after`, and how far the log was considered, read in one snapshot.
+pub(super) fn events(
+    conn: &Connection,
+    after: u64,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let tx = conn.unchecked_transaction().map_err(sql_error)?;
+    let mut sql = String::from("SELECT seq, body, hash FROM events WHERE seq > ?");
+    let mut params = vec![Sql::Integer(after as i64)];
+    for (column, value) in [
+        ("world", &f.world),
+        ("chat", &f.chat),
+        ("hold", &f.hold.map(|h| h.to_string())),
+    ] {
+        if let Some(v) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            params.push(Sql::Text(v.clone()));
+        }
+    }
+    sql.push_str(" ORDER BY seq LIMIT ?");
+    params.push(Sql::Integer(limit as i64));
+    let mut events = Vec::new();
+    {
+        let mut stmt = tx.prepare_cached(&sql).map_err(sql_error)?;
+        let rows = stmt
+            .query_map(params_from_iter(params), |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(sql_error)?;
+        for row in rows {
+            let (seq, body, hash) = row.map_err(sql_error)?;
+            let event = audit::open(&body, &hash)
+                .map_err(|e| StoreError(format!("event {seq} is unreadable: {e}")))?;
+            events.push(Arc::new(event));
+        }
+    }
+    let scanned_to = if events.len() == limit {
+        events.last().map_or(after, |e| e.seq)
+    } else {
+        audit_head(&tx)?.map_or(after, |h| h.seq.max(after))
+    };
+    Ok(EventPage { events, scanned_to })
+}
+
+pub(super) fn raw_events(
+    conn: &Connection,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<RawEvent>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT seq, body, hash, type, hold, world, chat FROM events WHERE seq > ? ORDER BY seq LIMIT ?")
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map(params![after as i64, limit as i64], |r| {
+            Ok(RawEvent {
+                seq: r.get::<_, i64>(0)? as u64,
+                body: r.get(1)?,
+                hash: r.get(2)?,
+                type_name: r.get(3)?,
+                hold: r.get(4)?,
+                world: r.get(5)?,
+                chat: r.get(6)?,
+            })
+        })
+        .map_err(sql_error)?;
+    rows.map(|r| r.map_err(sql_error)).collect()
+}

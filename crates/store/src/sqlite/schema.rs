@@ -1,0 +1,107 @@
+//! The schema, as an ordered list of migrations applied at open (tracked in `user_version`).
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema one version forward. Never edit a released entry; add one.
+const MIGRATIONS: &[&str] = &[
+    // 1: holds, the event log with its head, grants, idempotency records.
+    r#"
+    CREATE TABLE holds (
+        position  INTEGER PRIMARY KEY,
+        id        TEXT NOT NULL UNIQUE,
+        batch     TEXT NOT NULL,
+        world     TEXT NOT NULL,
+        chat      TEXT,
+        kind      TEXT NOT NULL,
+        status    TEXT NOT NULL,
+        open      INTEGER NOT NULL,
+        deadline  INTEGER,
+        remind_at INTEGER,
+        version   INTEGER NOT NULL,
+        data      TEXT NOT NULL
+    ) STRICT;
+    -- Every listing filters on `open` and orders by `position`: each shape has an index
+    -- that ends in `position`, so a page never scans or sorts.
+    CREATE INDEX holds_open ON holds (open, position);
+    CREATE INDEX holds_status ON holds (open, status, position);
+    CREATE INDEX holds_kind ON holds (kind, open, position);
+    CREATE INDEX holds_world ON holds (world, open, position);
+    CREATE INDEX holds_world_status ON holds (world, open, status, position);
+    CREATE INDEX holds_chat ON holds (world, chat, open, position);
+    CREATE INDEX holds_batch ON holds (batch, open, position);
+
+    CREATE TABLE events (
+        seq   INTEGER PRIMARY KEY,
+        type  TEXT NOT NULL,
+        hold  TEXT,
+        world TEXT,
+        chat  TEXT,
+        body  TEXT NOT NULL,
+        hash  TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX events_hold ON events (hold, seq) WHERE hold IS NOT NULL;
+    CREATE INDEX events_world ON events (world, seq);
+    CREATE INDEX events_chat ON events (world, chat, seq);
+
+    -- The newest entry of the chain, kept apart so that cutting entries off the end shows.
+    CREATE TABLE audit_head (
+        id   INTEGER PRIMARY KEY CHECK (id = 1),
+        seq  INTEGER NOT NULL,
+        hash TEXT NOT NULL
+    ) STRICT;
+
+    CREATE TABLE grants (
+        id         TEXT PRIMARY KEY,
+        world      TEXT NOT NULL,
+        revoked_at INTEGER,
+        data       TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX grants_active ON grants (world) WHERE revoked_at IS NULL;
+
+    CREATE TABLE idempotency (
+        key         TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        response    TEXT NOT NULL,
+        created_at  INTEGER NOT NULL
+    ) STRICT;
+    "#,
+];
+
+/// Brings the schema up to date. Refuses a database written by a newer Holdpoint.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let version: usize = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .map_err(|e| e.to_string())?
+        .try_into()
+        .unwrap_or(usize::MAX);
+    if version > MIGRATIONS.len() {
+        return Err(format!(
+            "the database has schema version {version}, but this Holdpoint knows versions up to {}: \
+             use a newer holdpoint",
+            MIGRATIONS.len()
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        tx.execute_batch(sql)
+            .map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Checks, without changing anything, that the schema is the one this Holdpoint writes.
+pub(super) fn check_current(conn: &Connection) -> Result<(), String> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if version != MIGRATIONS.len() as i64 {
+        return Err(format!(
+            "the database has schema version {version}; this Holdpoint reads version {} (start `holdpoint serve` once to migrate it)",
+            MIGRATIONS.len()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,643 @@
+//! The `Store` contract: what every store must do, as test cases over `Arc<dyn Store>`.
+//!
+//! A store implementation runs the whole suite with [`store_contract!`], giving a function
+//! that returns a fresh, empty store (and anything that must live as long as it).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdpoint_core::audit::EventDraft;
+use holdpoint_core::hold::{HoldContext, question_hold, validate_question};
+use holdpoint_core::limits::Limits;
+use holdpoint_core::store::{
+    CommitError, Conflict, EventFilter, HoldFilter, PreparedEvent, StatusSet, Store, Transaction,
+    Write,
+};
+use holdpoint_core::verify;
+use holdpoint_protocol::{
+    Actor, BatchId, Deadline, EventPayload, Grant, GrantId, GrantScope, Hold, HoldId, HoldKind,
+    HoldStatus, Order, Source, Timestamp,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::{START, question};
+
+/// A fresh store and what keeps it alive.
+pub struct Fixture {
+    pub store: Arc<dyn Store>,
+    pub guard: Box<dyn Any + Send>,
+}
+
+/// Runs every contract case as its own test, with `$fresh` (an async fn returning a
+/// [`Fixture`]) making a new empty store for each.
+#[macro_export]
+macro_rules! store_contract {
+    ($fresh:path) => {
+        $crate::store_contract!(@cases $fresh;
+            commits_chain_events_without_gaps,
+            a_failed_precondition_applies_nothing,
+            updates_apply_only_at_the_version_read,
+            lists_holds_by_filter_in_order,
+            pages_continue_after_a_cursor,
+            finds_open_holds_in_a_chat,
+            lists_the_timers_of_open_holds,
+            grants_are_listed_until_revoked,
+            idempotency_keys_are_recorded_once,
+            events_filter_and_report_how_far_they_scanned,
+            subscribers_see_committed_events_in_order,
+            concurrent_commits_all_land_in_one_chain,
+        );
+    };
+    (@cases $fresh:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let fixture = $fresh().await;
+                $crate::contract::$case(fixture.store.clone()).await;
+                drop(fixture);
+            }
+        )*
+    };
+}
+
+fn hold_in(world: &str, chat: Option<&str>, batch: BatchId, at: Timestamp) -> Hold {
+    let ctx = HoldContext {
+        world,
+        chat,
+        agent: None,
+        requested_by: "agent-1",
+        batch,
+        now: at,
+        remind_before: Duration::from_secs(60),
+    };
+    let spec = validate_question(&question("Go?", &["yes", "no"]), &Limits::default()).unwrap();
+    question_hold(&ctx, spec, None, Deadline::After(Duration::from_secs(600)))
+}
+
+fn created(hold: &Hold) -> PreparedEvent {
+    EventDraft {
+        at: hold.created_at,
+        world: Some(hold.world.clone()),
+        chat: hold.chat.clone(),
+        hold: Some(hold.id),
+        actor: Actor::named(Source::Agent, "agent-1"),
+        payload: EventPayload::HoldCreated {
+            hold: Box::new(hold.clone()),
+        },
+    }
+    .into()
+}
+
+fn marker(world: &str) -> PreparedEvent {
+    EventDraft {
+        at: START,
+        world: Some(world.into()),
+        chat: None,
+        hold: None,
+        actor: Actor::of(Source::System),
+        payload: EventPayload::GrantRevoked {
+            grant: GrantId::random(),
+        },
+    }
+    .into()
+}
+
+fn insert(hold: &Hold) -> Transaction {
+    Transaction {
+        writes: vec![Write::InsertHold(Box::new(hold.clone()))],
+        events: vec![created(hold)],
+    }
+}
+
+/// The hold at its next version, resolved as canceled.
+fn resolved(hold: &Hold) -> Hold {
+    let mut h = hold.clone();
+    h.version += 1;
+    h.status = HoldStatus::Canceled;
+    h
+}
+
+async fn all_events(store: &Arc<dyn Store>) -> Vec<u64> {
+    store
+        .events(0, &EventFilter::default(), 10_000)
+        .await
+        .unwrap()
+        .events
+        .iter()
+        .map(|e| e.seq)
+        .collect()
+}
+
+pub async fn commits_chain_events_without_gaps(store: Arc<dyn Store>) {
+    assert_eq!(store.audit_head().await.unwrap(), None);
+    let first = store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("w"), marker("w")],
+        })
+        .await
+        .unwrap();
+    let second = store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("x")],
+        })
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = first.iter().chain(&second).map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3]);
+    let head = store.audit_head().await.unwrap().unwrap();
+    assert_eq!((head.seq, head.hash.as_str()), (3, second[0].hash.as_str()));
+    let report = verify(store.as_ref()).await.unwrap().unwrap();
+    assert_eq!(report.events, 3);
+    let raw = store.raw_events(1, 10).await.unwrap();
+    assert_eq!(raw.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![2, 3]);
+    assert_eq!(raw[1].world.as_deref(), Some("x"));
+}
+
+pub async fn a_failed_precondition_applies_nothing(store: Arc<dyn Store>) {
+    let h = hold_in("w", Some("c"), BatchId::random(), START);
+    store.commit(insert(&h)).await.unwrap();
+    let other = hold_in("w", Some("c"), BatchId::random(), START);
+    // A new hold and a duplicate of an existing one: neither applies, no event is appended.
+    let tx = Transaction {
+        writes: vec![
+            Write::InsertHold(Box::new(other.clone())),
+            Write::InsertHold(Box::new(h.clone())),
+        ],
+        events: vec![created(&other), created(&h)],
+    };
+    match store.commit(tx).await {
+        Err(CommitError::Conflict(Conflict::HoldExists(id))) => assert_eq!(id, h.id),
+        r => panic!("expected a conflict, got {r:?}"),
+    }
+    assert_eq!(store.hold(other.id).await.unwrap(), None);
+    assert_eq!(all_events(&store).await, vec![1]);
+    // The chain goes on from where it was.
+    let next = store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("w")],
+        })
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, 2);
+    verify(store.as_ref()).await.unwrap().unwrap();
+}
+
+pub async fn updates_apply_only_at_the_version_read(store: Arc<dyn Store>) {
+    let h = hold_in("w", None, BatchId::random(), START);
+    store.commit(insert(&h)).await.unwrap();
+    let v2 = resolved(&h);
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(v2.clone()))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.hold(h.id).await.unwrap(), Some(v2.clone()));
+    // The same change again was computed from version 1, which is gone.
+    match store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(v2.clone()))],
+            events: vec![marker("w")],
+        })
+        .await
+    {
+        Err(CommitError::Conflict(Conflict::StaleHold(id))) => assert_eq!(id, h.id),
+        r => panic!("expected a stale hold, got {r:?}"),
+    }
+    assert_eq!(all_events(&store).await, vec![1]);
+    let unknown = resolved(&hold_in("w", None, BatchId::random(), START));
+    assert!(matches!(
+        store
+            .commit(Transaction {
+                writes: vec![Write::UpdateHold(Box::new(unknown))],
+                events: vec![]
+            })
+            .await,
+        Err(CommitError::Conflict(Conflict::StaleHold(_)))
+    ));
+}
+
+pub async fn lists_holds_by_filter_in_order(store: Arc<dyn Store>) {
+    let batch = BatchId::random();
+    let a = hold_in("w1", Some("c1"), batch, START);
+    let b = hold_in("w1", Some("c2"), batch, START);
+    let c = hold_in("w2", None, BatchId::random(), START);
+    let d = hold_in("w1", Some("c1"), BatchId::random(), START);
+    for h in [&a, &b, &c, &d] {
+        store.commit(insert(h)).await.unwrap();
+    }
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(resolved(&d)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let ids = |rows: Vec<holdpoint_core::store::Positioned<Hold>>| {
+        rows.into_iter().map(|r| r.item.id).collect::<Vec<HoldId>>()
+    };
+    let list = |f: HoldFilter| {
+        let store = store.clone();
+        async move { ids(store.holds(&HoldFilter { limit: 100, ..f }).await.unwrap()) }
+    };
+    assert_eq!(list(HoldFilter::default()).await, vec![a.id, b.id, c.id]);
+    assert_eq!(
+        list(HoldFilter {
+            order: Order::Newest,
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![c.id, b.id, a.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            world: Some("w1".into()),
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![a.id, b.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            world: Some("w1".into()),
+            chat: Some("c1".into()),
+            status: StatusSet::Any,
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![a.id, d.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Resolved,
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![d.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Is(HoldStatus::Canceled),
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![d.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Is(HoldStatus::Denied),
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            batch: Some(batch),
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![a.id, b.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            kind: Some(HoldKind::Approval),
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Any,
+            order: Order::Newest,
+            ..HoldFilter::default()
+        })
+        .await,
+        vec![d.id, c.id, b.id, a.id]
+    );
+    assert_eq!(
+        store
+            .batch(batch)
+            .await
+            .unwrap()
+            .iter()
+            .map(|h| h.id)
+            .collect::<Vec<_>>(),
+        vec![a.id, b.id]
+    );
+}
+
+pub async fn pages_continue_after_a_cursor(store: Arc<dyn Store>) {
+    let mut made = Vec::new();
+    for _ in 0..7 {
+        let h = hold_in("w", None, BatchId::random(), START);
+        store.commit(insert(&h)).await.unwrap();
+        made.push(h.id);
+    }
+    for order in [Order::Oldest, Order::Newest] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .holds(&HoldFilter {
+                    order,
+                    after,
+                    limit: 3,
+                    ..HoldFilter::default()
+                })
+                .await
+                .unwrap();
+            after = page.last().map(|r| r.position);
+            let n = page.len();
+            seen.extend(page.into_iter().map(|r| r.item.id));
+            if n < 3 {
+                break;
+            }
+        }
+        let mut expected = made.clone();
+        if order == Order::Newest {
+            expected.reverse();
+        }
+        assert_eq!(seen, expected, "{order:?}");
+    }
+}
+
+pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {
+    let h = hold_in("w", Some("c"), BatchId::random(), START);
+    assert!(!store.chat_has_open_hold("w", "c").await.unwrap());
+    store.commit(insert(&h)).await.unwrap();
+    assert!(store.chat_has_open_hold("w", "c").await.unwrap());
+    assert!(!store.chat_has_open_hold("w", "other").await.unwrap());
+    assert!(!store.chat_has_open_hold("other", "c").await.unwrap());
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(resolved(&h)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    assert!(!store.chat_has_open_hold("w", "c").await.unwrap());
+}
+
+pub async fn lists_the_timers_of_open_holds(store: Arc<dyn Store>) {
+    let a = hold_in("w", None, BatchId::random(), START);
+    let mut b = hold_in("w", None, BatchId::random(), START);
+    let c = hold_in("w", None, BatchId::random(), START);
+    for h in [&a, &b, &c] {
+        store.commit(insert(h)).await.unwrap();
+    }
+    b.version += 1;
+    b.reminded = true;
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(b.clone()))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Box::new(resolved(&c)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let mut timers = store.open_timers().await.unwrap();
+    timers.sort_by_key(|t| t.hold != a.id);
+    assert_eq!(timers.len(), 2);
+    assert_eq!(
+        (timers[0].hold, timers[0].deadline, timers[0].remind_at),
+        (a.id, a.deadline, a.remind_at)
+    );
+    assert_eq!(
+        (timers[1].hold, timers[1].deadline, timers[1].remind_at),
+        (b.id, b.deadline, None)
+    );
+}
+
+pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {
+    let grant = |world: &str| Grant {
+        id: GrantId::random(),
+        scope: GrantScope::AlwaysTool,
+        world: world.into(),
+        chat: None,
+        tool: "t".into(),
+        digest: None,
+        created_by: "alice".into(),
+        created_at: START,
+        from_hold: HoldId::random(),
+        revoked_at: None,
+    };
+    let (g1, g2) = (grant("w"), grant("x"));
+    for g in [&g1, &g2] {
+        store
+            .commit(Transaction {
+                writes: vec![Write::InsertGrant(Box::new(g.clone()))],
+                events: vec![],
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.grants(Some("w")).await.unwrap(), vec![g1.clone()]);
+    assert_eq!(store.grants(None).await.unwrap().len(), 2);
+    let at = START.saturating_add(Duration::from_secs(5));
+    store
+        .commit(Transaction {
+            writes: vec![Write::RevokeGrant { id: g1.id, at }],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.grants(Some("w")).await.unwrap(), vec![]);
+    assert_eq!(
+        store.grant(g1.id).await.unwrap().unwrap().revoked_at,
+        Some(at)
+    );
+    assert!(matches!(
+        store
+            .commit(Transaction {
+                writes: vec![Write::RevokeGrant { id: g1.id, at }],
+                events: vec![]
+            })
+            .await,
+        Err(CommitError::Conflict(Conflict::NoSuchGrant(_)))
+    ));
+    assert_eq!(store.grant(GrantId::random()).await.unwrap(), None);
+}
+
+pub async fn idempotency_keys_are_recorded_once(store: Arc<dyn Store>) {
+    let put = |response: serde_json::Value| Write::PutIdempotent {
+        key: "k".into(),
+        fingerprint: "f".into(),
+        response,
+        at: START,
+    };
+    assert_eq!(store.idempotent("k").await.unwrap(), None);
+    store
+        .commit(Transaction {
+            writes: vec![put(json!({"n": 1}))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let rec = store.idempotent("k").await.unwrap().unwrap();
+    assert_eq!(
+        (rec.fingerprint.as_str(), rec.response),
+        ("f", json!({"n": 1}))
+    );
+    assert!(matches!(
+        store
+            .commit(Transaction {
+                writes: vec![put(json!({"n": 2}))],
+                events: vec![]
+            })
+            .await,
+        Err(CommitError::Conflict(Conflict::KeyTaken(_)))
+    ));
+}
+
+pub async fn events_filter_and_report_how_far_they_scanned(store: Arc<dyn Store>) {
+    let h = hold_in("w", Some("c"), BatchId::random(), START);
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("w"), marker("x")],
+        })
+        .await
+        .unwrap();
+    store.commit(insert(&h)).await.unwrap();
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("x")],
+        })
+        .await
+        .unwrap();
+    let page = store
+        .events(
+            0,
+            &EventFilter {
+                world: Some("w".into()),
+                ..Default::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    assert_eq!(
+        page.scanned_to, 4,
+        "a partial page has considered the whole log"
+    );
+    let page = store.events(0, &EventFilter::default(), 2).await.unwrap();
+    assert_eq!(
+        (page.events.len(), page.scanned_to),
+        (2, 2),
+        "a full page has considered up to its last event"
+    );
+    let page = store
+        .events(
+            0,
+            &EventFilter {
+                hold: Some(h.id),
+                ..Default::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 1);
+    assert_eq!(
+        page.events[0].payload,
+        EventPayload::HoldCreated {
+            hold: Box::new(h.clone())
+        }
+    );
+    let page = store
+        .events(
+            0,
+            &EventFilter {
+                world: Some("w".into()),
+                chat: Some("c".into()),
+                hold: None,
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![3]
+    );
+    let page = store.events(10, &EventFilter::default(), 10).await.unwrap();
+    assert_eq!((page.events.len(), page.scanned_to), (0, 10));
+}
+
+pub async fn subscribers_see_committed_events_in_order(store: Arc<dyn Store>) {
+    let mut rx = store.subscribe();
+    let h = hold_in("w", None, BatchId::random(), START);
+    store.commit(insert(&h)).await.unwrap();
+    let _ = store.commit(insert(&h)).await.unwrap_err();
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("w"), marker("w")],
+        })
+        .await
+        .unwrap();
+    let mut seqs = Vec::new();
+    for _ in 0..3 {
+        seqs.push(
+            tokio::time::timeout(crate::PATIENCE, rx.recv())
+                .await
+                .unwrap()
+                .unwrap()
+                .seq,
+        );
+    }
+    assert_eq!(seqs, vec![1, 2, 3], "the failed commit published nothing");
+    assert!(rx.try_recv().is_err());
+}
+
+pub async fn concurrent_commits_all_land_in_one_chain(store: Arc<dyn Store>) {
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let h = hold_in(&format!("w{}", i % 4), None, BatchId::random(), START);
+            store.commit(insert(&h)).await.unwrap();
+            let v2 = resolved(&h);
+            store
+                .commit(Transaction {
+                    writes: vec![Write::UpdateHold(Box::new(v2))],
+                    events: vec![marker("w")],
+                })
+                .await
+                .unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(all_events(&store).await, (1..=128).collect::<Vec<u64>>());
+    assert_eq!(verify(store.as_ref()).await.unwrap().unwrap().events, 128);
+    let resolved = store
+        .holds(&HoldFilter {
+            status: StatusSet::Resolved,
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(resolved.len(), 64);
+}
