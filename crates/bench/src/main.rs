@@ -1,1 +1,93 @@
-fn main() {}
+//! Holdpoint's benchmarks. Run them in release mode:
+//!
+//!     cargo run --release -p holdpoint-bench -- all
+//!
+//! Each prints its figures; none asserts a target (speed is measured here, not in tests).
+
+mod cycle;
+mod pending;
+mod policy;
+mod stats;
+
+use std::alloc::System;
+use std::path::PathBuf;
+
+use cap::Cap;
+use clap::{Parser, Subcommand};
+
+/// Counts the Rust heap, so memory per pending hold can be measured exactly.
+#[global_allocator]
+static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
+
+#[derive(Parser)]
+#[command(
+    name = "holdpoint-bench",
+    about = "Holdpoint's benchmarks (run with --release)"
+)]
+struct Cli {
+    /// Where databases are created [default: a temporary directory under ./target].
+    #[arg(long, global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Policy evaluation with 100 rules, on one core.
+    Policy {
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
+    /// Durable hold cycles (create → decide → outcome observed) on SQLite.
+    Cycle {
+        /// Concurrent callers (repeat for several runs).
+        #[arg(long = "concurrency", default_values_t = [1, 16, 64, 256])]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+    },
+    /// Memory per pending hold and first-page latency with many pending.
+    Pending {
+        #[arg(long, default_value_t = 100_000)]
+        holds: usize,
+    },
+    /// All of the above with their defaults.
+    All,
+}
+
+fn bench_dir(flag: Option<PathBuf>) -> anyhow::Result<tempfile::TempDir> {
+    let base = flag.unwrap_or_else(|| PathBuf::from("target"));
+    std::fs::create_dir_all(&base)?;
+    Ok(tempfile::Builder::new()
+        .prefix("holdpoint-bench-")
+        .tempdir_in(base)?)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cfg!(debug_assertions) {
+        println!("warning: a debug build; run with --release for meaningful figures\n");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.bench {
+        Bench::Policy { seconds } => policy::run(seconds),
+        Bench::Cycle {
+            concurrency,
+            seconds,
+        } => runtime.block_on(cycle::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::All => {
+            policy::run(3.0);
+            runtime.block_on(cycle::run(
+                &bench_dir(cli.dir.clone())?,
+                &[1, 16, 64, 256],
+                4.0,
+            ))?;
+            runtime.block_on(pending::run(&bench_dir(cli.dir)?, 100_000))?;
+        }
+    }
+    Ok(())
+}

@@ -1,5 +1,7 @@
-//! Identifiers. Hold, batch and grant ids are random (UUID v4, 122 random bits) so that nobody
-//! can guess one: a hold id is a capability to look at the hold, never to decide it.
+//! Identifiers. Hold, batch and grant ids are UUID v7: a millisecond timestamp followed by 74
+//! random bits. Nobody can guess one (and a hold id never suffices to decide a hold: that takes
+//! a person's credential), and because they grow with time, new rows append to the end of the
+//! store's indexes instead of landing on a random page each, which keeps durable writes cheap.
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,9 +36,9 @@ macro_rules! random_id {
         pub struct $name(Uuid);
 
         impl $name {
-            /// A fresh random id.
+            /// A fresh id: time-ordered, with 74 random bits.
             pub fn random() -> Self {
-                Self(Uuid::new_v4())
+                Self(Uuid::now_v7())
             }
 
             pub fn from_uuid(uuid: Uuid) -> Self {

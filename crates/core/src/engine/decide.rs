@@ -7,7 +7,9 @@ use holdpoint_protocol::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Engine, MAX_ATTEMPTS, Scope, Updated};
+use std::sync::Arc;
+
+use super::{Engine, MAX_ATTEMPTS, Scope, Updated, lock};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::EngineError;
@@ -107,20 +109,33 @@ impl Engine {
         idem: Option<&Idem>,
         mut f: impl FnMut(&Hold, Timestamp) -> Result<Option<(Transition, R)>, EngineError>,
     ) -> Result<Updated<R>, EngineError> {
+        // The first attempt may start from the hold as this node last wrote it. Only a commit
+        // is trusted from such a hint (the store checks its version): an answer computed from
+        // it, error or "nothing to do", is computed again from the store.
+        let mut hint = lock(&self.inner.recent).get(id).filter(|h| scope.admits(h));
         for _ in 0..MAX_ATTEMPTS {
-            let hold = self.hold(id, scope).await?;
+            let (hold, from_hint) = match hint.take() {
+                Some(h) => (h, true),
+                None => (Arc::new(self.hold(id, scope).await?), false),
+            };
             let now = self.now();
-            let Some((t, r)) = f(&hold, now)? else {
-                return Ok(Updated::Unchanged(hold));
+            let (t, r) = match f(&hold, now) {
+                Ok(Some(change)) => change,
+                _ if from_hint => continue,
+                Ok(None) => return Ok(Updated::Unchanged(Arc::unwrap_or_clone(hold))),
+                Err(e) => return Err(e),
             };
             let after = t.hold.clone();
             let mut tx = transaction(t);
             if let Some(idem) = idem {
                 tx.writes.push(idem.record(&r, now)?);
             }
-            match self.inner.store.commit(tx).await {
+            match self.commit(tx).await {
                 Ok(_) => return Ok(Updated::Applied(after, r)),
-                Err(CommitError::Conflict(Conflict::StaleHold(_))) => continue,
+                Err(CommitError::Conflict(Conflict::StaleHold(_))) => {
+                    lock(&self.inner.recent).forget(id);
+                    continue;
+                }
                 Err(e) => return Err(commit_error(e)),
             }
         }
@@ -236,7 +251,7 @@ impl Engine {
             if let Some(idem) = &idem {
                 tx.writes.push(idem.record(&response, now)?);
             }
-            match self.inner.store.commit(tx).await {
+            match self.commit(tx).await {
                 Ok(_) => return Ok(response),
                 Err(CommitError::Conflict(Conflict::StaleHold(_))) => continue,
                 Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
@@ -364,7 +379,7 @@ impl Engine {
             writes: vec![Write::RevokeGrant { id, at: now }],
             events: vec![event.into()],
         };
-        match self.inner.store.commit(tx).await {
+        match self.commit(tx).await {
             Ok(_) => Ok(Grant {
                 revoked_at: Some(now),
                 ..grant

@@ -5,7 +5,8 @@
 use std::sync::{Arc, Weak};
 
 use holdpoint_protocol::{Event, EventPayload};
-use tokio::sync::broadcast::{Receiver, error::RecvError};
+use tokio::sync::broadcast::Receiver;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::timers::TimerKind;
 use super::{Engine, Inner, lock, write};
@@ -13,20 +14,30 @@ use crate::store::EventFilter;
 
 pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut last: u64) {
     loop {
-        let received = rx.recv().await;
+        let mut received = rx.recv().await;
         let Some(engine) = inner.upgrade().map(|inner| Engine { inner }) else {
             return;
         };
-        match received {
-            Ok(event) if event.seq <= last => {}
-            Ok(event) if event.seq == last + 1 => {
-                last = event.seq;
-                engine.apply(&event);
+        // Apply everything already waiting, then wake the commits it covers, once.
+        loop {
+            match received {
+                Ok(event) if event.seq <= last => {}
+                Ok(event) if event.seq == last + 1 => {
+                    last = event.seq;
+                    engine.apply(&event);
+                }
+                // A gap or a lag: read what was missed from the log.
+                Ok(_) | Err(RecvError::Lagged(_)) => last = engine.catch_up(last).await,
+                Err(RecvError::Closed) => return,
             }
-            // A gap or a lag: read what was missed from the log.
-            Ok(_) | Err(RecvError::Lagged(_)) => last = engine.catch_up(last).await,
-            Err(RecvError::Closed) => return,
+            received = match rx.try_recv() {
+                Ok(event) => Ok(event),
+                Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => Err(RecvError::Closed),
+            };
         }
+        engine.inner.progress.advance(last);
     }
 }
 

@@ -169,7 +169,7 @@ impl Engine {
         if let Some(idem) = &idem {
             tx.writes.push(idem.record(&response, now)?);
         }
-        match self.inner.store.commit(tx).await {
+        match self.commit(tx).await {
             Ok(_) => Ok(response),
             Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
                 self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy)

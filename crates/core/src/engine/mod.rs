@@ -10,6 +10,8 @@ mod decide;
 mod follower;
 mod gate;
 mod grants;
+mod progress;
+mod recent;
 mod stream;
 mod timers;
 
@@ -29,7 +31,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::EngineError;
 use crate::limits::{DEFAULT_PAGE, Limits};
 use crate::policy::{AskSettings, MatchedRule, Policy};
-use crate::store::{EventFilter, HoldFilter, StatusSet, Store, StoreError};
+use crate::store::{
+    CommitError, EventFilter, HoldFilter, StatusSet, Store, StoreError, Transaction, Write,
+};
 use grants::GrantIndex;
 use timers::{TimerKind, TimerQueue};
 
@@ -169,6 +173,8 @@ impl EngineBuilder {
             timers: Mutex::new(queue),
             timers_changed: Arc::new(Notify::new()),
             waiters: Mutex::new(HashMap::new()),
+            recent: Mutex::new(recent::RecentHolds::new(RECENT_HOLDS)),
+            progress: progress::Progress::new(head),
             tasks: Mutex::new(Vec::new()),
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
@@ -209,6 +215,9 @@ pub(crate) struct Inner {
     timers: Mutex<TimerQueue>,
     timers_changed: Arc<Notify>,
     waiters: Mutex<HashMap<HoldId, Vec<oneshot::Sender<Outcome>>>>,
+    recent: Mutex<recent::RecentHolds>,
+    /// How far the follower has applied the log to the views above.
+    progress: progress::Progress,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -236,6 +245,8 @@ fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// How often an optimistic change is retried against concurrent changes to the same hold.
 const MAX_ATTEMPTS: usize = 32;
+/// Holds kept in memory after this node wrote them (a few MiB at most).
+const RECENT_HOLDS: usize = 4096;
 
 impl Engine {
     pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {
@@ -375,9 +386,22 @@ impl Engine {
             inner: &self.inner,
             id,
         };
-        let hold = self.hold(id, scope).await?;
-        if let Some(outcome) = hold.outcome {
-            return Ok(Some(outcome));
+        // Registered first, then checked: a resolution applied from here on wakes us, and one
+        // applied before has already cleared the hold's timers (or is in the store).
+        let known_open = match lock(&self.inner.recent).get(id) {
+            Some(hold) if scope.admits(&hold) => {
+                if let Some(outcome) = &hold.outcome {
+                    return Ok(Some(outcome.clone()));
+                }
+                lock(&self.inner.timers).tracks(id)
+            }
+            _ => false,
+        };
+        if !known_open {
+            let hold = self.hold(id, scope).await?;
+            if let Some(outcome) = hold.outcome {
+                return Ok(Some(outcome));
+            }
         }
         let result = tokio::time::timeout(timeout, rx).await;
         drop(guard);
@@ -429,6 +453,31 @@ impl Engine {
 
     pub(crate) fn now(&self) -> holdpoint_protocol::Timestamp {
         self.inner.clock.now()
+    }
+
+    /// Commits, then waits until the follower has applied the committed events, so that what
+    /// a caller did is in force for its next call (a grant allows the next gate, say). The
+    /// holds written are remembered for the hot path.
+    pub(crate) async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
+        let written: Vec<Hold> = tx
+            .writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::InsertHold(h) | Write::UpdateHold(h) => Some((**h).clone()),
+                _ => None,
+            })
+            .collect();
+        let events = self.inner.store.commit(tx).await?;
+        {
+            let mut recent = lock(&self.inner.recent);
+            for h in written {
+                recent.put(h);
+            }
+        }
+        if let Some(last) = events.last() {
+            self.inner.progress.reached(last.seq).await;
+        }
+        Ok(events)
     }
 }
 

@@ -77,6 +77,12 @@ impl TimerQueue {
         due
     }
 
+    /// Whether the hold is open as far as the applied log tells (holds that never expire are
+    /// not tracked).
+    pub(crate) fn tracks(&self, hold: HoldId) -> bool {
+        self.by_hold.contains_key(&hold)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }

@@ -9,7 +9,9 @@ use regex::RegexBuilder;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::matcher::{AnnotationMatcher, ArgMatcher, ArgTest, CommandMatcher, Pattern, ToolIndex};
+use super::matcher::{
+    AnnotationMatcher, ArgMatcher, ArgTest, CommandMatcher, Pattern, Pointer, ToolIndex,
+};
 use super::{
     Action, Call, DEFAULT_DEADLINE, DEFAULT_MAX_DEADLINE, DEFAULT_REMIND_BEFORE, Mode, Policy,
     Rule, RuleAsk, ToolSettings, default_offers,
@@ -251,6 +253,7 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
     let mut rules = Vec::with_capacity(raw.rules.len());
     let mut names = HashSet::new();
     let mut examples = Vec::new();
+    let mut command_pointers = Vec::new();
     for (i, r) in raw.rules.into_iter().enumerate() {
         let path = format!("rules[{i}]");
         let name = r.name.clone().unwrap_or_else(|| path.clone());
@@ -265,7 +268,7 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
                 format!("{name:?} is used by an earlier rule; rule names must be unique"),
             );
         }
-        let rule = build_rule(&path, name, &r, errors);
+        let rule = build_rule(&path, name, &r, &mut command_pointers, errors);
         examples.push((path, r.must_match, r.must_not_match));
         rules.push(rule);
     }
@@ -290,6 +293,7 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
         tools,
         rules,
         index,
+        command_pointers: command_pointers.len(),
     };
     if !errors.0.is_empty() {
         // Examples and checks only mean something once every rule compiled.
@@ -300,7 +304,13 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
     Some(policy)
 }
 
-fn build_rule(path: &str, name: String, r: &RawRule, errors: &mut Errors) -> Rule {
+fn build_rule(
+    path: &str,
+    name: String,
+    r: &RawRule,
+    command_pointers: &mut Vec<Pointer>,
+    errors: &mut Errors,
+) -> Rule {
     if r.tools.is_empty() {
         errors.add(
             format!("{path}.tools"),
@@ -323,7 +333,7 @@ fn build_rule(path: &str, name: String, r: &RawRule, errors: &mut Errors) -> Rul
     let command = r
         .command
         .as_ref()
-        .and_then(|c| build_command(&format!("{path}.command"), c, errors));
+        .and_then(|c| build_command(&format!("{path}.command"), c, command_pointers, errors));
     let ask = build_ask(path, r, errors);
     Rule {
         name,
@@ -336,14 +346,8 @@ fn build_rule(path: &str, name: String, r: &RawRule, errors: &mut Errors) -> Rul
     }
 }
 
-fn check_pointer(path: &str, pointer: &str, errors: &mut Errors) {
-    if !(pointer.is_empty() || pointer.starts_with('/')) {
-        errors.add(path, format!("{pointer:?} is not a JSON pointer: write \"/field\" or \"/field/0/sub\" (or \"\" for the whole arguments)"));
-    }
-}
-
 fn build_arg(path: &str, a: &RawArg, errors: &mut Errors) -> Option<ArgMatcher> {
-    check_pointer(&format!("{path}.pointer"), &a.pointer, errors);
+    let pointer = Pointer::parse(&a.pointer).map_err(|e| errors.add(format!("{path}.pointer"), e));
     let given = [
         a.equals.is_some(),
         a.prefix.is_some(),
@@ -391,18 +395,20 @@ fn build_arg(path: &str, a: &RawArg, errors: &mut Errors) -> Option<ArgMatcher> 
         }
     };
     Some(ArgMatcher {
-        pointer: a.pointer.clone(),
+        pointer: pointer.ok()?,
         test,
         negate: a.not,
     })
 }
 
-fn build_command(path: &str, c: &RawCommand, errors: &mut Errors) -> Option<CommandMatcher> {
-    let pointer = c
-        .pointer
-        .clone()
-        .unwrap_or_else(|| DEFAULT_COMMAND_POINTER.to_owned());
-    check_pointer(&format!("{path}.pointer"), &pointer, errors);
+fn build_command(
+    path: &str,
+    c: &RawCommand,
+    command_pointers: &mut Vec<Pointer>,
+    errors: &mut Errors,
+) -> Option<CommandMatcher> {
+    let pointer = Pointer::parse(c.pointer.as_deref().unwrap_or(DEFAULT_COMMAND_POINTER))
+        .map_err(|e| errors.add(format!("{path}.pointer"), e));
     if c.program.is_empty() {
         errors.add(
             format!("{path}.program"),
@@ -420,8 +426,17 @@ fn build_command(path: &str, c: &RawCommand, errors: &mut Errors) -> Option<Comm
             Err(e) => errors.add(format!("{path}.args[{j}]"), e),
         }
     }
+    let pointer = pointer.ok()?;
+    let slot = match command_pointers.iter().position(|p| *p == pointer) {
+        Some(slot) => slot,
+        None => {
+            command_pointers.push(pointer.clone());
+            command_pointers.len() - 1
+        }
+    };
     Some(CommandMatcher {
         pointer,
+        slot,
         program,
         args,
     })

@@ -51,10 +51,65 @@ pub(crate) enum ArgTest {
     Regex(Regex),
 }
 
+/// An RFC 6901 JSON pointer, parsed once when the policy loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pointer(Vec<String>);
+
+impl Pointer {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(Pointer(Vec::new()));
+        }
+        let Some(rest) = s.strip_prefix('/') else {
+            return Err(format!(
+                "{s:?} is not a JSON pointer: write \"/field\" or \"/field/0/sub\" (or \"\" for the whole arguments)"
+            ));
+        };
+        rest.split('/')
+            .map(|token| {
+                let mut out = String::with_capacity(token.len());
+                let mut chars = token.chars();
+                while let Some(c) = chars.next() {
+                    match (c, c == '~') {
+                        (_, false) => out.push(c),
+                        (_, true) => match chars.next() {
+                            Some('0') => out.push('~'),
+                            Some('1') => out.push('/'),
+                            _ => {
+                                return Err(format!(
+                                    "{s:?}: `~` must be written `~0`, and `/` inside a name `~1`"
+                                ));
+                            }
+                        },
+                    }
+                }
+                Ok(out)
+            })
+            .collect::<Result<_, _>>()
+            .map(Pointer)
+    }
+
+    /// The value the pointer names, without allocating.
+    pub(crate) fn get<'v>(&self, value: &'v Value) -> Option<&'v Value> {
+        self.0.iter().try_fold(value, |v, token| match v {
+            Value::Object(map) => map.get(token),
+            Value::Array(items) => {
+                let leading_zero = token.len() > 1 && token.starts_with('0');
+                if leading_zero {
+                    None
+                } else {
+                    token.parse::<usize>().ok().and_then(|i| items.get(i))
+                }
+            }
+            _ => None,
+        })
+    }
+}
+
 /// `pointer` (RFC 6901) into the arguments, and the test its value must pass.
 #[derive(Debug, Clone)]
 pub(crate) struct ArgMatcher {
-    pub(crate) pointer: String,
+    pub(crate) pointer: Pointer,
     pub(crate) test: ArgTest,
     /// Matches when the test fails (a missing value fails every test).
     pub(crate) negate: bool,
@@ -62,7 +117,7 @@ pub(crate) struct ArgMatcher {
 
 impl ArgMatcher {
     pub(crate) fn matches(&self, args: &Value) -> bool {
-        let value = args.pointer(&self.pointer);
+        let value = self.pointer.get(args);
         let hit = match (&self.test, value) {
             (_, None) => false,
             (ArgTest::Equals(expected), Some(v)) => v == expected,
@@ -94,7 +149,10 @@ impl AnnotationMatcher {
 /// A shell command: its program and leading argument tokens.
 #[derive(Debug, Clone)]
 pub(crate) struct CommandMatcher {
-    pub(crate) pointer: String,
+    pub(crate) pointer: Pointer,
+    /// Which of the policy's distinct command pointers this is (a line is read once per
+    /// pointer per call).
+    pub(crate) slot: usize,
     pub(crate) program: Pattern,
     pub(crate) args: Vec<Pattern>,
 }
@@ -103,7 +161,7 @@ impl CommandMatcher {
     /// The command line at the pointer: a string is read as shell, an array of strings is an
     /// argument vector. Anything else is not a command.
     pub(crate) fn line(&self, args: &Value) -> Option<CommandLine> {
-        match args.pointer(&self.pointer)? {
+        match self.pointer.get(args)? {
             Value::String(s) => Some(super::shell::parse(s)),
             Value::Array(items) => {
                 let argv: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
@@ -119,14 +177,15 @@ impl CommandMatcher {
         if strict && cmd.prefixed {
             return false;
         }
-        let Some(program) = cmd.words.first() else {
+        let Some((program, basename)) = cmd.program() else {
             return false;
         };
         if cmd.words.len() <= self.args.len() || (strict && !program.literal) {
             return false;
         }
-        let basename = program.text.rsplit('/').next().unwrap_or(&program.text);
-        if !(self.program.matches(&program.text) || self.program.matches(basename)) {
+        if !(self.program.matches(&program.text)
+            || (basename.len() < program.text.len() && self.program.matches(basename)))
+        {
             return false;
         }
         self.args

@@ -1,8 +1,9 @@
 //! Policy: for each tool call, `allow`, `ask` (raise a hold) or `deny`.
 //!
 //! A policy is a mode plus an ordered list of rules. Every rule whose conditions match is
-//! considered and the strictest action wins (`deny` > `ask` > `allow`); among equally strict
-//! rules the first in the list is reported. When no rule matches, the mode decides: `manual`
+//! considered and the strictest action wins (`deny` > `ask` > `allow`); among `ask` rules the
+//! one demanding the larger quorum wins; among equally strict rules the first in the list is
+//! reported. When no rule matches, the mode decides: `manual`
 //! asks, `auto_approve` allows, `auto_deny` denies. Grants (remembered approvals) are consulted
 //! by the engine after deny rules and before asking. The file format is documented in
 //! `docs/policy.md`; [`Policy::from_toml`] checks it, examples included.
@@ -154,6 +155,8 @@ pub struct Policy {
     tools: HashMap<String, ToolSettings>,
     rules: Vec<Rule>,
     index: ToolIndex,
+    /// How many distinct JSON pointers command matchers read.
+    command_pointers: usize,
 }
 
 impl Default for Policy {
@@ -167,6 +170,7 @@ impl Default for Policy {
             tools: HashMap::new(),
             rules: Vec::new(),
             index: ToolIndex::default(),
+            command_pointers: 0,
         }
     }
 }
@@ -220,7 +224,10 @@ impl Policy {
         self.walk(call, |index, action| {
             let better = match best {
                 None => true,
-                Some((a, i)) => action > a || (action == a && index < i),
+                Some((a, i)) => {
+                    let (mine, theirs) = (self.strictness(index, action), self.strictness(i, a));
+                    mine > theirs || (mine == theirs && index < i)
+                }
             };
             if better {
                 best = Some((action, index));
@@ -261,6 +268,16 @@ impl Policy {
         }
     }
 
+    /// How strict a matching rule is: its action, then, among asks, the quorum it demands
+    /// (so a generic "ask" rule cannot shadow a later rule that needs two approvers).
+    fn strictness(&self, index: usize, action: Action) -> (Action, u32) {
+        let quorum = match action {
+            Action::Ask => self.rules.get(index).map_or(1, |r| r.ask.quorum),
+            _ => 0,
+        };
+        (action, quorum)
+    }
+
     fn mode_action(&self) -> Action {
         match self.mode {
             Mode::Manual => Action::Ask,
@@ -271,11 +288,11 @@ impl Policy {
 
     /// Calls `on_match(rule, action)` for each matching rule (possibly more than once).
     fn walk(&self, call: &Call<'_>, mut on_match: impl FnMut(usize, Action)) {
-        // Command lines read from the arguments, by pointer; and for allow rules with a
-        // command matcher, which commands of the line they cover (a line is allowed when
-        // allow rules together cover every command in it).
-        let mut lines: Vec<(&str, Option<shell::CommandLine>)> = Vec::new();
-        let mut coverage: Vec<(&str, u64, usize)> = Vec::new();
+        // Command lines read from the arguments, one per distinct pointer (`None`: the value
+        // there is not a command); and, for allow rules, which commands of each line they
+        // cover: a line is allowed when allow rules together cover every command in it.
+        let mut lines: Vec<Option<Option<shell::CommandLine>>> = Vec::new();
+        let mut coverage: Vec<(usize, u64, usize)> = Vec::new();
         SCRATCH.with_borrow_mut(|scratch| {
             self.index.for_each_candidate(call.tool, scratch, |r| {
                 let index = r as usize;
@@ -291,42 +308,40 @@ impl Policy {
                     on_match(index, rule.action);
                     return;
                 };
-                let slot = match lines.iter().position(|(p, _)| *p == cm.pointer) {
-                    Some(i) => i,
-                    None => {
-                        lines.push((&cm.pointer, cm.line(call.arguments)));
-                        lines.len() - 1
-                    }
+                if lines.is_empty() {
+                    lines.resize_with(self.command_pointers, || None);
+                }
+                let Some(line) = lines[cm.slot].get_or_insert_with(|| cm.line(call.arguments))
+                else {
+                    return;
                 };
-                let Some(line) = &lines[slot].1 else { return };
-                if rule.action == Action::Allow {
-                    if !line.is_plain() || line.commands.is_empty() {
-                        return;
+                if rule.action != Action::Allow {
+                    if cm.matches_any(line) {
+                        on_match(index, rule.action);
                     }
-                    let mask = cm.strict_mask(line);
-                    if mask == full_mask(line) {
-                        on_match(index, Action::Allow);
-                    } else if mask != 0 {
-                        match coverage.iter_mut().find(|(p, _, _)| *p == cm.pointer) {
-                            Some(c) => {
-                                c.1 |= mask;
-                                c.2 = c.2.min(index);
-                            }
-                            None => coverage.push((&cm.pointer, mask, index)),
+                    return;
+                }
+                if !line.is_plain() || line.commands.is_empty() {
+                    return;
+                }
+                let mask = cm.strict_mask(line);
+                if mask == full_mask(line) {
+                    on_match(index, Action::Allow);
+                } else if mask != 0 {
+                    match coverage.iter_mut().find(|(slot, _, _)| *slot == cm.slot) {
+                        Some(c) => {
+                            c.1 |= mask;
+                            c.2 = c.2.min(index);
                         }
+                        None => coverage.push((cm.slot, mask, index)),
                     }
-                } else if cm.matches_any(line) {
-                    on_match(index, rule.action);
                 }
             });
         });
-        for (pointer, mask, first) in coverage {
-            let full = lines
-                .iter()
-                .find(|(p, _)| *p == pointer)
-                .and_then(|(_, l)| l.as_ref())
-                .map_or(u64::MAX, full_mask);
-            if mask == full {
+        for (slot, mask, first) in coverage {
+            if let Some(Some(Some(line))) = lines.get(slot)
+                && mask == full_mask(line)
+            {
                 on_match(first, Action::Allow);
             }
         }

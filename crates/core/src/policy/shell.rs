@@ -24,6 +24,29 @@ pub struct SimpleCommand {
     pub words: Vec<Word>,
     /// Variable assignments or reserved words stood before the program.
     pub prefixed: bool,
+    /// Where the program's file name starts in the first word (after its last `/`).
+    pub basename_at: usize,
+}
+
+impl SimpleCommand {
+    fn new(words: Vec<Word>, prefixed: bool) -> Self {
+        let basename_at = words
+            .first()
+            .and_then(|w| w.text.rfind('/'))
+            .map_or(0, |i| i + 1);
+        SimpleCommand {
+            words,
+            prefixed,
+            basename_at,
+        }
+    }
+
+    /// The program as written, and its file name (`/usr/bin/git` and `git`).
+    pub fn program(&self) -> Option<(&Word, &str)> {
+        self.words
+            .first()
+            .map(|w| (w, w.text.get(self.basename_at..).unwrap_or(&w.text)))
+    }
 }
 
 /// One word, after quote removal.
@@ -45,10 +68,7 @@ impl CommandLine {
             })
             .collect();
         CommandLine {
-            commands: vec![SimpleCommand {
-                words,
-                prefixed: false,
-            }],
+            commands: vec![SimpleCommand::new(words, false)],
             opaque: false,
         }
     }
@@ -62,9 +82,10 @@ impl CommandLine {
 
 /// Reads a command line.
 pub fn parse(line: &str) -> CommandLine {
-    let chars: Vec<char> = line.chars().collect();
+    // Every byte the syntax looks at is ASCII, and in UTF-8 an ASCII byte is never part of
+    // a longer character: reading bytes splits words exactly where reading characters would.
     let mut p = Parser {
-        chars: &chars,
+        chars: line.as_bytes(),
         pos: 0,
         out: CommandLine::default(),
     };
@@ -81,13 +102,18 @@ pub fn parse(line: &str) -> CommandLine {
 #[derive(Default)]
 struct CommandState {
     words: Vec<Word>,
-    word: String,
+    word: Vec<u8>,
     word_started: bool,
     word_literal: bool,
 }
 
+/// A word's bytes as text (always valid UTF-8: words are cut only at ASCII bytes).
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 impl CommandState {
-    fn push(&mut self, c: char) {
+    fn push(&mut self, c: u8) {
         if !self.word_started {
             self.word_started = true;
             self.word_literal = true;
@@ -110,7 +136,7 @@ impl CommandState {
     fn finish_word(&mut self) {
         if self.word_started {
             self.words.push(Word {
-                text: std::mem::take(&mut self.word),
+                text: text(std::mem::take(&mut self.word)),
                 literal: self.word_literal,
             });
             self.word_started = false;
@@ -119,7 +145,7 @@ impl CommandState {
 }
 
 struct Parser<'a> {
-    chars: &'a [char],
+    chars: &'a [u8],
     pos: usize,
     out: CommandLine,
 }
@@ -131,45 +157,45 @@ const RESERVED_CLOSE: &[&str] = &["fi", "done", "esac", "}"];
 const RESERVED_HEADER: &[&str] = &["for", "case", "select", "function", "in"];
 
 impl Parser<'_> {
-    fn peek(&self) -> Option<char> {
+    fn peek(&self) -> Option<u8> {
         self.chars.get(self.pos).copied()
     }
 
-    fn peek_at(&self, offset: usize) -> Option<char> {
+    fn peek_at(&self, offset: usize) -> Option<u8> {
         self.chars.get(self.pos + offset).copied()
     }
 
     /// Reads commands until the end, or until `close` at this nesting level.
-    fn sequence(&mut self, st: &mut CommandState, close: Option<char>) {
+    fn sequence(&mut self, st: &mut CommandState, close: Option<u8>) {
         while let Some(c) = self.peek() {
             match c {
-                ' ' | '\t' => {
+                b' ' | b'\t' => {
                     st.finish_word();
                     self.pos += 1;
                 }
-                '\n' | ';' | '&' | '|' => {
+                b'\n' | b';' | b'&' | b'|' => {
                     self.end_command(st);
                     self.pos += 1;
-                    if matches!(self.peek(), Some(n) if n == c || (c == '|' && n == '&')) {
+                    if matches!(self.peek(), Some(n) if n == c || (c == b'|' && n == b'&')) {
                         self.pos += 1;
                     }
                 }
-                '(' => {
+                b'(' => {
                     self.out.opaque = true;
                     self.end_command(st);
                     self.pos += 1;
                 }
-                ')' => {
+                b')' => {
                     self.end_command(st);
                     self.pos += 1;
-                    if close == Some(')') {
+                    if close == Some(b')') {
                         return;
                     }
                     self.out.opaque = true;
                 }
-                '<' | '>' => self.redirection(st),
-                '#' if !st.word_started => {
-                    while !matches!(self.peek(), None | Some('\n')) {
+                b'<' | b'>' => self.redirection(st),
+                b'#' if !st.word_started => {
+                    while !matches!(self.peek(), None | Some(b'\n')) {
                         self.pos += 1;
                     }
                 }
@@ -188,36 +214,37 @@ impl Parser<'_> {
         let Some(c) = self.peek() else { return };
         self.pos += 1;
         match c {
-            '\'' => {
+            b'\'' => {
                 st.start();
-                match self.chars[self.pos..].iter().position(|&q| q == '\'') {
+                match self.chars[self.pos..].iter().position(|&q| q == b'\'') {
                     Some(n) => {
-                        st.word.extend(&self.chars[self.pos..self.pos + n]);
+                        st.word
+                            .extend_from_slice(&self.chars[self.pos..self.pos + n]);
                         self.pos += n + 1;
                     }
                     None => {
-                        st.word.extend(&self.chars[self.pos..]);
+                        st.word.extend_from_slice(&self.chars[self.pos..]);
                         self.pos = self.chars.len();
                         self.out.opaque = true;
                     }
                 }
             }
-            '"' => self.double_quoted(st),
-            '\\' => match self.peek() {
-                Some('\n') => self.pos += 1,
+            b'"' => self.double_quoted(st),
+            b'\\' => match self.peek() {
+                Some(b'\n') => self.pos += 1,
                 Some(n) => {
                     st.push(n);
                     self.pos += 1;
                 }
-                None => st.push('\\'),
+                None => st.push(b'\\'),
             },
-            '$' => self.dollar(st),
-            '`' => self.backtick(st),
-            '*' | '?' | '[' | '{' => {
+            b'$' => self.dollar(st),
+            b'`' => self.backtick(st),
+            b'*' | b'?' | b'[' | b'{' => {
                 st.push(c);
                 st.non_literal();
             }
-            '~' if !st.word_started => {
+            b'~' if !st.word_started => {
                 st.push(c);
                 st.non_literal();
             }
@@ -230,17 +257,17 @@ impl Parser<'_> {
         while let Some(c) = self.peek() {
             self.pos += 1;
             match c {
-                '"' => return,
-                '\\' => match self.peek() {
-                    Some(n @ ('$' | '`' | '"' | '\\')) => {
+                b'"' => return,
+                b'\\' => match self.peek() {
+                    Some(n @ (b'$' | b'`' | b'"' | b'\\')) => {
                         st.word.push(n);
                         self.pos += 1;
                     }
-                    Some('\n') => self.pos += 1,
-                    _ => st.word.push('\\'),
+                    Some(b'\n') => self.pos += 1,
+                    _ => st.word.push(b'\\'),
                 },
-                '$' => self.dollar(st),
-                '`' => self.backtick(st),
+                b'$' => self.dollar(st),
+                b'`' => self.backtick(st),
                 _ => st.word.push(c),
             }
         }
@@ -250,33 +277,33 @@ impl Parser<'_> {
     /// After a `$`: a substitution, an expansion, or a plain dollar sign.
     fn dollar(&mut self, st: &mut CommandState) {
         match self.peek() {
-            Some('(') if self.peek_at(1) == Some('(') => {
+            Some(b'(') if self.peek_at(1) == Some(b'(') => {
                 // Arithmetic expansion: no command runs, but the value is not literal.
                 st.non_literal();
-                self.skip_balanced('(', ')');
+                self.skip_balanced(b'(', b')');
             }
-            Some('(') => {
+            Some(b'(') => {
                 self.pos += 1;
                 st.non_literal();
                 self.out.opaque = true;
                 let mut inner = CommandState::default();
-                self.sequence(&mut inner, Some(')'));
+                self.sequence(&mut inner, Some(b')'));
             }
-            Some('{') => {
+            Some(b'{') => {
                 st.non_literal();
-                self.skip_balanced('{', '}');
+                self.skip_balanced(b'{', b'}');
             }
-            Some(c) if c.is_ascii_alphanumeric() || c == '_' => {
+            Some(c) if c.is_ascii_alphanumeric() || c == b'_' => {
                 st.non_literal();
-                while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == '_') {
+                while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == b'_') {
                     self.pos += 1;
                 }
             }
-            Some('?' | '$' | '!' | '#' | '@' | '*' | '-') => {
+            Some(b'?' | b'$' | b'!' | b'#' | b'@' | b'*' | b'-') => {
                 st.non_literal();
                 self.pos += 1;
             }
-            _ => st.push('$'),
+            _ => st.push(b'$'),
         }
     }
 
@@ -284,16 +311,16 @@ impl Parser<'_> {
     fn backtick(&mut self, st: &mut CommandState) {
         st.non_literal();
         self.out.opaque = true;
-        let mut inner = String::new();
+        let mut inner = Vec::new();
         let mut closed = false;
         while let Some(c) = self.peek() {
             self.pos += 1;
             match c {
-                '`' => {
+                b'`' => {
                     closed = true;
                     break;
                 }
-                '\\' => {
+                b'\\' => {
                     if let Some(n) = self.peek() {
                         inner.push(n);
                         self.pos += 1;
@@ -302,7 +329,7 @@ impl Parser<'_> {
                 _ => inner.push(c),
             }
         }
-        let nested = parse(&inner);
+        let nested = parse(&text(inner));
         self.out.commands.extend(nested.commands);
         if !closed {
             self.out.opaque = true;
@@ -310,7 +337,7 @@ impl Parser<'_> {
     }
 
     /// Skips from an opening bracket to its match (for expansions that run no command).
-    fn skip_balanced(&mut self, open: char, close: char) {
+    fn skip_balanced(&mut self, open: u8, close: u8) {
         let mut depth = 0usize;
         while let Some(c) = self.peek() {
             self.pos += 1;
@@ -331,16 +358,16 @@ impl Parser<'_> {
     fn redirection(&mut self, st: &mut CommandState) {
         self.out.opaque = true;
         // A file-descriptor number written right before the operator belongs to it.
-        if st.word_started && !st.word.is_empty() && st.word.chars().all(|c| c.is_ascii_digit()) {
+        if st.word_started && !st.word.is_empty() && st.word.iter().all(u8::is_ascii_digit) {
             st.word.clear();
             st.word_started = false;
         } else {
             st.finish_word();
         }
-        while matches!(self.peek(), Some('<' | '>' | '&' | '|' | '-')) {
+        while matches!(self.peek(), Some(b'<' | b'>' | b'&' | b'|' | b'-')) {
             self.pos += 1;
         }
-        while matches!(self.peek(), Some(' ' | '\t')) {
+        while matches!(self.peek(), Some(b' ' | b'\t')) {
             self.pos += 1;
         }
         // The target: read it as a word and drop it.
@@ -348,7 +375,7 @@ impl Parser<'_> {
         while let Some(c) = self.peek() {
             if matches!(
                 c,
-                ' ' | '\t' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>'
+                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>'
             ) {
                 break;
             }
@@ -383,7 +410,7 @@ impl Parser<'_> {
             self.out.opaque = true;
             return;
         }
-        self.out.commands.push(SimpleCommand { words, prefixed });
+        self.out.commands.push(SimpleCommand::new(words, prefixed));
     }
 }
 
@@ -491,6 +518,15 @@ mod tests {
         assert!(parse("echo \"unterminated").opaque);
         assert!(parse("(cd /; rm x)").opaque);
         assert!(parse("echo $(unclosed").opaque);
+    }
+
+    #[test]
+    fn multibyte_text_is_kept_whole() {
+        let line = parse("echo 'héllo wörld' ü→x \"日本\";ls");
+        assert_eq!(
+            words(&line),
+            vec![vec!["echo", "héllo wörld", "ü→x", "日本"], vec!["ls"]]
+        );
     }
 
     #[test]

@@ -99,6 +99,33 @@ fn strictest_matching_rule_wins_and_ties_go_to_the_first() {
 }
 
 #[test]
+fn among_asks_the_larger_quorum_wins() {
+    let p = policy(
+        r#"
+        [[rules]]
+        name = "destructive"
+        tools = ["deploy"]
+        action = "ask"
+        [[rules]]
+        name = "production"
+        tools = ["deploy"]
+        action = "ask"
+        args = [{ pointer = "/env", equals = "prod" }]
+        approvers = ["a", "b"]
+        quorum = 2
+        "#,
+    );
+    assert_eq!(
+        decide(&p, "deploy", json!({"env": "prod"})),
+        (Action::Ask, Some("production".into()))
+    );
+    assert_eq!(
+        decide(&p, "deploy", json!({"env": "dev"})),
+        (Action::Ask, Some("destructive".into()))
+    );
+}
+
+#[test]
 fn modes_decide_when_no_rule_matches() {
     for (mode, action) in [
         ("manual", Action::Ask),
@@ -186,6 +213,51 @@ fn argument_matchers() {
         d(json!({"dir": "/work/", "opts": [{"name": "drop", "value": 2}]})),
         None,
         "every matcher must match"
+    );
+}
+
+#[test]
+fn json_pointers_follow_rfc_6901() {
+    let p = policy(
+        r#"
+        mode = "auto_approve"
+        [[rules]]
+        name = "escaped"
+        tools = ["t"]
+        action = "deny"
+        args = [{ pointer = "/a~1b/c~0d/1", equals = "x" }]
+        [[rules]]
+        name = "whole"
+        tools = ["t"]
+        action = "ask"
+        args = [{ pointer = "", equals = {} }]
+        "#,
+    );
+    assert_eq!(
+        decide(&p, "t", json!({"a/b": {"c~d": ["w", "x"]}})).1,
+        Some("escaped".into())
+    );
+    assert_eq!(
+        decide(&p, "t", json!({"a/b": {"c~d": {"1": "x"}}})).1,
+        Some("escaped".into()),
+        "a token names an object key too"
+    );
+    assert_eq!(decide(&p, "t", json!({"a/b": {"c~d": ["x"]}})).1, None);
+    assert_eq!(decide(&p, "t", json!({})).1, Some("whole".into()));
+    let p = policy(
+        "mode = \"auto_approve\"\n[[rules]]\ntools = [\"t\"]\naction = \"deny\"\nargs = [{ pointer = \"/a/01\", equals = 1 }]",
+    );
+    assert_eq!(
+        decide(&p, "t", json!({"a": [0, 1]})).1,
+        None,
+        "no leading zeros in array indices"
+    );
+    let errs = errors(
+        "[[rules]]\ntools = [\"t\"]\naction = \"deny\"\nargs = [{ pointer = \"/a~2\", equals = 1 }]",
+    );
+    assert!(
+        errs[0].starts_with("rules[0].args[0].pointer: \"/a~2\": `~` must be written `~0`"),
+        "{errs:?}"
     );
 }
 

@@ -59,7 +59,7 @@ fn every_hold_listing_is_served_by_an_index() {
                                     (Some(_), _, _) => "batch=?",
                                     (None, Some(_), _) => "chat=?",
                                     (None, None, Some(_)) => "world=?",
-                                    (None, None, None) => "=?",
+                                    (None, None, None) => "position",
                                 };
                                 assert!(
                                     text.contains(selective),
@@ -78,6 +78,33 @@ fn every_hold_listing_is_served_by_an_index() {
         }
     }
     assert_eq!(checked, 3 * 4 * 2 * 2 * 2 * 2);
+}
+
+/// The engine's other frequent reads use the partial index of open holds.
+#[test]
+fn open_hold_lookups_use_the_open_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = connect(&dir.path().join("plan.db"), false).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    for (sql, index) in [
+        (
+            "SELECT EXISTS (SELECT 1 FROM holds WHERE world = 'w' AND chat = 'c' AND open = 1)",
+            "holds_open_chat",
+        ),
+        (
+            "SELECT id, deadline, remind_at FROM holds WHERE open = 1",
+            "holds_open",
+        ),
+    ] {
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(plan.iter().any(|p| p.contains(index)), "{sql}: {plan:?}");
+    }
 }
 
 #[test]

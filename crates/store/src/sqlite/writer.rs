@@ -1,22 +1,47 @@
 //! The single writer: applies transactions in groups, one fsync per group.
 //!
-//! Each transaction of a group runs inside its own savepoint, so a failed precondition (or
-//! any error) rolls back that transaction alone; the group then commits once. Committed
-//! events are published in log order before the callers hear back, so anyone who learns of
-//! a commit can already find its events.
+//! Each transaction's preconditions (a hold's version, an unused idempotency key…) are
+//! checked with reads before it writes anything, so a transaction that fails them leaves no
+//! trace and needs no rollback; the group then commits once. Should a statement fail
+//! unexpectedly (a full disk, say), the whole group is rolled back and its transactions are
+//! redone one by one, so that only the faulty one fails. A committed group goes to the
+//! syncer, which makes it durable before anyone hears of it.
 
 use std::fs::File;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::thread::JoinHandle;
 
 use holdpoint_core::audit::{AuditHead, seal};
 use holdpoint_core::store::{CommitError, Conflict, PreparedEvent, StoreError};
-use holdpoint_protocol::{Event, Grant, GrantId, HoldId, Timestamp};
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
-use tokio::sync::{broadcast, oneshot};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, HoldId, Timestamp};
+
+use super::key;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::syncer::Answer;
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
+/// The writer checkpoints when idle once the WAL holds this many pages (4 MiB)…
+const CHECKPOINT_IDLE: i32 = 1024;
+/// …and even when busy once it holds this many (16 MiB), so the WAL stays bounded and no
+/// single checkpoint stalls commits for long.
+const CHECKPOINT_BUSY: i32 = 4096;
+
+/// Follows the WAL's size after each commit. Registering the hook also turns off SQLite's
+/// automatic checkpoint, which would otherwise run inside a commit.
+pub(super) fn watch_wal(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicI32>> {
+    let frames = Arc::new(AtomicI32::new(0));
+    let seen = frames.clone();
+    conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages| {
+        seen.store(pages, Ordering::Relaxed);
+        Ok(())
+    }))?;
+    Ok(frames)
+}
 
 pub(super) enum Message {
     Commit(Job),
@@ -34,7 +59,7 @@ pub(super) struct Job {
 /// A hold's columns and its JSON, serialised by the caller (off the writer's thread).
 pub(super) struct HoldRow {
     pub(super) id: HoldId,
-    pub(super) batch: String,
+    pub(super) batch: BatchId,
     pub(super) world: String,
     pub(super) chat: Option<String>,
     pub(super) kind: &'static str,
@@ -71,32 +96,32 @@ pub(super) struct Writer {
     /// Held for as long as the writer runs: one writing process per database.
     pub(super) _lock: File,
     pub(super) head: AuditHead,
-    pub(super) events: broadcast::Sender<Arc<Event>>,
-}
-
-/// Why one transaction of a group did not apply.
-enum Failed {
-    Conflict(Conflict),
-    Sql(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Failed {
-    fn from(e: rusqlite::Error) -> Self {
-        Failed::Sql(e)
-    }
-}
-
-fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
+    /// Committed groups go here to be made durable, then answered.
+    pub(super) durable: Sender<Vec<Answer>>,
+    pub(super) syncer: JoinHandle<()>,
+    /// Set once an fsync failed: nothing more is committed.
+    pub(super) failed: Arc<AtomicBool>,
+    /// Pages in the WAL after the last commit.
+    pub(super) wal_frames: Arc<AtomicI32>,
 }
 
 impl Writer {
-    pub(super) fn run(mut self, rx: Receiver<Message>) {
+    /// Applies transactions until the store closes.
+    pub(super) fn serve(&mut self, rx: Receiver<Message>) {
         loop {
-            let first = match rx.recv() {
-                Ok(Message::Commit(job)) => job,
-                Ok(Message::Close) | Err(_) => break,
+            let first = match rx.try_recv() {
+                Ok(message) => message,
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    // Nothing is waiting: a good moment to checkpoint.
+                    self.checkpoint_if_over(CHECKPOINT_IDLE);
+                    match rx.recv() {
+                        Ok(message) => message,
+                        Err(_) => break,
+                    }
+                }
             };
+            let Message::Commit(first) = first else { break };
             let mut jobs = vec![first];
             let mut closing = false;
             while jobs.len() < MAX_GROUP {
@@ -110,117 +135,200 @@ impl Writer {
                 }
             }
             self.commit_group(jobs);
+            self.checkpoint_if_over(CHECKPOINT_BUSY);
             if closing {
                 break;
             }
         }
-        // Fold the WAL into the database so a closed store is one file.
-        if let Err(e) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+    }
+
+    fn checkpoint_if_over(&mut self, pages: i32) {
+        if self.wal_frames.load(Ordering::Relaxed) < pages {
+            return;
+        }
+        match self
+            .conn
+            .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
+        {
+            Ok(_) => self.wal_frames.store(0, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "checkpoint failed"),
+        }
+    }
+
+    /// Waits until every commit is durable and answered, then folds the WAL into the
+    /// database, so a closed store is one file.
+    pub(super) fn finish(self) {
+        let Writer {
+            conn,
+            durable,
+            syncer,
+            ..
+        } = self;
+        drop(durable);
+        let _ = syncer.join();
+        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
             tracing::warn!(error = %e, "checkpoint at close failed");
         }
     }
 
     fn commit_group(&mut self, jobs: Vec<Job>) {
-        let start = self.head.clone();
-        let mut results: Vec<(Reply, Result<Vec<Event>, CommitError>)> =
-            Vec::with_capacity(jobs.len());
-        let group = (|| -> rusqlite::Result<()> {
-            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        if self.failed.load(Ordering::SeqCst) {
+            let error = StoreError::new(
+                "an earlier commit could not be made durable; the store refuses further writes",
+            );
             for job in jobs {
-                self.conn.execute_batch("SAVEPOINT job")?;
-                let before = self.head.clone();
-                let outcome = self.apply(job.writes, job.events);
-                let result = match outcome {
-                    Ok(events) => {
-                        self.conn.execute_batch("RELEASE job")?;
-                        Ok(events)
-                    }
-                    Err(failed) => {
-                        self.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
-                        self.head = before;
-                        Err(match failed {
-                            Failed::Conflict(c) => CommitError::Conflict(c),
-                            Failed::Sql(e) => CommitError::Store(StoreError::new(e)),
-                        })
-                    }
-                };
-                results.push((job.reply, result));
-            }
-            if self.head != start {
-                self.conn
-                    .prepare_cached("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2")?
-                    .execute(params![self.head.seq as i64, self.head.hash])?;
-            }
-            self.conn.execute_batch("COMMIT")
-        })();
-        if let Err(e) = group {
-            tracing::error!(error = %e, "group commit failed; nothing of it was applied");
-            let _ = self.conn.execute_batch("ROLLBACK");
-            self.head = start;
-            let error = StoreError::new(format!("the commit failed: {e}"));
-            for (reply, _) in results {
-                let _ = reply.send(Err(CommitError::Store(error.clone())));
+                let _ = job.reply.send(Err(CommitError::Store(error.clone())));
             }
             return;
         }
-        for (reply, result) in results {
-            let result = result.map(|events| {
-                let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
-                for e in &events {
-                    // No subscribers is fine.
-                    let _ = self.events.send(e.clone());
+        let start = self.head.clone();
+        match self.try_group(&jobs) {
+            Ok(results) => {
+                let answers = jobs
+                    .into_iter()
+                    .zip(results)
+                    .map(|(job, result)| {
+                        let result = result.map_err(CommitError::Conflict).map(|sealed| {
+                            job.events
+                                .into_iter()
+                                .zip(sealed)
+                                .map(|(e, (seq, hash))| Arc::new(e.draft.into_event(seq, hash)))
+                                .collect()
+                        });
+                        (job.reply, result)
+                    })
+                    .collect();
+                // The syncer outlives the writer's loop, so this only fails while closing.
+                let _ = self.durable.send(answers);
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                self.head = start;
+                if jobs.len() > 1 {
+                    for job in jobs {
+                        self.commit_group(vec![job]);
+                    }
+                } else {
+                    tracing::error!(error = %e, "a commit failed; nothing of it was applied");
+                    let error = StoreError::new(format!("the commit failed: {e}"));
+                    for job in jobs {
+                        let _ = job.reply.send(Err(CommitError::Store(error.clone())));
+                    }
                 }
-                events
-            });
-            let _ = reply.send(result);
+            }
         }
     }
 
-    fn apply(
+    /// Applies a group in one SQLite transaction. Per job: the positions and hashes of its
+    /// events, or the precondition that failed (and then nothing of the job was written).
+    #[allow(clippy::type_complexity)]
+    fn try_group(
         &mut self,
-        writes: Vec<PreparedWrite>,
-        events: Vec<PreparedEvent>,
-    ) -> Result<Vec<Event>, Failed> {
-        for w in writes {
-            self.write(w)?;
+        jobs: &[Job],
+    ) -> rusqlite::Result<Vec<Result<Vec<(u64, String)>, Conflict>>> {
+        let start = self.head.seq;
+        self.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let mut results = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if let Some(conflict) = self.check(&job.writes)? {
+                results.push(Err(conflict));
+                continue;
+            }
+            for w in &job.writes {
+                self.write(w)?;
+            }
+            let mut sealed = Vec::with_capacity(job.events.len());
+            for e in &job.events {
+                sealed.push(self.append(e)?);
+            }
+            results.push(Ok(sealed));
         }
-        let mut committed = Vec::with_capacity(events.len());
-        for e in events {
-            let seq = self.head.seq + 1;
-            let sealed = seal(seq, &self.head.hash, &e.canonical);
-            let d = &e.draft;
+        if self.head.seq != start {
             self.conn
-                .prepare_cached("INSERT INTO events (seq, type, hold, world, chat, body, hash) VALUES (?, ?, ?, ?, ?, ?, ?)")?
-                .execute(params![
-                    seq as i64,
-                    d.payload.type_name(),
-                    d.hold.map(|h| h.to_string()),
-                    d.world,
-                    d.chat,
-                    sealed.body,
-                    sealed.hash
-                ])?;
-            self.head = AuditHead {
-                seq,
-                hash: sealed.hash.clone(),
-            };
-            committed.push(e.draft.into_event(seq, sealed.hash));
+                .prepare_cached("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2")?
+                .execute(params![self.head.seq as i64, self.head.hash])?;
         }
-        Ok(committed)
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(results)
     }
 
-    fn write(&mut self, w: PreparedWrite) -> Result<(), Failed> {
+    /// The first precondition of `writes` that does not hold, seeing earlier jobs' writes.
+    fn check(&mut self, writes: &[PreparedWrite]) -> rusqlite::Result<Option<Conflict>> {
+        for w in writes {
+            let conflict = match w {
+                PreparedWrite::InsertHold(r) => {
+                    let exists = self
+                        .conn
+                        .prepare_cached("SELECT 1 FROM holds WHERE id = ?")?
+                        .exists([key(r.id.as_uuid())])?;
+                    exists.then_some(Conflict::HoldExists(r.id))
+                }
+                PreparedWrite::UpdateHold(r) => {
+                    let stored: Option<i64> = self
+                        .conn
+                        .prepare_cached("SELECT version FROM holds WHERE id = ?")?
+                        .query_row([key(r.id.as_uuid())], |row| row.get(0))
+                        .optional()?;
+                    (stored != Some(r.version as i64 - 1)).then_some(Conflict::StaleHold(r.id))
+                }
+                PreparedWrite::InsertGrant { .. } => None,
+                PreparedWrite::RevokeGrant { id, .. } => {
+                    let active = self
+                        .conn
+                        .prepare_cached("SELECT 1 FROM grants WHERE id = ? AND revoked_at IS NULL")?
+                        .exists([key(id.as_uuid())])?;
+                    (!active).then_some(Conflict::NoSuchGrant(*id))
+                }
+                PreparedWrite::PutIdempotent { key, .. } => {
+                    let taken = self
+                        .conn
+                        .prepare_cached("SELECT 1 FROM idempotency WHERE key = ?")?
+                        .exists([key])?;
+                    taken.then(|| Conflict::KeyTaken(key.clone()))
+                }
+            };
+            if conflict.is_some() {
+                return Ok(conflict);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Seals and stores one event after the current head.
+    fn append(&mut self, e: &PreparedEvent) -> rusqlite::Result<(u64, String)> {
+        let seq = self.head.seq + 1;
+        let sealed = seal(seq, &self.head.hash, &e.canonical);
+        let d = &e.draft;
+        self.conn
+            .prepare_cached("INSERT INTO events (seq, type, hold, world, chat, body, hash) VALUES (?, ?, ?, ?, ?, ?, ?)")?
+            .execute(params![
+                seq as i64,
+                d.payload.type_name(),
+                d.hold.as_ref().map(|h| key(h.as_uuid())),
+                d.world,
+                d.chat,
+                sealed.body,
+                sealed.hash
+            ])?;
+        self.head = AuditHead {
+            seq,
+            hash: sealed.hash.clone(),
+        };
+        Ok((seq, sealed.hash))
+    }
+
+    /// One write whose precondition was checked.
+    fn write(&mut self, w: &PreparedWrite) -> rusqlite::Result<()> {
         match w {
             PreparedWrite::InsertHold(r) => {
-                let inserted = self
-                    .conn
+                self.conn
                     .prepare_cached(
                         "INSERT INTO holds (id, batch, world, chat, kind, status, open, deadline, remind_at, version, data) \
                          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     )?
                     .execute(params![
-                        r.id.to_string(),
-                        r.batch,
+                        key(r.id.as_uuid()),
+                        key(r.batch.as_uuid()),
                         r.world,
                         r.chat,
                         r.kind,
@@ -230,13 +338,7 @@ impl Writer {
                         r.remind_at,
                         r.version as i64,
                         r.data
-                    ]);
-                match inserted {
-                    Err(e) if is_unique_violation(&e) => {
-                        Err(Failed::Conflict(Conflict::HoldExists(r.id)))
-                    }
-                    other => other.map(|_| ()).map_err(Failed::Sql),
-                }
+                    ])?;
             }
             PreparedWrite::UpdateHold(r) => {
                 let changed = self
@@ -250,13 +352,11 @@ impl Writer {
                         r.remind_at,
                         r.version as i64,
                         r.data,
-                        r.id.to_string(),
+                        key(r.id.as_uuid()),
                         r.version as i64 - 1
                     ])?;
-                if changed == 1 {
-                    Ok(())
-                } else {
-                    Err(Failed::Conflict(Conflict::StaleHold(r.id)))
+                if changed != 1 {
+                    return Err(rusqlite::Error::StatementChangedRows(changed));
                 }
             }
             PreparedWrite::InsertGrant { id, world, data } => {
@@ -264,29 +364,21 @@ impl Writer {
                     .prepare_cached(
                         "INSERT INTO grants (id, world, revoked_at, data) VALUES (?, ?, NULL, ?)",
                     )?
-                    .execute(params![id.to_string(), world, data])?;
-                Ok(())
+                    .execute(params![key(id.as_uuid()), world, data])?;
             }
             PreparedWrite::RevokeGrant { id, at } => {
-                let data: Option<String> = self
+                let data: String = self
                     .conn
-                    .prepare_cached("SELECT data FROM grants WHERE id = ? AND revoked_at IS NULL")?
-                    .query_row([id.to_string()], |r| r.get(0))
-                    .optional()?;
-                let Some(data) = data else {
-                    return Err(Failed::Conflict(Conflict::NoSuchGrant(id)));
-                };
-                let mut grant: Grant = serde_json::from_str(&data).map_err(|e| {
-                    Failed::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-                })?;
-                grant.revoked_at = Some(at);
-                let data = serde_json::to_string(&grant).map_err(|e| {
-                    Failed::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-                })?;
+                    .prepare_cached("SELECT data FROM grants WHERE id = ?")?
+                    .query_row([key(id.as_uuid())], |r| r.get(0))?;
+                let unreadable =
+                    |e: serde_json::Error| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
+                let mut grant: Grant = serde_json::from_str(&data).map_err(unreadable)?;
+                grant.revoked_at = Some(*at);
+                let data = serde_json::to_string(&grant).map_err(unreadable)?;
                 self.conn
                     .prepare_cached("UPDATE grants SET revoked_at = ?, data = ? WHERE id = ?")?
-                    .execute(params![at.as_millis(), data, id.to_string()])?;
-                Ok(())
+                    .execute(params![at.as_millis(), data, key(id.as_uuid())])?;
             }
             PreparedWrite::PutIdempotent {
                 key,
@@ -294,17 +386,11 @@ impl Writer {
                 response,
                 at,
             } => {
-                let inserted = self
-                    .conn
+                self.conn
                     .prepare_cached("INSERT INTO idempotency (key, fingerprint, response, created_at) VALUES (?, ?, ?, ?)")?
-                    .execute(params![key, fingerprint, response, at.as_millis()]);
-                match inserted {
-                    Err(e) if is_unique_violation(&e) => {
-                        Err(Failed::Conflict(Conflict::KeyTaken(key)))
-                    }
-                    other => other.map(|_| ()).map_err(Failed::Sql),
-                }
+                    .execute(params![key, fingerprint, response, at.as_millis()])?;
             }
         }
+        Ok(())
     }
 }

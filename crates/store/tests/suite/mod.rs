@@ -1,1 +1,4 @@
 mod contract;
+mod crash;
+mod files;
+mod tamper;

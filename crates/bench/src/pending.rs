@@ -1,0 +1,154 @@
+//! Many pending holds: what they cost in memory, and how fast the first page comes back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use holdpoint_core::Engine;
+use holdpoint_protocol::{GateRequest, HoldQuery, Order, Principal, Role};
+use holdpoint_store::SqliteStore;
+
+use crate::ALLOCATOR;
+use crate::cycle::{Inbox, ask};
+use crate::stats::{Latencies, ms};
+
+fn rss_bytes() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<usize>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
+    const PER_REQUEST: usize = 64;
+    const TASKS: usize = 16;
+    let requests = holds.div_ceil(PER_REQUEST);
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            let agent = Principal::new("bench-agent", Role::Agent);
+            for r in (t..requests).step_by(TASKS) {
+                let n = PER_REQUEST.min(holds - r * PER_REQUEST);
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.extend(ask("").items);
+                }
+                let req = GateRequest {
+                    world: format!("world-{}", r % 10),
+                    items,
+                    ..ask("")
+                };
+                engine.gate(&agent, req).await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+async fn page_latency(
+    engine: &Engine,
+    query: &HoldQuery,
+    runs: usize,
+) -> anyhow::Result<Latencies> {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let page = engine.holds(query).await?;
+        samples.push(start.elapsed());
+        anyhow::ensure!(page.items.len() == 50, "expected a full page");
+    }
+    Ok(Latencies::new(samples))
+}
+
+pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
+    println!("== {holds} pending holds");
+    let path = dir.path().join("pending.db");
+    let store = Arc::new(SqliteStore::open(&path)?);
+    let engine = Engine::builder(store.clone())
+        .channel(Arc::new(Inbox))
+        .start()
+        .await?;
+    let (heap0, rss0) = (ALLOCATOR.allocated(), rss_bytes());
+    let start = Instant::now();
+    fill(&engine, holds).await?;
+    let filled = start.elapsed();
+    let (heap1, rss1) = (ALLOCATOR.allocated(), rss_bytes());
+    println!(
+        "  raised in {:.2} s ({:.0} holds/s, 64 per request)",
+        filled.as_secs_f64(),
+        holds as f64 / filled.as_secs_f64()
+    );
+    println!("  timers tracked: {}", engine.tracked_timers());
+    let per = |bytes: usize| bytes as f64 / holds as f64;
+    println!(
+        "  Rust heap:    +{:>6.1} MiB = {:>5.0} bytes per pending hold",
+        heap1.saturating_sub(heap0) as f64 / 1048576.0,
+        per(heap1.saturating_sub(heap0))
+    );
+    println!(
+        "  process RSS:  +{:>6.1} MiB = {:>5.0} bytes per pending hold (includes SQLite's page cache)",
+        rss1.saturating_sub(rss0) as f64 / 1048576.0,
+        per(rss1.saturating_sub(rss0))
+    );
+
+    for (name, query) in [
+        (
+            "first page, oldest first",
+            HoldQuery {
+                limit: 50,
+                ..HoldQuery::default()
+            },
+        ),
+        (
+            "first page, newest first",
+            HoldQuery {
+                limit: 50,
+                order: Order::Newest,
+                ..HoldQuery::default()
+            },
+        ),
+        (
+            "first page of one world",
+            HoldQuery {
+                limit: 50,
+                world: Some("world-3".into()),
+                ..HoldQuery::default()
+            },
+        ),
+    ] {
+        page_latency(&engine, &query, 100).await?;
+        let lat = page_latency(&engine, &query, 2000).await?;
+        println!(
+            "  {name:<26} p50 {}   p99 {}   (50 holds, {} runs)",
+            ms(lat.percentile(50.0)),
+            ms(lat.percentile(99.0)),
+            lat.len()
+        );
+    }
+    drop(engine);
+    store.close().await;
+
+    let start = Instant::now();
+    let store = Arc::new(SqliteStore::open(&path)?);
+    let engine = Engine::builder(store.clone())
+        .channel(Arc::new(Inbox))
+        .start()
+        .await?;
+    println!(
+        "  restart with {} pending (deadlines reloaded): {:.0} ms",
+        engine.tracked_timers() / 2,
+        start.elapsed().as_secs_f64() * 1000.0
+    );
+    drop(engine);
+    store.close().await;
+    println!();
+    Ok(())
+}

@@ -1,0 +1,21 @@
+mod audit;
+mod policy;
+
+use std::process::{Command, Output};
+
+/// Runs `holdpoint` with `args`.
+pub fn holdpoint(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_holdpoint"))
+        .args(args)
+        .env_remove("HOLDPOINT_DATA")
+        .output()
+        .unwrap()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -1,0 +1,115 @@
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::{holdpoint, stderr, stdout};
+
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../docs/policy.example.toml"
+);
+
+fn decide(tool: &str, args: &str) -> Value {
+    let out = holdpoint(&[
+        "policy", "check", "--policy", EXAMPLE, "--tool", tool, "--args", args, "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let out = holdpoint(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    for word in ["policy", "audit", "Exit status"] {
+        assert!(stdout(&out).contains(word), "{word}");
+    }
+    let out = holdpoint(&["policy", "check", "--help"]);
+    assert!(stdout(&out).contains("Examples:"));
+}
+
+#[test]
+fn the_documented_example_policy_is_valid() {
+    let out = holdpoint(&["policy", "check", "--policy", EXAMPLE]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("valid (9 rules, mode manual)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn prints_the_decision_and_the_rule_that_decided() {
+    let d = decide("shell_cmd", r#"{"command": "git status"}"#);
+    assert_eq!(
+        (d["decision"].clone(), d["rule"].clone()),
+        (json!("allow"), json!({"index": 0, "name": "read-only git"}))
+    );
+    let d = decide("shell_cmd", r#"{"command": "git status && git push"}"#);
+    assert_eq!(
+        (d["decision"].clone(), d["rule"]["name"].clone()),
+        (json!("ask"), json!("pushing needs a person"))
+    );
+    let d = decide("shell_cmd", r#"{"command": "git status; rm -rf ~"}"#);
+    assert_eq!(
+        (d["decision"].clone(), d["rule"]["name"].clone()),
+        (json!("deny"), json!("never delete recursively"))
+    );
+    let d = decide("write_file", r#"{"path": "a.txt"}"#);
+    assert_eq!(
+        (d["decision"].clone(), d["rule"].clone()),
+        (json!("ask"), Value::Null)
+    );
+
+    let out = holdpoint(&[
+        "policy",
+        "check",
+        "--policy",
+        EXAMPLE,
+        "--tool",
+        "shell_cmd",
+        "--args",
+        r#"{"command": "git push"}"#,
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "decision: ask\nrule:     rules[2] \"pushing needs a person\"\n"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_and_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[rules]]\ntools = [\"x\"]\naction = \"allow\"\n\n[[rules]]\ntools = [\"y\"]\naction = \"deny\"\nargs = [{ pointer = \"/p\", regex = \"(\" }]\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["policy", "check", "--policy", bad],
+            "rules[1].args[0].regex: invalid regex",
+        ),
+        (
+            &["policy", "check", "--policy", "/nonexistent.toml"],
+            "cannot read the policy file",
+        ),
+        (
+            &[
+                "policy", "check", "--policy", EXAMPLE, "--tool", "t", "--args", "{nope",
+            ],
+            "--args is not valid JSON",
+        ),
+        (
+            &[
+                "policy", "check", "--policy", EXAMPLE, "--tool", "t", "--args", "[1]",
+            ],
+            "--args must be a JSON object",
+        ),
+        (&["policy", "check", "--tool", "t"], "--policy <FILE>"),
+        (&["policy", "frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, message) in cases {
+        let out = holdpoint(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+}

@@ -1,0 +1,229 @@
+use holdpoint_core::Scope;
+use holdpoint_core::policy::Policy;
+use holdpoint_protocol::{
+    ApproveScope, DecideBatchRequest, DecideOutcome, Decision, GateResult, Hold, HoldRequest,
+    HoldStatus, SeenHold,
+};
+use holdpoint_test_support::{TestEngine, agent, approval, approver, gate, question};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+async fn batch(t: &TestEngine) -> Vec<Hold> {
+    let items = vec![
+        approval("a", json!({"n": 1})),
+        approval("b", json!({"n": 2})),
+        HoldRequest::Question(question("And?", &["x", "y"])),
+    ];
+    let res = t
+        .engine
+        .gate(&agent("bot"), gate("w", Some("c"), items))
+        .await
+        .unwrap();
+    res.results
+        .into_iter()
+        .map(|r| match r {
+            GateResult::Held { hold } => *hold,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn seen(holds: &[&Hold]) -> Vec<SeenHold> {
+    holds
+        .iter()
+        .map(|h| SeenHold {
+            hold: h.id,
+            digest: h.digest().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+fn all(batch: &Hold, seen: Vec<SeenHold>, decision: Decision) -> DecideBatchRequest {
+    DecideBatchRequest {
+        batch: batch.batch,
+        seen,
+        decision,
+    }
+}
+
+#[tokio::test]
+async fn decide_all_applies_to_every_approval_seen() {
+    let t = TestEngine::new(Policy::default()).await;
+    let h = batch(&t).await;
+    let approve = Decision::Approve {
+        scope: ApproveScope::Once,
+        digest: None,
+        reason: None,
+    };
+    let r = t
+        .engine
+        .decide_batch(
+            &approver("alice"),
+            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.holds
+            .iter()
+            .map(|d| (d.hold.id, d.result))
+            .collect::<Vec<_>>(),
+        vec![
+            (h[0].id, DecideOutcome::Resolved),
+            (h[1].id, DecideOutcome::Resolved)
+        ]
+    );
+    assert!(
+        r.holds
+            .iter()
+            .all(|d| d.hold.status == HoldStatus::Approved)
+    );
+    assert!(
+        t.engine
+            .hold(h[2].id, &Scope::any())
+            .await
+            .unwrap()
+            .is_open(),
+        "questions are answered one by one"
+    );
+}
+
+#[tokio::test]
+async fn decide_all_is_refused_when_the_batch_differs_from_what_was_seen() {
+    let t = TestEngine::new(Policy::default()).await;
+    let h = batch(&t).await;
+    let deny = Decision::Deny { reason: None };
+    let alice = approver("alice");
+    let cases = [
+        (seen(&[&h[0]]), "was not seen"),
+        (
+            {
+                let mut s = seen(&[&h[0], &h[1]]);
+                s.push(SeenHold {
+                    hold: h[2].id,
+                    digest: "0".repeat(64),
+                });
+                s
+            },
+            "not an approval of this batch",
+        ),
+        (
+            {
+                let mut s = seen(&[&h[0], &h[1]]);
+                s[1].digest = "0".repeat(64);
+                s
+            },
+            "differ from those seen",
+        ),
+        (
+            {
+                let mut s = seen(&[&h[0], &h[1]]);
+                s.push(s[0].clone());
+                s
+            },
+            "listed twice",
+        ),
+    ];
+    for (seen, message) in cases {
+        let err = t
+            .engine
+            .decide_batch(&alice, all(&h[0], seen, deny.clone()), &Scope::any(), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "batch_mismatch");
+        assert!(err.to_string().contains(message), "{err}");
+    }
+    assert!(
+        t.engine
+            .hold(h[0].id, &Scope::any())
+            .await
+            .unwrap()
+            .is_open(),
+        "nothing was decided"
+    );
+    let err = t
+        .engine
+        .decide_batch(
+            &alice,
+            all(&h[0], seen(&[&h[0], &h[1]]), Decision::Confirm),
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_input");
+    let err = t
+        .engine
+        .decide_batch(
+            &alice,
+            all(&h[0], seen(&[&h[0], &h[1]]), deny.clone()),
+            &Scope::world("elsewhere"),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "not_found");
+    let err = t
+        .engine
+        .decide_batch(
+            &agent("bot"),
+            all(&h[0], seen(&[&h[0], &h[1]]), deny),
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+}
+
+#[tokio::test]
+async fn decide_all_leaves_holds_decided_before_as_they_are() {
+    let t = TestEngine::new(Policy::default()).await;
+    let h = batch(&t).await;
+    t.engine
+        .decide(
+            &approver("bob"),
+            h[0].id,
+            Decision::Deny { reason: None },
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap();
+    let approve = Decision::Approve {
+        scope: ApproveScope::Once,
+        digest: None,
+        reason: None,
+    };
+    let r = t
+        .engine
+        .decide_batch(
+            &approver("alice"),
+            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            &Scope::any(),
+            Some("once"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.holds[0].result, DecideOutcome::AlreadyDecided);
+    assert_eq!(r.holds[0].hold.status, HoldStatus::Denied);
+    assert_eq!(r.holds[1].hold.status, HoldStatus::Approved);
+    let approve = Decision::Approve {
+        scope: ApproveScope::Once,
+        digest: None,
+        reason: None,
+    };
+    let again = t
+        .engine
+        .decide_batch(
+            &approver("alice"),
+            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            &Scope::any(),
+            Some("once"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, r, "the same key replays the first result");
+}

@@ -1,0 +1,225 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdpoint_core::Scope;
+use holdpoint_core::policy::Policy;
+use holdpoint_protocol::{
+    ApproveScope, Decision, EventPayload, GateResult, Hold, HoldRequest, OutcomeStatus, Source,
+    Verdict,
+};
+use holdpoint_store::{DATABASE_FILE, SqliteStore};
+use holdpoint_test_support::{
+    START, TempStore, TestEngine, agent, approval, approver, gate, next_matching, question,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+const POLICY: &str = r#"
+default_deadline = "10m"
+remind_before = "2m"
+
+[[rules]]
+name = "deploys wait an hour and then go ahead"
+tools = ["deploy"]
+action = "ask"
+deadline = "1h"
+on_timeout = "approve"
+"#;
+
+async fn raise(t: &TestEngine, items: Vec<HoldRequest>) -> Vec<Hold> {
+    let res = t
+        .engine
+        .gate(&agent("bot"), gate("w", Some("c"), items))
+        .await
+        .unwrap();
+    res.results
+        .into_iter()
+        .map(|r| match r {
+            GateResult::Held { hold } => *hold,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reminders_then_the_fail_closed_timeout() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let mut events = t.stream().await;
+    let h = raise(&t, vec![approval("shell_cmd", json!({"command": "ls"}))])
+        .await
+        .remove(0);
+    assert_eq!(
+        h.deadline,
+        Some(START.saturating_add(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        h.remind_at,
+        Some(START.saturating_add(Duration::from_secs(480)))
+    );
+    let engine = t.engine.clone();
+    let waiter = tokio::spawn(async move {
+        engine
+            .wait(h.id, Duration::from_secs(60), &Scope::any())
+            .await
+    });
+
+    t.clock.advance(Duration::from_secs(480));
+    let reminded = next_matching(&mut events, "a reminder", |e| {
+        e.payload.type_name() == "hold.reminded"
+    })
+    .await;
+    assert_eq!(
+        reminded.payload,
+        EventPayload::HoldReminded {
+            deadline: h.deadline.unwrap()
+        }
+    );
+    t.clock.advance(Duration::from_secs(120));
+    let expired = next_matching(&mut events, "the timeout", |e| {
+        e.payload.type_name() == "hold.expired"
+    })
+    .await;
+    let outcome = waiter.await.unwrap().unwrap().unwrap();
+    assert_eq!(expired.payload.resolution(), Some(&outcome));
+    assert_eq!(
+        (outcome.status, outcome.source, outcome.verdict),
+        (
+            OutcomeStatus::TimedOut,
+            Source::Timeout,
+            Some(Verdict::Deny)
+        )
+    );
+    assert_eq!(outcome.decided_at, h.deadline.unwrap());
+    assert_eq!(t.engine.tracked_timers(), 0);
+    let err = t
+        .engine
+        .decide(
+            &approver("alice"),
+            h.id,
+            Decision::Approve {
+                scope: ApproveScope::Once,
+                digest: None,
+                reason: None,
+            },
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "already_decided",
+        "a late decision loses to the timeout"
+    );
+}
+
+#[tokio::test]
+async fn configured_timeout_outcomes_apply() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let mut events = t.stream().await;
+    let mut q = question("Which region?", &["eu", "us", "no"]);
+    q.default_option = Some("eu".into());
+    let holds = raise(
+        &t,
+        vec![
+            approval("deploy", json!({"v": 3})),
+            HoldRequest::Question(q),
+            HoldRequest::Question(question("Go?", &["go", "no"])),
+        ],
+    )
+    .await;
+    t.clock.advance(Duration::from_secs(3600));
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let e = next_matching(&mut events, "a timeout", |e| {
+            e.payload.type_name() == "hold.expired"
+        })
+        .await;
+        outcomes.push((e.hold.unwrap(), e.payload.resolution().unwrap().clone()));
+    }
+    let of = |h: &Hold| {
+        outcomes
+            .iter()
+            .find(|(id, _)| *id == h.id)
+            .unwrap()
+            .1
+            .clone()
+    };
+    let deploy = of(&holds[0]);
+    assert_eq!(
+        (deploy.verdict, deploy.arguments),
+        (Some(Verdict::Approve), Some(json!({"v": 3})))
+    );
+    assert_eq!(of(&holds[1]).options[0].id, "eu", "the question's default");
+    assert_eq!(of(&holds[2]).options[0].id, "no", "else the option `no`");
+    assert!(of(&holds[2]).status == OutcomeStatus::TimedOut);
+}
+
+#[tokio::test]
+async fn pending_holds_survive_a_restart_and_expire_on_time() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let short = raise(&t, vec![approval("shell_cmd", json!({"command": "ls"}))])
+        .await
+        .remove(0);
+    let long = raise(&t, vec![approval("deploy", json!({"v": 1}))])
+        .await
+        .remove(0);
+    let (dir, clock) = t.shut_down().await;
+
+    // Thirty minutes pass with nothing running: the short hold's deadline goes by.
+    clock.advance(Duration::from_secs(1800));
+    let store = Arc::new(SqliteStore::open(dir.path().join(DATABASE_FILE)).unwrap());
+    let temp = TempStore { store, dir };
+    let t = TestEngine::on(temp, Policy::from_toml(POLICY).unwrap(), clock).await;
+    let outcome = t
+        .engine
+        .wait(short.id, holdpoint_test_support::PATIENCE, &Scope::any())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (outcome.status, outcome.source),
+        (OutcomeStatus::TimedOut, Source::Timeout)
+    );
+
+    let reopened = t.engine.hold(long.id, &Scope::any()).await.unwrap();
+    assert!(reopened.is_open());
+    assert_eq!(reopened.deadline, long.deadline, "the original deadline");
+    let r = t
+        .engine
+        .decide(
+            &approver("alice"),
+            long.id,
+            Decision::Deny { reason: None },
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.hold.status, holdpoint_protocol::HoldStatus::Denied);
+    t.engine.verify_audit().await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_restarted_engine_rearms_deadlines() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let h = raise(&t, vec![approval("deploy", json!({}))])
+        .await
+        .remove(0);
+    let (dir, clock) = t.shut_down().await;
+    let temp = TempStore {
+        store: Arc::new(SqliteStore::open(dir.path().join(DATABASE_FILE)).unwrap()),
+        dir,
+    };
+    let t = TestEngine::on(temp, Policy::from_toml(POLICY).unwrap(), clock).await;
+    assert_eq!(t.engine.tracked_timers(), 2, "deadline and reminder");
+    let engine = t.engine.clone();
+    let waiter = tokio::spawn(async move {
+        engine
+            .wait(h.id, Duration::from_secs(60), &Scope::any())
+            .await
+    });
+    t.clock.advance(Duration::from_secs(3600));
+    let outcome = waiter.await.unwrap().unwrap().unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::TimedOut);
+}

@@ -1,0 +1,323 @@
+use holdpoint_core::policy::{Mode, Policy};
+use holdpoint_core::{Engine, StartError};
+use holdpoint_protocol::{
+    DecidedBy, EventPayload, GateResult, HoldRequest, HoldStatus, QuestionRequest,
+};
+use holdpoint_test_support::{
+    TempStore, TestEngine, agent, approval, gate, next_matching, question,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+const POLICY: &str = r#"
+[[rules]]
+name = "read freely"
+tools = ["read_file"]
+action = "allow"
+
+[[rules]]
+name = "never touch etc"
+tools = ["*"]
+action = "deny"
+args = [{ pointer = "/path", prefix = "/etc/" }]
+"#;
+
+#[tokio::test]
+async fn each_call_is_allowed_denied_or_held_and_recorded() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let mut events = t.stream().await;
+    let req = gate(
+        "w",
+        Some("c"),
+        vec![
+            approval("read_file", json!({"path": "a.txt"})),
+            approval("write_file", json!({"path": "/etc/passwd"})),
+            approval("write_file", json!({"path": "b.txt"})),
+            HoldRequest::Question(question("Which color?", &["red", "blue"])),
+        ],
+    );
+    let res = t.engine.gate(&agent("bot"), req).await.unwrap();
+    let batch = res.batch.unwrap();
+    match &res.results[..] {
+        [
+            GateResult::Allowed {
+                decided_by: DecidedBy::Rule { rule: allow },
+                ..
+            },
+            GateResult::Denied {
+                decided_by: DecidedBy::Rule { rule: deny },
+                ..
+            },
+            GateResult::Held { hold: approval },
+            GateResult::Held { hold: question },
+        ] => {
+            assert_eq!(
+                (allow.name.as_str(), deny.name.as_str()),
+                ("read freely", "never touch etc")
+            );
+            assert_eq!((approval.batch, question.batch), (batch, batch));
+            assert_eq!(approval.status, HoldStatus::Pending);
+            assert_eq!(approval.requested_by, "bot");
+            assert_eq!(approval.rule, None, "the mode asked, not a rule");
+        }
+        other => panic!("{other:#?}"),
+    }
+    let types: Vec<&str> = [
+        next_matching(&mut events, "event", |_| true).await,
+        next_matching(&mut events, "event", |_| true).await,
+        next_matching(&mut events, "event", |_| true).await,
+        next_matching(&mut events, "event", |_| true).await,
+    ]
+    .iter()
+    .map(|e| e.payload.type_name())
+    .collect();
+    assert_eq!(
+        types,
+        vec![
+            "call.allowed",
+            "call.denied",
+            "hold.created",
+            "hold.created"
+        ]
+    );
+    assert!(t.engine.chat_locked("w", "c").await.unwrap());
+    assert!(!t.engine.chat_locked("w", "other").await.unwrap());
+    let told = t.channel.events.lock().unwrap().len();
+    assert_eq!(told, 2, "the human channel hears of both holds");
+}
+
+#[tokio::test]
+async fn malformed_items_come_back_invalid_and_raise_nothing() {
+    let t = TestEngine::new(Policy::default()).await;
+    let bad_question = QuestionRequest {
+        options: vec![],
+        ..question("Q", &[])
+    };
+    let mut with_schema = approval("write_file", json!({"path": 7}));
+    if let HoldRequest::Approval(a) = &mut with_schema {
+        a.schema = Some(json!({"type": "object", "properties": {"path": {"type": "string"}}}));
+    }
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate(
+                "w",
+                None,
+                vec![
+                    with_schema,
+                    HoldRequest::Question(bad_question),
+                    approval("bad tool", json!({})),
+                ],
+            ),
+        )
+        .await
+        .unwrap();
+    let fields: Vec<String> = res
+        .results
+        .iter()
+        .map(|r| match r {
+            GateResult::Invalid { field, .. } => field.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        vec!["items[0].arguments", "items[1].options", "items[2].tool"]
+    );
+    assert_eq!(res.batch, None);
+    assert_eq!(
+        t.engine.store().audit_head().await.unwrap(),
+        None,
+        "nothing was recorded"
+    );
+
+    let err = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate("", None, vec![approval("t", json!({}))]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "world: must not be empty");
+    let err = t
+        .engine
+        .gate(&agent("bot"), gate("w", None, vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_input");
+    let many = (0..65).map(|_| approval("t", json!({}))).collect();
+    assert!(
+        t.engine
+            .gate(&agent("bot"), gate("w", None, many))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("at most 64")
+    );
+}
+
+#[tokio::test]
+async fn requested_deadlines_respect_the_policy() {
+    let t = TestEngine::new(Policy::from_toml("max_deadline = \"1h\"").unwrap()).await;
+    let mut q = question("Q", &["a"]);
+    q.deadline = Some("2h".parse().unwrap());
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate("w", None, vec![HoldRequest::Question(q.clone())]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&res.results[0], GateResult::Invalid { field, .. } if field == "items[0].deadline")
+    );
+    q.deadline = Some("10m".parse().unwrap());
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate("w", None, vec![HoldRequest::Question(q)]),
+        )
+        .await
+        .unwrap();
+    let GateResult::Held { hold } = &res.results[0] else {
+        panic!()
+    };
+    assert_eq!(
+        hold.deadline,
+        Some(holdpoint_test_support::START.saturating_add(std::time::Duration::from_secs(600)))
+    );
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_raises_one_hold() {
+    let t = TestEngine::new(Policy::default()).await;
+    let mut req = gate(
+        "w",
+        None,
+        vec![HoldRequest::Question(question("Deploy?", &["yes", "no"]))],
+    );
+    req.idempotency_key = Some("deploy-42".into());
+    let first = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
+    let again = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
+    assert_eq!(first, again);
+    let page = t.engine.holds(&Default::default()).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+    req.items = vec![HoldRequest::Question(question("Something else?", &["yes"]))];
+    let err = t.engine.gate(&agent("bot"), req.clone()).await.unwrap_err();
+    assert_eq!(err.code(), "idempotency_mismatch");
+    // Keys belong to their caller.
+    let other = t.engine.gate(&agent("other-bot"), req).await.unwrap();
+    assert_ne!(other.batch, first.batch);
+}
+
+#[tokio::test]
+async fn always_ask_holds_even_where_policy_allows() {
+    let t = TestEngine::new(
+        Policy::from_toml("mode = \"auto_approve\"\n[[rules]]\ntools = [\"x\"]\naction = \"ask\"")
+            .unwrap(),
+    )
+    .await;
+    let mut create = approval("create_agent", json!({"name": "helper"}));
+    if let HoldRequest::Approval(a) = &mut create {
+        a.always_ask = true;
+    }
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate(
+                "w",
+                Some("c"),
+                vec![approval("create_agent", json!({})), create],
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        res.results[0],
+        GateResult::Allowed {
+            decided_by: DecidedBy::Mode { .. },
+            ..
+        }
+    ));
+    let GateResult::Held { hold } = &res.results[1] else {
+        panic!("{:?}", res.results[1])
+    };
+    let offers: Vec<&str> = hold.offers.iter().map(|k| k.as_str()).collect();
+    assert_eq!(
+        offers,
+        vec!["approve_once", "deny", "deny_stop", "edit"],
+        "a hold that always asks offers no grants"
+    );
+}
+
+#[tokio::test]
+async fn manual_mode_with_nobody_to_ask_does_not_start() {
+    let temp = TempStore::new();
+    let err = Engine::builder(temp.dyn_store()).start().await.unwrap_err();
+    assert!(
+        matches!(err, StartError::NoHumanChannel { mode: "manual" }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("no way to reach one is configured")
+    );
+    let policy =
+        Policy::from_toml("mode = \"auto_deny\"\n[[rules]]\ntools = [\"x\"]\naction = \"ask\"")
+            .unwrap();
+    assert!(
+        Engine::builder(temp.dyn_store())
+            .policy(policy)
+            .start()
+            .await
+            .is_err(),
+        "an ask rule needs someone too"
+    );
+    let engine = Engine::builder(temp.dyn_store())
+        .policy(Policy::with_mode(Mode::AutoDeny))
+        .start()
+        .await
+        .unwrap();
+    assert!(
+        engine.set_policy(Policy::default()).is_err(),
+        "nor can a reload make it ask"
+    );
+}
+
+#[tokio::test]
+async fn hold_events_carry_the_hold_as_shown() {
+    let t = TestEngine::new(Policy::default()).await;
+    let mut events = t.stream().await;
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate(
+                "w",
+                None,
+                vec![approval("deploy", json!({"env": "prod", "v": 2}))],
+            ),
+        )
+        .await
+        .unwrap();
+    let GateResult::Held { hold } = &res.results[0] else {
+        panic!()
+    };
+    let e = next_matching(&mut events, "hold.created", |e| {
+        e.payload.type_name() == "hold.created"
+    })
+    .await;
+    assert_eq!(e.payload, EventPayload::HoldCreated { hold: hold.clone() });
+    assert_eq!(
+        hold.digest(),
+        Some(holdpoint_core::canonical::digest(
+            &json!({"v": 2, "env": "prod"})
+        ))
+        .as_deref()
+    );
+}

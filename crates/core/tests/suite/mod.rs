@@ -1,0 +1,9 @@
+mod batches;
+mod concurrency;
+mod deadlines;
+mod decisions;
+mod gate;
+mod grants;
+mod interleavings;
+mod nodes;
+mod streams;
