@@ -402,11 +402,10 @@ impl Parser<'_> {
         }
         words.drain(..start);
         let Some(first) = words.first() else { return };
-        if RESERVED_CLOSE.contains(&first.text.as_str()) && words.len() == 1 {
-            self.out.opaque = true;
-            return;
-        }
-        if RESERVED_HEADER.contains(&first.text.as_str()) {
+        // `fi`, `done`, `for … in …`: no command runs here by itself, and the line is not plain.
+        if RESERVED_CLOSE.contains(&first.text.as_str())
+            || RESERVED_HEADER.contains(&first.text.as_str())
+        {
             self.out.opaque = true;
             return;
         }
@@ -549,6 +548,17 @@ mod tests {
         assert_eq!(line.commands.len(), MAX_COMMANDS);
     }
 
+    /// A program name that is no shell keyword.
+    fn program() -> impl Strategy<Value = String> {
+        "[a-z]{1,8}".prop_filter("not a reserved word", |w| {
+            !RESERVED_PREFIX
+                .iter()
+                .chain(RESERVED_CLOSE)
+                .chain(RESERVED_HEADER)
+                .any(|r| r == w)
+        })
+    }
+
     proptest! {
         #[test]
         fn any_text_parses_without_panicking(s in "\\PC{0,200}") {
@@ -556,11 +566,20 @@ mod tests {
         }
 
         #[test]
-        fn metacharacters_never_leave_a_line_plain_with_fewer_commands(
-            a in "[a-z]{1,8}", b in "[a-z]{1,8}", sep in prop::sample::select(vec![";", "&&", "||", "|", "&", "\n"])
+        fn every_list_operator_separates_commands(
+            a in program(), b in program(), sep in prop::sample::select(vec![";", "&&", "||", "|", "&", "\n"])
         ) {
             let line = parse(&format!("{a} x {sep} {b} y"));
             prop_assert_eq!(line.commands.len(), 2);
+            prop_assert!(line.is_plain());
+        }
+
+        #[test]
+        fn reserved_words_make_a_line_opaque(word in prop::sample::select(
+            RESERVED_PREFIX.iter().chain(RESERVED_CLOSE).chain(RESERVED_HEADER).copied().collect::<Vec<_>>()
+        )) {
+            let line = parse(&format!("{word} x; ls"));
+            prop_assert!(!line.is_plain());
         }
     }
 }
