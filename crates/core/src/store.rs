@@ -14,6 +14,7 @@ use holdpoint_protocol::{
 };
 use serde_json::Value;
 use tokio::sync::broadcast;
+use uuid::Uuid;
 
 use crate::audit::{AuditHead, EventDraft, RawEvent};
 
@@ -72,6 +73,64 @@ pub enum Write {
         response: Value,
         at: Timestamp,
     },
+    /// Creates a record (version 1; fails with [`Conflict::RecordExists`] if its id or its
+    /// key is taken) or replaces version `n - 1` with version `n` (fails with
+    /// [`Conflict::StaleRecord`] otherwise, or [`Conflict::RecordExists`] if a new key is
+    /// taken).
+    PutRecord(Box<Record>),
+    /// Removes a record, if it exists.
+    DeleteRecord {
+        kind: RecordKind,
+        id: Uuid,
+    },
+    /// Removes every record of `kind` under `parent`.
+    DeleteRecords {
+        kind: RecordKind,
+        parent: Uuid,
+    },
+}
+
+/// The runtime's entities, as the store keeps them: opaque JSON under a kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    World,
+    Agent,
+    Chat,
+    /// Under a chat, in the order they were added.
+    Message,
+    /// Under a chat.
+    Turn,
+    /// One per chat with a turn under way (keyed by the chat): marks the chat busy, and lists
+    /// the turns to resume after a restart.
+    ActiveTurn,
+    /// A skill a person allowed for the rest of a chat (keyed by skill, under the chat).
+    SkillSession,
+}
+
+impl RecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::World => "world",
+            RecordKind::Agent => "agent",
+            RecordKind::Chat => "chat",
+            RecordKind::Message => "message",
+            RecordKind::Turn => "turn",
+            RecordKind::ActiveTurn => "active_turn",
+            RecordKind::SkillSession => "skill_session",
+        }
+    }
+}
+
+/// One stored record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub kind: RecordKind,
+    pub id: Uuid,
+    pub parent: Option<Uuid>,
+    /// Unique among the records of this kind under this parent (a name, say).
+    pub key: Option<String>,
+    pub version: u64,
+    pub data: Value,
 }
 
 /// A precondition that did not hold. Nothing was applied.
@@ -85,6 +144,10 @@ pub enum Conflict {
     NoSuchGrant(GrantId),
     #[error("idempotency key {0:?} was used before")]
     KeyTaken(String),
+    #[error("a {kind} named {name:?} exists")]
+    RecordExists { kind: &'static str, name: String },
+    #[error("the {kind} {id} changed since it was read")]
+    StaleRecord { kind: &'static str, id: Uuid },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +250,22 @@ pub trait Store: Send + Sync + 'static {
     async fn grant(&self, id: GrantId) -> Result<Option<Grant>, StoreError>;
 
     async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError>;
+
+    async fn record(&self, kind: RecordKind, id: Uuid) -> Result<Option<Record>, StoreError>;
+    async fn record_by_key(
+        &self,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+        key: &str,
+    ) -> Result<Option<Record>, StoreError>;
+    /// Records of `kind` under `parent`, in the order they were created, after `after`.
+    async fn records(
+        &self,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<Record>>, StoreError>;
 
     /// Events with `seq > after`, oldest first, at most `limit`.
     async fn events(

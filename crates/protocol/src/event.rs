@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Actor, Grant, GrantId, Hold, HoldId, Outcome, PendingAnswer, RuleRef, Timestamp, Vote,
+    Actor, Agent, AgentId, Chat, ChatId, Grant, GrantId, Hold, HoldId, Message, Outcome,
+    PendingAnswer, RuleRef, Timestamp, ToolCall, ToolResult, TurnId, Vote, World, WorldId,
 };
 
 /// One entry of the log, as committed.
@@ -76,6 +77,56 @@ pub enum EventPayload {
     GrantCreated { grant: Grant },
     #[serde(rename = "grant.revoked")]
     GrantRevoked { grant: GrantId },
+    #[serde(rename = "world.created")]
+    WorldCreated { world: World },
+    #[serde(rename = "world.updated")]
+    WorldUpdated { world: World },
+    #[serde(rename = "world.deleted")]
+    WorldDeleted { world: WorldId },
+    #[serde(rename = "agent.created")]
+    AgentCreated { agent: Box<Agent> },
+    #[serde(rename = "agent.updated")]
+    AgentUpdated { agent: Box<Agent> },
+    #[serde(rename = "agent.deleted")]
+    AgentDeleted { agent: AgentId },
+    #[serde(rename = "chat.created")]
+    ChatCreated { chat: Chat },
+    #[serde(rename = "chat.deleted")]
+    ChatDeleted { chat: ChatId },
+    /// A message was added to a chat (a user's, the agent's answer, a tool result).
+    #[serde(rename = "message.created")]
+    MessageCreated { message: Message },
+    /// A user message started a turn.
+    #[serde(rename = "turn.started")]
+    TurnStarted { turn: TurnId },
+    /// Text the agent is writing, as it streams (pieces, in order).
+    #[serde(rename = "turn.text")]
+    TurnText { turn: TurnId, text: String },
+    /// The LLM proposed a tool call.
+    #[serde(rename = "turn.tool_call")]
+    TurnToolCall { turn: TurnId, call: ToolCall },
+    /// A tool call started running.
+    #[serde(rename = "turn.tool_started")]
+    TurnToolStarted {
+        turn: TurnId,
+        call: String,
+        name: String,
+    },
+    /// A tool call's result is final (whether or not it ran).
+    #[serde(rename = "turn.tool_finished")]
+    TurnToolFinished {
+        turn: TurnId,
+        call: String,
+        result: ToolResult,
+    },
+    /// The agent gave its final answer.
+    #[serde(rename = "turn.finished")]
+    TurnFinished { turn: TurnId },
+    /// The turn could not go on (an unreachable LLM, say); `error` says what to fix.
+    #[serde(rename = "turn.failed")]
+    TurnFailed { turn: TurnId, error: String },
+    #[serde(rename = "turn.canceled")]
+    TurnCanceled { turn: TurnId },
 }
 
 impl EventPayload {
@@ -93,6 +144,23 @@ impl EventPayload {
             EventPayload::CallDenied { .. } => "call.denied",
             EventPayload::GrantCreated { .. } => "grant.created",
             EventPayload::GrantRevoked { .. } => "grant.revoked",
+            EventPayload::WorldCreated { .. } => "world.created",
+            EventPayload::WorldUpdated { .. } => "world.updated",
+            EventPayload::WorldDeleted { .. } => "world.deleted",
+            EventPayload::AgentCreated { .. } => "agent.created",
+            EventPayload::AgentUpdated { .. } => "agent.updated",
+            EventPayload::AgentDeleted { .. } => "agent.deleted",
+            EventPayload::ChatCreated { .. } => "chat.created",
+            EventPayload::ChatDeleted { .. } => "chat.deleted",
+            EventPayload::MessageCreated { .. } => "message.created",
+            EventPayload::TurnStarted { .. } => "turn.started",
+            EventPayload::TurnText { .. } => "turn.text",
+            EventPayload::TurnToolCall { .. } => "turn.tool_call",
+            EventPayload::TurnToolStarted { .. } => "turn.tool_started",
+            EventPayload::TurnToolFinished { .. } => "turn.tool_finished",
+            EventPayload::TurnFinished { .. } => "turn.finished",
+            EventPayload::TurnFailed { .. } => "turn.failed",
+            EventPayload::TurnCanceled { .. } => "turn.canceled",
         }
     }
 

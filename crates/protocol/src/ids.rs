@@ -90,6 +90,26 @@ random_id!(
     GrantId,
     "grant"
 );
+random_id!(
+    /// Identifies one world.
+    WorldId,
+    "world"
+);
+random_id!(
+    /// Identifies one agent of a world.
+    AgentId,
+    "agent"
+);
+random_id!(
+    /// Identifies one chat of a world.
+    ChatId,
+    "chat"
+);
+random_id!(
+    /// Identifies one turn: an agent's work on one user message.
+    TurnId,
+    "turn"
+);
 
 #[cfg(test)]
 mod tests {

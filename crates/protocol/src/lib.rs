@@ -10,6 +10,7 @@ mod ids;
 mod principal;
 mod query;
 mod request;
+mod runtime;
 mod time;
 
 pub use decision::{
@@ -23,10 +24,14 @@ pub use hold::{
     OutcomeStatus, PendingAnswer, QuestionOption, QuestionSpec, RuleRef, ToolAnnotations, Verdict,
     Vote,
 };
-pub use ids::{BatchId, GrantId, HoldId, ParseIdError};
+pub use ids::{AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TurnId, WorldId};
 pub use principal::{Actor, Principal, Role, Source};
 pub use query::{HoldQuery, Order, Page, StatusFilter};
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
+};
+pub use runtime::{
+    Agent, CallRecord, CallState, Chat, LlmSettings, Message, MessageRole, ToolCall, ToolResult,
+    Turn, TurnStatus, World,
 };
 pub use time::{Deadline, ParseDeadlineError, Timestamp};

@@ -11,8 +11,8 @@ use holdpoint_core::audit::EventDraft;
 use holdpoint_core::hold::{HoldContext, question_hold, validate_question};
 use holdpoint_core::limits::Limits;
 use holdpoint_core::store::{
-    CommitError, Conflict, EventFilter, HoldFilter, PreparedEvent, StatusSet, Store, Transaction,
-    Write,
+    CommitError, Conflict, EventFilter, HoldFilter, PreparedEvent, Record, RecordKind, StatusSet,
+    Store, Transaction, Write,
 };
 use holdpoint_core::verify;
 use holdpoint_protocol::{
@@ -48,6 +48,9 @@ macro_rules! store_contract {
             events_filter_and_report_how_far_they_scanned,
             subscribers_see_committed_events_in_order,
             concurrent_commits_all_land_in_one_chain,
+            records_are_created_updated_and_listed,
+            record_keys_are_unique_per_parent,
+            records_are_deleted_one_by_one_or_by_parent,
         );
     };
     (@cases $fresh:path; $($case:ident),* $(,)?) => {
@@ -640,4 +643,263 @@ pub async fn concurrent_commits_all_land_in_one_chain(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(resolved.len(), 64);
+}
+
+fn record(
+    kind: RecordKind,
+    parent: Option<uuid::Uuid>,
+    key: Option<&str>,
+    data: serde_json::Value,
+) -> Record {
+    Record {
+        kind,
+        id: uuid::Uuid::now_v7(),
+        parent,
+        key: key.map(Into::into),
+        version: 1,
+        data,
+    }
+}
+
+async fn put(store: &Arc<dyn Store>, r: &Record) -> Result<(), CommitError> {
+    store
+        .commit(Transaction {
+            writes: vec![Write::PutRecord(Box::new(r.clone()))],
+            events: vec![],
+        })
+        .await
+        .map(|_| ())
+}
+
+pub async fn records_are_created_updated_and_listed(store: Arc<dyn Store>) {
+    let world = record(RecordKind::World, None, Some("alpha"), json!({"n": 1}));
+    put(&store, &world).await.unwrap();
+    assert_eq!(
+        store.record(RecordKind::World, world.id).await.unwrap(),
+        Some(world.clone())
+    );
+    assert_eq!(
+        store.record(RecordKind::Chat, world.id).await.unwrap(),
+        None,
+        "kinds are apart"
+    );
+    assert_eq!(
+        store
+            .record_by_key(RecordKind::World, None, "alpha")
+            .await
+            .unwrap(),
+        Some(world.clone())
+    );
+    let v2 = Record {
+        version: 2,
+        key: Some("beta".into()),
+        data: json!({"n": 2}),
+        ..world.clone()
+    };
+    put(&store, &v2).await.unwrap();
+    assert_eq!(
+        store
+            .record_by_key(RecordKind::World, None, "beta")
+            .await
+            .unwrap(),
+        Some(v2.clone())
+    );
+    assert_eq!(
+        store
+            .record_by_key(RecordKind::World, None, "alpha")
+            .await
+            .unwrap(),
+        None,
+        "the old key is free"
+    );
+    match put(&store, &v2).await {
+        Err(CommitError::Conflict(Conflict::StaleRecord { kind: "world", id })) => {
+            assert_eq!(id, world.id)
+        }
+        r => panic!("{r:?}"),
+    }
+    let mut messages = Vec::new();
+    for i in 0..5 {
+        let m = record(RecordKind::Message, Some(world.id), None, json!({ "i": i }));
+        put(&store, &m).await.unwrap();
+        messages.push(m);
+    }
+    put(
+        &store,
+        &record(
+            RecordKind::Message,
+            Some(uuid::Uuid::now_v7()),
+            None,
+            json!({}),
+        ),
+    )
+    .await
+    .unwrap();
+    let page = store
+        .records(RecordKind::Message, Some(world.id), None, 3)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter()
+            .map(|p| p.item.data["i"].clone())
+            .collect::<Vec<_>>(),
+        vec![json!(0), json!(1), json!(2)]
+    );
+    let rest = store
+        .records(
+            RecordKind::Message,
+            Some(world.id),
+            page.last().map(|p| p.position),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|p| p.item.id).collect::<Vec<_>>(),
+        vec![messages[3].id, messages[4].id]
+    );
+    assert_eq!(
+        store
+            .records(RecordKind::World, None, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+pub async fn record_keys_are_unique_per_parent(store: Arc<dyn Store>) {
+    let (w1, w2) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    put(
+        &store,
+        &record(RecordKind::Agent, Some(w1), Some("helper"), json!({})),
+    )
+    .await
+    .unwrap();
+    put(
+        &store,
+        &record(RecordKind::Agent, Some(w2), Some("helper"), json!({})),
+    )
+    .await
+    .unwrap();
+    match put(
+        &store,
+        &record(RecordKind::Agent, Some(w1), Some("helper"), json!({})),
+    )
+    .await
+    {
+        Err(CommitError::Conflict(Conflict::RecordExists {
+            kind: "agent",
+            name,
+        })) => assert_eq!(name, "helper"),
+        r => panic!("{r:?}"),
+    }
+    put(
+        &store,
+        &record(RecordKind::World, None, Some("x"), json!({})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        put(
+            &store,
+            &record(RecordKind::World, None, Some("x"), json!({}))
+        )
+        .await
+        .is_err(),
+        "unique without a parent too"
+    );
+    // Unkeyed records never clash.
+    put(
+        &store,
+        &record(RecordKind::Message, Some(w1), None, json!({})),
+    )
+    .await
+    .unwrap();
+    put(
+        &store,
+        &record(RecordKind::Message, Some(w1), None, json!({})),
+    )
+    .await
+    .unwrap();
+    // A failed record write applies nothing of its transaction.
+    let fresh = record(RecordKind::Chat, Some(w1), None, json!({}));
+    let tx = Transaction {
+        writes: vec![
+            Write::PutRecord(Box::new(fresh.clone())),
+            Write::PutRecord(Box::new(record(
+                RecordKind::Agent,
+                Some(w1),
+                Some("helper"),
+                json!({}),
+            ))),
+        ],
+        events: vec![],
+    };
+    assert!(store.commit(tx).await.is_err());
+    assert_eq!(
+        store.record(RecordKind::Chat, fresh.id).await.unwrap(),
+        None
+    );
+}
+
+pub async fn records_are_deleted_one_by_one_or_by_parent(store: Arc<dyn Store>) {
+    let chat = uuid::Uuid::now_v7();
+    let a = record(RecordKind::Message, Some(chat), None, json!({}));
+    let b = record(RecordKind::Message, Some(chat), None, json!({}));
+    let keep = record(RecordKind::Turn, Some(chat), None, json!({}));
+    for r in [&a, &b, &keep] {
+        put(&store, r).await.unwrap();
+    }
+    let del = |w: Write| {
+        store.commit(Transaction {
+            writes: vec![w],
+            events: vec![],
+        })
+    };
+    del(Write::DeleteRecord {
+        kind: RecordKind::Message,
+        id: a.id,
+    })
+    .await
+    .unwrap();
+    assert_eq!(store.record(RecordKind::Message, a.id).await.unwrap(), None);
+    del(Write::DeleteRecord {
+        kind: RecordKind::Message,
+        id: a.id,
+    })
+    .await
+    .unwrap();
+    del(Write::DeleteRecords {
+        kind: RecordKind::Message,
+        parent: chat,
+    })
+    .await
+    .unwrap();
+    assert!(
+        store
+            .records(RecordKind::Message, Some(chat), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.record(RecordKind::Turn, keep.id).await.unwrap(),
+        Some(keep)
+    );
+    // A deleted record's key is free again.
+    let w = record(RecordKind::World, None, Some("again"), json!({}));
+    put(&store, &w).await.unwrap();
+    del(Write::DeleteRecord {
+        kind: RecordKind::World,
+        id: w.id,
+    })
+    .await
+    .unwrap();
+    put(
+        &store,
+        &record(RecordKind::World, None, Some("again"), json!({})),
+    )
+    .await
+    .unwrap();
 }

@@ -15,14 +15,14 @@ use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
-    Store, StoreError, Transaction, Write,
+    Record, RecordKind, Store, StoreError, Transaction, Write,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, oneshot};
 
 use reader::ReaderPool;
-use writer::{HoldRow, Job, Message, PreparedWrite, Writer};
+use writer::{HoldRow, Job, Message, PreparedWrite, RecordRow, Writer};
 
 /// Why a database could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -262,6 +262,22 @@ fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
             data: serde_json::to_string(&g).map_err(StoreError::new)?,
         },
         Write::RevokeGrant { id, at } => PreparedWrite::RevokeGrant { id, at },
+        Write::PutRecord(r) => PreparedWrite::PutRecord(RecordRow {
+            kind: r.kind.as_str(),
+            id: r.id,
+            parent: r.parent.map(|p| key(&p).to_vec()).unwrap_or_default(),
+            key: r.key.clone(),
+            version: r.version,
+            data: serde_json::to_string(&r.data).map_err(StoreError::new)?,
+        }),
+        Write::DeleteRecord { kind, id } => PreparedWrite::DeleteRecord {
+            kind: kind.as_str(),
+            id,
+        },
+        Write::DeleteRecords { kind, parent } => PreparedWrite::DeleteRecords {
+            kind: kind.as_str(),
+            parent,
+        },
         Write::PutIdempotent {
             key,
             fingerprint,
@@ -343,6 +359,32 @@ impl Store for SqliteStore {
             })
         })
         .transpose()
+    }
+
+    async fn record(&self, kind: RecordKind, id: uuid::Uuid) -> Result<Option<Record>, StoreError> {
+        self.lookup(move |c| reader::record(c, kind, id)).await
+    }
+
+    async fn record_by_key(
+        &self,
+        kind: RecordKind,
+        parent: Option<uuid::Uuid>,
+        name: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let name = name.to_owned();
+        self.lookup(move |c| reader::record_by_key(c, kind, parent, &name))
+            .await
+    }
+
+    async fn records(
+        &self,
+        kind: RecordKind,
+        parent: Option<uuid::Uuid>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<Record>>, StoreError> {
+        self.read(move |c| reader::records(c, kind, parent, after, limit))
+            .await
     }
 
     async fn events(

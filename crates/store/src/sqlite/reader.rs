@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, StatusSet, StoreError,
+    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, Record, RecordKind, StatusSet,
+    StoreError,
 };
 use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
 use rusqlite::types::Value as Sql;
@@ -367,4 +368,109 @@ pub(super) fn raw_events(
         })
         .map_err(sql_error)?;
     rows.map(|r| r.map_err(sql_error)).collect()
+}
+
+fn record_row(
+    kind: RecordKind,
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(i64, Vec<u8>, Vec<u8>, Option<String>, i64, String)> {
+    let _ = kind;
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
+}
+
+fn to_record(
+    kind: RecordKind,
+    row: (i64, Vec<u8>, Vec<u8>, Option<String>, i64, String),
+) -> Result<Positioned<Record>, StoreError> {
+    let (position, id, parent, key, version, data) = row;
+    Ok(Positioned {
+        position: position as u64,
+        item: Record {
+            kind,
+            id: stored_id(&id)?,
+            parent: if parent.is_empty() {
+                None
+            } else {
+                Some(stored_id(&parent)?)
+            },
+            key,
+            version: version as u64,
+            data: parse(kind.as_str(), &data)?,
+        },
+    })
+}
+
+const RECORD_COLUMNS: &str = "position, id, parent, key, version, data";
+
+pub(super) fn record(
+    conn: &Connection,
+    kind: RecordKind,
+    id: uuid::Uuid,
+) -> Result<Option<Record>, StoreError> {
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ?"
+        ))
+        .and_then(|mut s| {
+            s.query_row(params![kind.as_str(), key(&id)], |r| record_row(kind, r))
+                .optional()
+        })
+        .map_err(sql_error)?;
+    row.map(|r| to_record(kind, r).map(|p| p.item)).transpose()
+}
+
+pub(super) fn record_by_key(
+    conn: &Connection,
+    kind: RecordKind,
+    parent: Option<uuid::Uuid>,
+    name: &str,
+) -> Result<Option<Record>, StoreError> {
+    let parent = parent.map(|p| key(&p).to_vec()).unwrap_or_default();
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND parent = ? AND key = ?"
+        ))
+        .and_then(|mut s| {
+            s.query_row(params![kind.as_str(), parent, name], |r| {
+                record_row(kind, r)
+            })
+            .optional()
+        })
+        .map_err(sql_error)?;
+    row.map(|r| to_record(kind, r).map(|p| p.item)).transpose()
+}
+
+pub(super) fn records(
+    conn: &Connection,
+    kind: RecordKind,
+    parent: Option<uuid::Uuid>,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<Record>>, StoreError> {
+    let parent = parent.map(|p| key(&p).to_vec()).unwrap_or_default();
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND parent = ? AND position > ? ORDER BY position LIMIT ?"
+        ))
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map(
+            params![
+                kind.as_str(),
+                parent,
+                after.unwrap_or(0) as i64,
+                limit as i64
+            ],
+            |r| record_row(kind, r),
+        )
+        .map_err(sql_error)?;
+    rows.map(|r| to_record(kind, r.map_err(sql_error)?))
+        .collect()
 }

@@ -62,6 +62,21 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX grants_active ON grants (world) WHERE revoked_at IS NULL;
 
+    -- The runtime's records (worlds, agents, chats, messages, turns): opaque JSON under a
+    -- kind. `parent` is empty for records without one, so that keys are unique per parent.
+    CREATE TABLE records (
+        position INTEGER PRIMARY KEY,
+        kind     TEXT NOT NULL,
+        id       BLOB NOT NULL,
+        parent   BLOB NOT NULL,
+        key      TEXT,
+        version  INTEGER NOT NULL,
+        data     TEXT NOT NULL,
+        UNIQUE (kind, id),
+        UNIQUE (kind, parent, key)
+    ) STRICT;
+    CREATE INDEX records_children ON records (kind, parent, position);
+
     CREATE TABLE idempotency (
         key         TEXT PRIMARY KEY,
         fingerprint TEXT NOT NULL,

@@ -71,6 +71,16 @@ pub(super) struct HoldRow {
     pub(super) data: String,
 }
 
+/// A record's columns, with its JSON serialised by the caller.
+pub(super) struct RecordRow {
+    pub(super) kind: &'static str,
+    pub(super) id: uuid::Uuid,
+    pub(super) parent: Vec<u8>,
+    pub(super) key: Option<String>,
+    pub(super) version: u64,
+    pub(super) data: String,
+}
+
 pub(super) enum PreparedWrite {
     InsertHold(HoldRow),
     UpdateHold(HoldRow),
@@ -88,6 +98,15 @@ pub(super) enum PreparedWrite {
         fingerprint: String,
         response: String,
         at: Timestamp,
+    },
+    PutRecord(RecordRow),
+    DeleteRecord {
+        kind: &'static str,
+        id: uuid::Uuid,
+    },
+    DeleteRecords {
+        kind: &'static str,
+        parent: uuid::Uuid,
     },
 }
 
@@ -279,6 +298,8 @@ impl Writer {
                         .exists([key(id.as_uuid())])?;
                     (!active).then_some(Conflict::NoSuchGrant(*id))
                 }
+                PreparedWrite::PutRecord(r) => self.check_record(r)?,
+                PreparedWrite::DeleteRecord { .. } | PreparedWrite::DeleteRecords { .. } => None,
                 PreparedWrite::PutIdempotent { key, .. } => {
                     let taken = self
                         .conn
@@ -289,6 +310,38 @@ impl Writer {
             };
             if conflict.is_some() {
                 return Ok(conflict);
+            }
+        }
+        Ok(None)
+    }
+
+    fn check_record(&mut self, r: &RecordRow) -> rusqlite::Result<Option<Conflict>> {
+        let stored: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT version FROM records WHERE kind = ? AND id = ?")?
+            .query_row(params![r.kind, key(&r.id)], |row| row.get(0))
+            .optional()?;
+        let taken = |name: &str| Conflict::RecordExists {
+            kind: r.kind,
+            name: name.to_owned(),
+        };
+        if r.version == 1 && stored.is_some() {
+            return Ok(Some(taken(&r.id.to_string())));
+        }
+        if r.version > 1 && stored != Some(r.version as i64 - 1) {
+            return Ok(Some(Conflict::StaleRecord {
+                kind: r.kind,
+                id: r.id,
+            }));
+        }
+        if let Some(k) = &r.key {
+            let holder: Option<Vec<u8>> = self
+                .conn
+                .prepare_cached("SELECT id FROM records WHERE kind = ? AND parent = ? AND key = ?")?
+                .query_row(params![r.kind, r.parent, k], |row| row.get(0))
+                .optional()?;
+            if holder.is_some_and(|id| id != key(&r.id)) {
+                return Ok(Some(taken(k)));
             }
         }
         Ok(None)
@@ -379,6 +432,35 @@ impl Writer {
                 self.conn
                     .prepare_cached("UPDATE grants SET revoked_at = ?, data = ? WHERE id = ?")?
                     .execute(params![at.as_millis(), data, key(id.as_uuid())])?;
+            }
+            PreparedWrite::PutRecord(r) => {
+                if r.version == 1 {
+                    self.conn
+                        .prepare_cached(
+                            "INSERT INTO records (kind, id, parent, key, version, data) VALUES (?, ?, ?, ?, ?, ?)",
+                        )?
+                        .execute(params![r.kind, key(&r.id), r.parent, r.key, r.version as i64, r.data])?;
+                } else {
+                    let changed = self
+                        .conn
+                        .prepare_cached(
+                            "UPDATE records SET key = ?, version = ?, data = ? WHERE kind = ? AND id = ? AND version = ?",
+                        )?
+                        .execute(params![r.key, r.version as i64, r.data, r.kind, key(&r.id), r.version as i64 - 1])?;
+                    if changed != 1 {
+                        return Err(rusqlite::Error::StatementChangedRows(changed));
+                    }
+                }
+            }
+            PreparedWrite::DeleteRecord { kind, id } => {
+                self.conn
+                    .prepare_cached("DELETE FROM records WHERE kind = ? AND id = ?")?
+                    .execute(params![kind, key(id)])?;
+            }
+            PreparedWrite::DeleteRecords { kind, parent } => {
+                self.conn
+                    .prepare_cached("DELETE FROM records WHERE kind = ? AND parent = ?")?
+                    .execute(params![kind, key(parent)])?;
             }
             PreparedWrite::PutIdempotent {
                 key,

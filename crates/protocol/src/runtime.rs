@@ -1,0 +1,215 @@
+//! The agent runtime's records: worlds, agents, chats, messages and turns, and the results
+//! tool calls report to the LLM.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId, WorldId,
+};
+
+/// A workspace: its agents, chats, skills and a working directory for tools.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct World {
+    pub id: WorldId,
+    /// Unique among worlds.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub created_at: Timestamp,
+    pub version: u64,
+}
+
+/// Where an agent's LLM is: any OpenAI-compatible chat completions endpoint.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    /// Up to the API version, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable that holds the API key (never the key itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Extra HTTP headers sent with every request (OpenRouter's `HTTP-Referer`, say).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+}
+
+/// A named LLM configuration with its instructions and tools.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: AgentId,
+    pub world: WorldId,
+    /// Unique within the world.
+    pub name: String,
+    pub llm: LlmSettings,
+    pub system_prompt: String,
+    /// The tools it may call (names or globs); `None` means every built-in tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// LLM calls per turn before the turn ends.
+    pub max_steps: u32,
+    pub created_at: Timestamp,
+    pub version: u64,
+}
+
+/// One conversation in a world, with one agent.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Chat {
+    pub id: ChatId,
+    pub world: WorldId,
+    pub agent: AgentId,
+    pub title: String,
+    pub created_at: Timestamp,
+    pub version: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call as the LLM made it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the LLM wrote them (JSON text, possibly invalid).
+    pub arguments: String,
+}
+
+/// One message of a chat, in the shape LLMs are sent.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Message {
+    pub role: MessageRole,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnId>,
+    pub at: Timestamp,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Calling the LLM, or running tools.
+    Running,
+    /// Waiting for holds to be decided.
+    Waiting,
+    Finished,
+    Failed,
+    Canceled,
+}
+
+impl TurnStatus {
+    pub fn is_active(self) -> bool {
+        matches!(self, TurnStatus::Running | TurnStatus::Waiting)
+    }
+}
+
+/// Where a tool call of the current step stands.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Proposed by the LLM, not yet decided.
+    Proposed,
+    /// Waiting for its hold.
+    Held,
+    /// Allowed (by policy or a person); about to run.
+    Ready,
+    /// Recorded as started: if the process dies now, the outcome is unknown.
+    Running,
+    /// Its result is final.
+    Done,
+}
+
+/// One tool call of a turn's current step.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub call: ToolCall,
+    pub state: CallState,
+    /// The arguments that run (after an edit, the edited ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ToolResult>,
+}
+
+/// An agent's work on one user message.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Turn {
+    pub id: TurnId,
+    pub world: WorldId,
+    pub chat: ChatId,
+    pub agent: AgentId,
+    pub status: TurnStatus,
+    /// LLM calls made so far.
+    pub step: u32,
+    /// The tool calls of the current step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRecord>,
+    /// The batch of holds the current step raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
+    pub version: u64,
+}
+
+/// What a tool call reports to the LLM: always exactly one per call, always saying what
+/// happened. Sent to the LLM as this JSON object.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ToolResult {
+    /// The tool ran. `arguments` is set when a person edited them: they are what ran.
+    Executed {
+        output: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Value>,
+        /// How it was allowed: `policy`, `person`, `grant` or `timeout`.
+        approved_by: String,
+    },
+    /// The tool ran and failed.
+    Failed { error: String },
+    /// A person denied the call; it did not run.
+    DeniedByPerson {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        decided_by: Vec<String>,
+    },
+    /// Policy denied the call; it did not run.
+    DeniedByPolicy { rule: String },
+    /// Nobody decided before the deadline; the call was denied and did not run.
+    TimedOut { applied: String },
+    /// The call did not run because the turn stopped or the hold was withdrawn.
+    NotExecuted { reason: String },
+    /// The process stopped while the tool ran: it may or may not have had its effect, and it
+    /// was not run again.
+    Interrupted { note: String },
+    /// The arguments were not valid for the tool; nothing was asked or run.
+    InvalidArguments { error: String },
+    /// A question's answer.
+    Answer {
+        outcome: OutcomeStatus,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        options: Vec<ChosenOption>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        decided_by: Vec<String>,
+    },
+}
