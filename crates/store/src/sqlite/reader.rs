@@ -370,11 +370,10 @@ pub(super) fn raw_events(
     rows.map(|r| r.map_err(sql_error)).collect()
 }
 
-fn record_row(
-    kind: RecordKind,
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(i64, Vec<u8>, Vec<u8>, Option<String>, i64, String)> {
-    let _ = kind;
+/// A record's columns: position, id, parent, key, version, data.
+type StoredRecord = (i64, Vec<u8>, Vec<u8>, Option<String>, i64, String);
+
+fn record_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRecord> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -385,10 +384,7 @@ fn record_row(
     ))
 }
 
-fn to_record(
-    kind: RecordKind,
-    row: (i64, Vec<u8>, Vec<u8>, Option<String>, i64, String),
-) -> Result<Positioned<Record>, StoreError> {
+fn to_record(kind: RecordKind, row: StoredRecord) -> Result<Positioned<Record>, StoreError> {
     let (position, id, parent, key, version, data) = row;
     Ok(Positioned {
         position: position as u64,
@@ -419,7 +415,7 @@ pub(super) fn record(
             "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND id = ?"
         ))
         .and_then(|mut s| {
-            s.query_row(params![kind.as_str(), key(&id)], |r| record_row(kind, r))
+            s.query_row(params![kind.as_str(), key(&id)], record_row)
                 .optional()
         })
         .map_err(sql_error)?;
@@ -438,10 +434,8 @@ pub(super) fn record_by_key(
             "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND parent = ? AND key = ?"
         ))
         .and_then(|mut s| {
-            s.query_row(params![kind.as_str(), parent, name], |r| {
-                record_row(kind, r)
-            })
-            .optional()
+            s.query_row(params![kind.as_str(), parent, name], |r| record_row(r))
+                .optional()
         })
         .map_err(sql_error)?;
     row.map(|r| to_record(kind, r).map(|p| p.item)).transpose()
@@ -468,7 +462,7 @@ pub(super) fn records(
                 after.unwrap_or(0) as i64,
                 limit as i64
             ],
-            |r| record_row(kind, r),
+            record_row,
         )
         .map_err(sql_error)?;
     rows.map(|r| to_record(kind, r.map_err(sql_error)?))
