@@ -434,7 +434,7 @@ pub(super) fn record_by_key(
             "SELECT {RECORD_COLUMNS} FROM records WHERE kind = ? AND parent = ? AND key = ?"
         ))
         .and_then(|mut s| {
-            s.query_row(params![kind.as_str(), parent, name], |r| record_row(r))
+            s.query_row(params![kind.as_str(), parent, name], record_row)
                 .optional()
         })
         .map_err(sql_error)?;
