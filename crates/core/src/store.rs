@@ -52,7 +52,7 @@ impl From<EventDraft> for PreparedEvent {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Write {
     /// A new hold at version 1. Fails with [`Conflict::HoldExists`] if the id is taken.
     InsertHold(Box<Hold>),

@@ -127,6 +127,9 @@ pub enum EventPayload {
     TurnFailed { turn: TurnId, error: String },
     #[serde(rename = "turn.canceled")]
     TurnCanceled { turn: TurnId },
+    /// A person denied a call and stopped the turn; the LLM is not called again.
+    #[serde(rename = "turn.stopped")]
+    TurnStopped { turn: TurnId },
 }
 
 impl EventPayload {
@@ -161,6 +164,7 @@ impl EventPayload {
             EventPayload::TurnFinished { .. } => "turn.finished",
             EventPayload::TurnFailed { .. } => "turn.failed",
             EventPayload::TurnCanceled { .. } => "turn.canceled",
+            EventPayload::TurnStopped { .. } => "turn.stopped",
         }
     }
 

@@ -31,7 +31,7 @@ pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };
 pub use runtime::{
-    Agent, CallRecord, CallState, Chat, LlmSettings, Message, MessageRole, ToolCall, ToolResult,
-    Turn, TurnStatus, World,
+    Agent, AgentChanges, CallRecord, CallState, Chat, LlmSettings, Message, MessageRole, NewAgent,
+    NewChat, NewWorld, ToolCall, ToolResult, Turn, TurnStatus, World, WorldChanges,
 };
 pub use time::{Deadline, ParseDeadlineError, Timestamp};

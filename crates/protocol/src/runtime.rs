@@ -108,6 +108,8 @@ pub enum TurnStatus {
     /// Waiting for holds to be decided.
     Waiting,
     Finished,
+    /// A person denied a call and stopped the turn.
+    Stopped,
     Failed,
     Canceled,
 }
@@ -144,6 +146,12 @@ pub struct CallRecord {
     pub arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldId>,
+    /// How a call that runs was allowed: `policy`, `grant`, `person`, `timeout`, `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    /// A person edited the arguments before approving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<ToolResult>,
 }
@@ -212,4 +220,62 @@ pub enum ToolResult {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         decided_by: Vec<String>,
     },
+}
+
+/// A new world.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewWorld {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Changes to a world; what is left out stays.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A new agent.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewAgent {
+    pub name: String,
+    pub llm: LlmSettings,
+    #[serde(default)]
+    pub system_prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+}
+
+/// Changes to an agent; what is left out stays.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+}
+
+/// A new chat with one of the world's agents (by id or name).
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewChat {
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }

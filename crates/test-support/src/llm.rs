@@ -93,11 +93,11 @@ impl Recorded {
             .unwrap_or_default()
     }
 
-    /// The content of the tool result for `call_id`, parsed.
+    /// The content of the latest tool result for `call_id`, parsed.
     pub fn tool_result(&self, call_id: &str) -> Option<Value> {
         self.messages()
             .into_iter()
-            .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+            .rfind(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
             .and_then(|m| serde_json::from_str(m["content"].as_str()?).ok())
     }
 }

@@ -1,0 +1,538 @@
+//! Worlds, agents and chats: creating, listing, changing and deleting them.
+
+use holdpoint_core::store::{RecordKind, Write};
+use holdpoint_protocol::{
+    Agent, AgentChanges, AgentId, Chat, ChatId, EventPayload, LlmSettings, Message, NewAgent,
+    NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
+};
+use uuid::Uuid;
+
+use crate::error::RuntimeError;
+use crate::records::{put, value};
+use crate::runtime::Runtime;
+
+/// Most LLM calls a turn may make.
+const MAX_STEPS: u32 = 200;
+const DEFAULT_STEPS: u32 = 20;
+/// Most records a listing returns.
+const LISTING: usize = 1000;
+
+/// Names of worlds and agents: letters, digits, `_`, `-`, `.`; 1 to 64 characters.
+fn check_name(field: &str, name: &str) -> Result<(), RuntimeError> {
+    let ok_start = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
+    let ok_rest = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if name.is_empty() || name.len() > 64 || !ok_start || !ok_rest {
+        return Err(RuntimeError::invalid(
+            field,
+            format!(
+                "{:?} is not a valid name: use 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit",
+                truncate(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+fn check_text(field: &str, text: &str, max: usize) -> Result<(), RuntimeError> {
+    if text.len() > max {
+        return Err(RuntimeError::invalid(
+            field,
+            format!("is {} bytes long; at most {max} are allowed", text.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn check_llm(llm: &LlmSettings) -> Result<(), RuntimeError> {
+    let url = llm.base_url.trim();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(RuntimeError::invalid(
+            "llm.base_url",
+            "must start with http:// or https:// (for example http://localhost:11434/v1)",
+        ));
+    }
+    if llm.model.trim().is_empty() || llm.model.len() > 200 {
+        return Err(RuntimeError::invalid(
+            "llm.model",
+            "name the model (1 to 200 characters)",
+        ));
+    }
+    if let Some(var) = &llm.api_key_env
+        && (var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        return Err(RuntimeError::invalid(
+            "llm.api_key_env",
+            "the name of an environment variable (letters, digits, '_')",
+        ));
+    }
+    if let Some(t) = llm.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(RuntimeError::invalid("llm.temperature", "between 0 and 2"));
+    }
+    Ok(())
+}
+
+fn check_tools(tools: &Option<Vec<String>>) -> Result<(), RuntimeError> {
+    for (i, t) in tools.iter().flatten().enumerate() {
+        if t.is_empty() || globset::Glob::new(t).is_err() {
+            return Err(RuntimeError::invalid(
+                &format!("tools[{i}]"),
+                format!("{:?} is not a tool name or glob", truncate(t)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_steps(steps: u32) -> Result<u32, RuntimeError> {
+    if steps == 0 || steps > MAX_STEPS {
+        return Err(RuntimeError::invalid(
+            "max_steps",
+            format!("between 1 and {MAX_STEPS}"),
+        ));
+    }
+    Ok(steps)
+}
+
+impl Runtime {
+    // ---- worlds
+
+    pub async fn create_world(&self, new: NewWorld) -> Result<World, RuntimeError> {
+        check_name("name", &new.name)?;
+        check_text(
+            "description",
+            new.description.as_deref().unwrap_or_default(),
+            4096,
+        )?;
+        let world = World {
+            id: WorldId::random(),
+            name: new.name,
+            description: new.description,
+            created_at: self.now(),
+            version: 1,
+        };
+        let dir = self.world_dir(world.id);
+        std::fs::create_dir_all(dir.join("skills")).map_err(|e| {
+            RuntimeError::invalid(
+                "name",
+                format!("cannot create the world's directory {}: {e}", dir.display()),
+            )
+        })?;
+        let write = put(
+            RecordKind::World,
+            *world.id.as_uuid(),
+            None,
+            Some(world.name.clone()),
+            1,
+            &world,
+        )?;
+        let event = self.event(
+            world.id,
+            None,
+            EventPayload::WorldCreated {
+                world: world.clone(),
+            },
+        );
+        self.commit(vec![write], vec![event]).await?;
+        Ok(world)
+    }
+
+    pub async fn worlds(&self) -> Result<Vec<World>, RuntimeError> {
+        let page = self
+            .store()
+            .records(RecordKind::World, None, None, LISTING)
+            .await?;
+        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+    }
+
+    pub async fn world(&self, id: WorldId) -> Result<World, RuntimeError> {
+        let r = self
+            .store()
+            .record(RecordKind::World, *id.as_uuid())
+            .await?;
+        Ok(value(
+            r.ok_or_else(|| RuntimeError::not_found("world", id))?,
+        )?)
+    }
+
+    /// A world by id or by name.
+    pub async fn find_world(&self, id_or_name: &str) -> Result<World, RuntimeError> {
+        if let Ok(id) = id_or_name.parse::<WorldId>() {
+            return self.world(id).await;
+        }
+        let r = self
+            .store()
+            .record_by_key(RecordKind::World, None, id_or_name)
+            .await?;
+        Ok(value(r.ok_or_else(|| {
+            RuntimeError::not_found("world", id_or_name)
+        })?)?)
+    }
+
+    pub async fn update_world(
+        &self,
+        id: WorldId,
+        changes: WorldChanges,
+    ) -> Result<World, RuntimeError> {
+        let mut world = self.world(id).await?;
+        if let Some(name) = changes.name {
+            check_name("name", &name)?;
+            world.name = name;
+        }
+        if let Some(d) = changes.description {
+            check_text("description", &d, 4096)?;
+            world.description = Some(d);
+        }
+        world.version += 1;
+        let write = put(
+            RecordKind::World,
+            *id.as_uuid(),
+            None,
+            Some(world.name.clone()),
+            world.version,
+            &world,
+        )?;
+        let event = self.event(
+            id,
+            None,
+            EventPayload::WorldUpdated {
+                world: world.clone(),
+            },
+        );
+        self.commit(vec![write], vec![event]).await?;
+        Ok(world)
+    }
+
+    /// Deletes a world with its agents, chats and their messages. Refused while a turn runs
+    /// in it. Its working directory is kept.
+    pub async fn delete_world(&self, id: WorldId) -> Result<(), RuntimeError> {
+        self.world(id).await?;
+        let chats = self.chats(id).await?;
+        for chat in &chats {
+            self.refuse_if_busy(chat.id).await?;
+        }
+        let mut writes = Vec::new();
+        for chat in &chats {
+            writes.extend(chat_removal(chat.id));
+        }
+        writes.push(Write::DeleteRecords {
+            kind: RecordKind::Agent,
+            parent: *id.as_uuid(),
+        });
+        writes.push(Write::DeleteRecords {
+            kind: RecordKind::Chat,
+            parent: *id.as_uuid(),
+        });
+        writes.push(Write::DeleteRecord {
+            kind: RecordKind::World,
+            id: *id.as_uuid(),
+        });
+        let event = self.event(id, None, EventPayload::WorldDeleted { world: id });
+        self.commit(writes, vec![event]).await?;
+        Ok(())
+    }
+
+    // ---- agents
+
+    pub async fn create_agent(&self, world: WorldId, new: NewAgent) -> Result<Agent, RuntimeError> {
+        self.world(world).await?;
+        check_name("name", &new.name)?;
+        check_llm(&new.llm)?;
+        check_text("system_prompt", &new.system_prompt, 64 * 1024)?;
+        check_tools(&new.tools)?;
+        let agent = Agent {
+            id: AgentId::random(),
+            world,
+            name: new.name,
+            llm: new.llm,
+            system_prompt: new.system_prompt,
+            tools: new.tools,
+            max_steps: check_steps(new.max_steps.unwrap_or(DEFAULT_STEPS))?,
+            created_at: self.now(),
+            version: 1,
+        };
+        self.save_agent(&agent, true).await?;
+        Ok(agent)
+    }
+
+    async fn save_agent(&self, agent: &Agent, created: bool) -> Result<(), RuntimeError> {
+        let write = put(
+            RecordKind::Agent,
+            *agent.id.as_uuid(),
+            Some(*agent.world.as_uuid()),
+            Some(agent.name.clone()),
+            agent.version,
+            agent,
+        )?;
+        let payload = if created {
+            EventPayload::AgentCreated {
+                agent: Box::new(agent.clone()),
+            }
+        } else {
+            EventPayload::AgentUpdated {
+                agent: Box::new(agent.clone()),
+            }
+        };
+        self.commit(vec![write], vec![self.event(agent.world, None, payload)])
+            .await?;
+        Ok(())
+    }
+
+    pub async fn agents(&self, world: WorldId) -> Result<Vec<Agent>, RuntimeError> {
+        self.world(world).await?;
+        let page = self
+            .store()
+            .records(RecordKind::Agent, Some(*world.as_uuid()), None, LISTING)
+            .await?;
+        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+    }
+
+    /// An agent of `world`, by id or name.
+    pub async fn find_agent(
+        &self,
+        world: WorldId,
+        id_or_name: &str,
+    ) -> Result<Agent, RuntimeError> {
+        let record = match id_or_name.parse::<AgentId>() {
+            Ok(id) => {
+                self.store()
+                    .record(RecordKind::Agent, *id.as_uuid())
+                    .await?
+            }
+            Err(_) => {
+                self.store()
+                    .record_by_key(RecordKind::Agent, Some(*world.as_uuid()), id_or_name)
+                    .await?
+            }
+        };
+        let agent: Option<Agent> = record.map(value).transpose()?;
+        agent
+            .filter(|a| a.world == world)
+            .ok_or_else(|| RuntimeError::not_found("agent", id_or_name))
+    }
+
+    pub async fn update_agent(
+        &self,
+        world: WorldId,
+        id: AgentId,
+        changes: AgentChanges,
+    ) -> Result<Agent, RuntimeError> {
+        let mut agent = self.find_agent(world, &id.to_string()).await?;
+        if let Some(name) = changes.name {
+            check_name("name", &name)?;
+            agent.name = name;
+        }
+        if let Some(llm) = changes.llm {
+            check_llm(&llm)?;
+            agent.llm = llm;
+        }
+        if let Some(p) = changes.system_prompt {
+            check_text("system_prompt", &p, 64 * 1024)?;
+            agent.system_prompt = p;
+        }
+        if changes.tools.is_some() {
+            check_tools(&changes.tools)?;
+            agent.tools = changes.tools;
+        }
+        if let Some(steps) = changes.max_steps {
+            agent.max_steps = check_steps(steps)?;
+        }
+        agent.version += 1;
+        self.save_agent(&agent, false).await?;
+        Ok(agent)
+    }
+
+    /// Deletes an agent that no chat uses.
+    pub async fn delete_agent(&self, world: WorldId, id: AgentId) -> Result<(), RuntimeError> {
+        let agent = self.find_agent(world, &id.to_string()).await?;
+        let used = self
+            .chats(world)
+            .await?
+            .into_iter()
+            .filter(|c| c.agent == id)
+            .count();
+        if used > 0 {
+            return Err(RuntimeError::Conflict {
+                code: "agent_in_use",
+                message: format!(
+                    "agent {:?} has {used} chat(s); delete them first",
+                    agent.name
+                ),
+            });
+        }
+        let write = Write::DeleteRecord {
+            kind: RecordKind::Agent,
+            id: *id.as_uuid(),
+        };
+        self.commit(
+            vec![write],
+            vec![self.event(world, None, EventPayload::AgentDeleted { agent: id })],
+        )
+        .await?;
+        Ok(())
+    }
+
+    // ---- chats
+
+    pub async fn create_chat(&self, world: WorldId, new: NewChat) -> Result<Chat, RuntimeError> {
+        let agent = self.find_agent(world, &new.agent).await?;
+        let title = new
+            .title
+            .unwrap_or_else(|| format!("Chat with {}", agent.name));
+        check_text("title", &title, 200)?;
+        let chat = Chat {
+            id: ChatId::random(),
+            world,
+            agent: agent.id,
+            title,
+            created_at: self.now(),
+            version: 1,
+        };
+        let write = put(
+            RecordKind::Chat,
+            *chat.id.as_uuid(),
+            Some(*world.as_uuid()),
+            None,
+            1,
+            &chat,
+        )?;
+        let event = self.event(
+            world,
+            Some(chat.id.to_string()),
+            EventPayload::ChatCreated { chat: chat.clone() },
+        );
+        self.commit(vec![write], vec![event]).await?;
+        Ok(chat)
+    }
+
+    pub async fn chats(&self, world: WorldId) -> Result<Vec<Chat>, RuntimeError> {
+        let page = self
+            .store()
+            .records(RecordKind::Chat, Some(*world.as_uuid()), None, LISTING)
+            .await?;
+        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+    }
+
+    pub async fn chat(&self, world: WorldId, id: ChatId) -> Result<Chat, RuntimeError> {
+        let r = self.store().record(RecordKind::Chat, *id.as_uuid()).await?;
+        let chat: Option<Chat> = r.map(value).transpose()?;
+        chat.filter(|c| c.world == world)
+            .ok_or_else(|| RuntimeError::not_found("chat", id))
+    }
+
+    /// Deletes a chat and its messages. Refused while a turn runs in it.
+    pub async fn delete_chat(&self, world: WorldId, id: ChatId) -> Result<(), RuntimeError> {
+        self.chat(world, id).await?;
+        self.refuse_if_busy(id).await?;
+        let mut writes = chat_removal(id);
+        writes.push(Write::DeleteRecord {
+            kind: RecordKind::Chat,
+            id: *id.as_uuid(),
+        });
+        let event = self.event(
+            world,
+            Some(id.to_string()),
+            EventPayload::ChatDeleted { chat: id },
+        );
+        self.commit(writes, vec![event]).await?;
+        Ok(())
+    }
+
+    /// A chat's messages, oldest first, after position `after` (at most `limit`).
+    pub async fn messages(
+        &self,
+        world: WorldId,
+        chat: ChatId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, Message)>, RuntimeError> {
+        self.chat(world, chat).await?;
+        let page = self
+            .store()
+            .records(
+                RecordKind::Message,
+                Some(*chat.as_uuid()),
+                after,
+                limit.clamp(1, LISTING),
+            )
+            .await?;
+        page.into_iter()
+            .map(|p| Ok((p.position, value(p.item)?)))
+            .collect()
+    }
+
+    /// The whole conversation, for the LLM.
+    pub(crate) async fn history(&self, chat: ChatId) -> Result<Vec<Message>, RuntimeError> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .store()
+                .records(RecordKind::Message, Some(*chat.as_uuid()), after, LISTING)
+                .await?;
+            let n = page.len();
+            after = page.last().map(|p| p.position);
+            for p in page {
+                out.push(value(p.item)?);
+            }
+            if n < LISTING {
+                return Ok(out);
+            }
+        }
+    }
+
+    pub async fn turn(&self, id: TurnId) -> Result<Turn, RuntimeError> {
+        let r = self.store().record(RecordKind::Turn, *id.as_uuid()).await?;
+        Ok(value(
+            r.ok_or_else(|| RuntimeError::not_found("turn", id))?,
+        )?)
+    }
+
+    /// The turn under way in a chat, if any.
+    pub async fn active_turn(&self, chat: ChatId) -> Result<Option<TurnId>, RuntimeError> {
+        let r = self
+            .store()
+            .record_by_key(RecordKind::ActiveTurn, None, &chat.to_string())
+            .await?;
+        Ok(r.map(value).transpose()?)
+    }
+
+    async fn refuse_if_busy(&self, chat: ChatId) -> Result<(), RuntimeError> {
+        if let Some(turn) = self.active_turn(chat).await? {
+            return Err(RuntimeError::Conflict {
+                code: "turn_in_progress",
+                message: format!("turn {turn} is under way in chat {chat}; cancel it first"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The writes that remove a chat's messages, turns and session grants.
+fn chat_removal(chat: ChatId) -> Vec<Write> {
+    let parent: Uuid = *chat.as_uuid();
+    vec![
+        Write::DeleteRecords {
+            kind: RecordKind::Message,
+            parent,
+        },
+        Write::DeleteRecords {
+            kind: RecordKind::Turn,
+            parent,
+        },
+        Write::DeleteRecords {
+            kind: RecordKind::SkillSession,
+            parent,
+        },
+    ]
+}

@@ -1,0 +1,173 @@
+//! The runtime: what it holds, how it starts (resuming turns), and how it commits.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use holdpoint_core::Engine;
+use holdpoint_core::audit::EventDraft;
+use holdpoint_core::store::{CommitError, RecordKind, Store, Transaction, Write};
+use holdpoint_llm::LlmClient;
+use holdpoint_protocol::{Actor, EventPayload, Timestamp, TurnId};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::RuntimeError;
+
+/// Bounds on `shell_cmd`.
+#[derive(Clone, Debug)]
+pub struct ShellLimits {
+    /// When the agent names no timeout.
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    /// Bytes of stdout and of stderr kept (the rest is cut, and the result says so).
+    pub max_output: usize,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(600),
+            max_output: 64 * 1024,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Each world's working directory is `worlds_dir/<world id>`.
+    pub worlds_dir: PathBuf,
+    pub shell: ShellLimits,
+    /// Streamed text is recorded in pieces at most this often.
+    pub text_flush: Duration,
+    /// Bytes a file tool reads or writes at most.
+    pub max_file: usize,
+}
+
+impl RuntimeConfig {
+    pub fn new(worlds_dir: PathBuf) -> Self {
+        RuntimeConfig {
+            worlds_dir,
+            shell: ShellLimits::default(),
+            text_flush: Duration::from_millis(100),
+            max_file: 256 * 1024,
+        }
+    }
+}
+
+/// The agent runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("worlds_dir", &self.inner.config.worlds_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) engine: Engine,
+    pub(crate) llm: LlmClient,
+    pub(crate) config: RuntimeConfig,
+    /// Turns running in this process, to cancel them.
+    pub(crate) running: Mutex<HashMap<TurnId, CancellationToken>>,
+}
+
+/// Locks a mutex, recovering from a panic in another holder (the map stays consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Runtime {
+    /// Starts the runtime and resumes the turns that were under way when the last process
+    /// stopped: waiting turns wait again for their holds; a tool that was running is reported
+    /// to the LLM as interrupted, never run again.
+    pub async fn start(
+        engine: Engine,
+        llm: LlmClient,
+        config: RuntimeConfig,
+    ) -> Result<Runtime, RuntimeError> {
+        std::fs::create_dir_all(&config.worlds_dir).map_err(|e| {
+            RuntimeError::invalid(
+                "worlds_dir",
+                format!("cannot create {}: {e}", config.worlds_dir.display()),
+            )
+        })?;
+        let runtime = Runtime {
+            inner: Arc::new(Inner {
+                engine,
+                llm,
+                config,
+                running: Mutex::new(HashMap::new()),
+            }),
+        };
+        let mut after = None;
+        loop {
+            let page = runtime
+                .store()
+                .records(RecordKind::ActiveTurn, None, after, 256)
+                .await?;
+            after = page.last().map(|p| p.position);
+            let n = page.len();
+            for p in page {
+                let turn: TurnId = crate::records::value(p.item)?;
+                runtime.spawn_turn(turn);
+            }
+            if n < 256 {
+                break;
+            }
+        }
+        Ok(runtime)
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        self.inner.engine.store()
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.inner.engine.clock().now()
+    }
+
+    /// Commits writes and the events that record them.
+    pub(crate) async fn commit(
+        &self,
+        writes: Vec<Write>,
+        events: Vec<EventDraft>,
+    ) -> Result<(), CommitError> {
+        let tx = Transaction {
+            writes,
+            events: events.into_iter().map(Into::into).collect(),
+        };
+        self.store().commit(tx).await.map(|_| ())
+    }
+
+    /// An event of the runtime's own, about a world (and chat).
+    pub(crate) fn event(
+        &self,
+        world: impl ToString,
+        chat: Option<String>,
+        payload: EventPayload,
+    ) -> EventDraft {
+        EventDraft {
+            at: self.now(),
+            world: Some(world.to_string()),
+            chat,
+            hold: None,
+            actor: Actor::of(holdpoint_protocol::Source::System),
+            payload,
+        }
+    }
+
+    pub(crate) fn world_dir(&self, world: holdpoint_protocol::WorldId) -> PathBuf {
+        self.inner.config.worlds_dir.join(world.to_string())
+    }
+}

@@ -1,0 +1,129 @@
+//! What a hold's outcome means for its call.
+
+use holdpoint_protocol::{
+    CallRecord, CallState, DecidedBy, EventPayload, Outcome, OutcomeStatus, ToolResult, TurnId,
+    Verdict,
+};
+
+use super::finished;
+use crate::tools::Gate;
+
+/// The effect of an outcome on a call.
+pub(super) struct Applied {
+    /// The `turn.tool_finished` event, when the call's result is final.
+    pub(super) finished: Option<EventPayload>,
+    /// A person chose "deny and stop".
+    pub(super) stop: bool,
+    /// A skill a person allowed for the rest of the chat.
+    pub(super) remember_skill: Option<String>,
+}
+
+/// How policy denied a call, for the LLM.
+pub(super) fn describe(by: &DecidedBy) -> String {
+    match by {
+        DecidedBy::Rule { rule } => format!("{} (rules[{}])", rule.name, rule.index),
+        DecidedBy::Mode { mode } => format!("no rule matched and the policy's mode is {mode}"),
+        DecidedBy::Grant { grant } => format!("grant {grant}"),
+    }
+}
+
+pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome) -> Applied {
+    let mut applied = Applied {
+        finished: None,
+        stop: false,
+        remember_skill: None,
+    };
+    let done = |rec: &mut CallRecord, result| Some(finished(turn, rec, result));
+    if o.status == OutcomeStatus::Canceled && gate != Gate::Question {
+        let reason = o
+            .reason
+            .clone()
+            .unwrap_or_else(|| "the hold was withdrawn".into());
+        applied.finished = done(rec, ToolResult::NotExecuted { reason });
+        return applied;
+    }
+    match gate {
+        Gate::Question => {
+            let result = ToolResult::Answer {
+                outcome: o.status,
+                options: o.options.clone(),
+                decided_by: o.decided_by.clone(),
+            };
+            applied.finished = done(rec, result);
+        }
+        Gate::Skill => {
+            let chosen = o.options.first().map(|c| c.id.as_str());
+            match (o.status, chosen) {
+                (OutcomeStatus::TimedOut, Some(option))
+                    if option != "yes_once" && option != "yes_in_session" =>
+                {
+                    applied.finished = done(
+                        rec,
+                        ToolResult::TimedOut {
+                            applied: option.into(),
+                        },
+                    );
+                }
+                (_, Some(option @ ("yes_once" | "yes_in_session"))) => {
+                    rec.state = CallState::Ready;
+                    rec.approved_by = Some(
+                        if o.status == OutcomeStatus::TimedOut {
+                            "timeout"
+                        } else {
+                            "person"
+                        }
+                        .into(),
+                    );
+                    if option == "yes_in_session" {
+                        applied.remember_skill = rec
+                            .arguments
+                            .as_ref()
+                            .and_then(|a| a["name"].as_str())
+                            .map(str::to_owned);
+                    }
+                }
+                _ => {
+                    let result = ToolResult::DeniedByPerson {
+                        reason: Some("the person chose not to load the skill".into()),
+                        decided_by: o.decided_by.clone(),
+                    };
+                    applied.finished = done(rec, result);
+                }
+            }
+        }
+        Gate::Policy | Gate::AlwaysAsk => match (o.status, o.verdict) {
+            (OutcomeStatus::Approved | OutcomeStatus::TimedOut, Some(Verdict::Approve)) => {
+                rec.state = CallState::Ready;
+                rec.approved_by = Some(
+                    if o.status == OutcomeStatus::TimedOut {
+                        "timeout"
+                    } else {
+                        "person"
+                    }
+                    .into(),
+                );
+                rec.edited = o.edited;
+                if let Some(args) = &o.arguments {
+                    rec.arguments = Some(args.clone());
+                }
+            }
+            (OutcomeStatus::TimedOut, _) => {
+                applied.finished = done(
+                    rec,
+                    ToolResult::TimedOut {
+                        applied: "deny".into(),
+                    },
+                );
+            }
+            _ => {
+                applied.stop = o.stop_turn;
+                let result = ToolResult::DeniedByPerson {
+                    reason: o.reason.clone(),
+                    decided_by: o.decided_by.clone(),
+                };
+                applied.finished = done(rec, result);
+            }
+        },
+    }
+    applied
+}

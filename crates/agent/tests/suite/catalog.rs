@@ -1,0 +1,242 @@
+use holdpoint_protocol::{AgentChanges, NewAgent, NewChat, NewWorld, WorldChanges};
+use holdpoint_test_support::llm::Step;
+use pretty_assertions::assert_eq;
+
+use super::{Harness, llm_settings};
+
+#[tokio::test]
+async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
+    let h = Harness::new("", vec![Step::text("hi")]).await;
+    let rt = &h.rt;
+    assert_eq!(rt.find_world("lab").await.unwrap().id, h.world.id);
+    assert_eq!(
+        rt.find_world(&h.world.id.to_string()).await.unwrap().name,
+        "lab"
+    );
+    let other = rt
+        .create_world(NewWorld {
+            name: "ops".into(),
+            description: Some("operations".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        rt.worlds()
+            .await
+            .unwrap()
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["lab", "ops"]
+    );
+    let renamed = rt
+        .update_world(
+            other.id,
+            WorldChanges {
+                name: Some("ops-2".into()),
+                description: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((renamed.name.as_str(), renamed.version), ("ops-2", 2));
+    assert!(rt.find_world("ops").await.is_err());
+    let err = rt
+        .update_world(
+            other.id,
+            WorldChanges {
+                name: Some("lab".into()),
+                description: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "name_taken");
+
+    let new_agent = |name: &str| NewAgent {
+        name: name.into(),
+        llm: llm_settings(&h.llm),
+        system_prompt: String::new(),
+        tools: Some(vec!["read_*".into()]),
+        max_steps: Some(5),
+    };
+    let a = rt.create_agent(other.id, new_agent("scout")).await.unwrap();
+    assert_eq!(
+        rt.create_agent(other.id, new_agent("scout"))
+            .await
+            .unwrap_err()
+            .code(),
+        "name_taken"
+    );
+    rt.create_agent(h.world.id, new_agent("scout"))
+        .await
+        .unwrap();
+    let changed = rt
+        .update_agent(
+            other.id,
+            a.id,
+            AgentChanges {
+                system_prompt: Some("Look.".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (changed.system_prompt.as_str(), changed.max_steps),
+        ("Look.", 5)
+    );
+    let chat = rt
+        .create_chat(
+            other.id,
+            NewChat {
+                agent: "scout".into(),
+                title: Some("first".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(rt.chats(other.id).await.unwrap(), vec![chat.clone()]);
+    assert_eq!(
+        rt.delete_agent(other.id, a.id).await.unwrap_err().code(),
+        "agent_in_use"
+    );
+    rt.delete_chat(other.id, chat.id).await.unwrap();
+    rt.delete_agent(other.id, a.id).await.unwrap();
+    assert!(rt.agents(other.id).await.unwrap().is_empty());
+    rt.delete_world(other.id).await.unwrap();
+    assert_eq!(rt.worlds().await.unwrap().len(), 1);
+    assert_eq!(rt.world(other.id).await.unwrap_err().code(), "not_found");
+}
+
+#[tokio::test]
+async fn bad_input_names_the_field() {
+    let h = Harness::new("", vec![]).await;
+    let rt = &h.rt;
+    let cases = [
+        (
+            rt.create_world(NewWorld {
+                name: "no spaces".into(),
+                description: None,
+            })
+            .await
+            .unwrap_err(),
+            "name",
+        ),
+        (
+            rt.create_world(NewWorld {
+                name: String::new(),
+                description: None,
+            })
+            .await
+            .unwrap_err(),
+            "name",
+        ),
+        (
+            rt.create_agent(
+                h.world.id,
+                NewAgent {
+                    name: "x".into(),
+                    llm: holdpoint_protocol::LlmSettings {
+                        base_url: "localhost:1".into(),
+                        ..llm_settings(&h.llm)
+                    },
+                    system_prompt: String::new(),
+                    tools: None,
+                    max_steps: None,
+                },
+            )
+            .await
+            .unwrap_err(),
+            "llm.base_url",
+        ),
+        (
+            rt.create_agent(
+                h.world.id,
+                NewAgent {
+                    name: "x".into(),
+                    llm: llm_settings(&h.llm),
+                    system_prompt: String::new(),
+                    tools: None,
+                    max_steps: Some(0),
+                },
+            )
+            .await
+            .unwrap_err(),
+            "max_steps",
+        ),
+        (
+            rt.create_agent(
+                h.world.id,
+                NewAgent {
+                    name: "x".into(),
+                    llm: llm_settings(&h.llm),
+                    system_prompt: String::new(),
+                    tools: Some(vec!["a[".into()]),
+                    max_steps: None,
+                },
+            )
+            .await
+            .unwrap_err(),
+            "tools[0]",
+        ),
+        (
+            rt.create_chat(
+                h.world.id,
+                NewChat {
+                    agent: "nobody".into(),
+                    title: None,
+                },
+            )
+            .await
+            .unwrap_err(),
+            "",
+        ),
+        (
+            rt.send_message(h.world.id, h.chat.id, "  ")
+                .await
+                .unwrap_err(),
+            "text",
+        ),
+    ];
+    for (err, field) in cases {
+        match &err {
+            holdpoint_agent::RuntimeError::Invalid { error } => {
+                assert_eq!(error.field, field, "{err}")
+            }
+            holdpoint_agent::RuntimeError::NotFound { .. } => assert_eq!(field, "", "{err}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_busy_chat_cannot_be_deleted() {
+    let h = Harness::new(
+        "",
+        vec![Step::Delay(
+            std::time::Duration::from_secs(2),
+            Box::new(Step::text("slow")),
+        )],
+    )
+    .await;
+    let turn = h.send("hi").await;
+    assert_eq!(
+        h.rt.delete_chat(h.world.id, h.chat.id)
+            .await
+            .unwrap_err()
+            .code(),
+        "turn_in_progress"
+    );
+    assert_eq!(
+        h.rt.send_message(h.world.id, h.chat.id, "more")
+            .await
+            .unwrap_err()
+            .code(),
+        "turn_in_progress"
+    );
+    let mut events = h.events().await;
+    h.rt.cancel_turn(h.world.id, turn.id).await.unwrap();
+    let _ = &mut events;
+    h.rt.delete_chat(h.world.id, h.chat.id).await.unwrap();
+}

@@ -1,0 +1,185 @@
+use holdpoint_protocol::{ApproveScope, Decision, HoldSpec, TurnStatus};
+use holdpoint_test_support::llm::{Step, call};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::{Harness, next_hold, turn_end};
+
+fn ask(id: &str, confirm: bool) -> Step {
+    Step::calls(vec![call(
+        id,
+        "ask_human",
+        json!({"question": "Deploy now?", "options": [{"id": "yes", "label": "Deploy"}, {"id": "no", "label": "Wait"}], "confirm": confirm, "context": {"version": "2.1"}}),
+    )])
+}
+
+#[tokio::test]
+async fn a_question_with_confirm_is_confirmed_or_canceled() {
+    let h = Harness::new(
+        "",
+        vec![
+            ask("q1", true),
+            Step::text("deploying"),
+            ask("q2", true),
+            Step::text("ok"),
+        ],
+    )
+    .await;
+    let mut events = h.events().await;
+    let first = h.send("ship it").await;
+    let hold = next_hold(&mut events).await;
+    let HoldSpec::Question(q) = &hold.spec else {
+        panic!("{:?}", hold.spec)
+    };
+    assert_eq!((q.question.as_str(), q.confirm), ("Deploy now?", true));
+    assert_eq!(q.context.as_ref().unwrap()["version"], "2.1");
+    h.decide(
+        &hold,
+        Decision::Answer {
+            options: vec!["yes".into()],
+        },
+    )
+    .await;
+    h.decide(&hold, Decision::Confirm).await;
+    turn_end(&h.rt, &mut events, first.id).await;
+    assert_eq!(
+        h.llm.requests()[1].tool_result("q1").unwrap(),
+        json!({"status": "answer", "outcome": "confirmed", "options": [{"id": "yes", "label": "Deploy"}], "decided_by": ["alice"]})
+    );
+
+    let second = h.send("again").await;
+    let hold = next_hold(&mut events).await;
+    h.decide(
+        &hold,
+        Decision::Answer {
+            options: vec!["yes".into()],
+        },
+    )
+    .await;
+    h.decide(&hold, Decision::Cancel { reason: None }).await;
+    turn_end(&h.rt, &mut events, second.id).await;
+    let result = h.llm.requests()[3].tool_result("q2").unwrap();
+    assert_eq!(
+        (result["outcome"].clone(), result.get("options")),
+        (json!("canceled"), None),
+        "a cancel never reports a choice"
+    );
+}
+
+#[tokio::test]
+async fn a_free_text_question_is_refused_without_a_hold() {
+    let bad = call(
+        "q",
+        "human_intervention_request",
+        json!({"question": "Your name?", "options": [{"id": "a", "label": "A"}], "free_text": true}),
+    );
+    let h = Harness::new("", vec![Step::calls(vec![bad]), Step::text("sorry")]).await;
+    let mut events = h.events().await;
+    let turn = h.send("hi").await;
+    let done = turn_end(&h.rt, &mut events, turn.id).await;
+    assert_eq!(done.status, TurnStatus::Finished);
+    let result = h.llm.requests()[1].tool_result("q").unwrap();
+    assert_eq!(result["status"], "invalid_arguments");
+    assert!(
+        result["error"].as_str().unwrap().contains("options-only"),
+        "{result}"
+    );
+    assert!(
+        h.engine
+            .holds(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn create_agent_always_asks() {
+    let create = call(
+        "c",
+        "create_agent",
+        json!({"name": "reviewer", "system_prompt": "Review."}),
+    );
+    let h = Harness::new(
+        "mode = \"auto_approve\"",
+        vec![Step::calls(vec![create]), Step::text("created")],
+    )
+    .await;
+    let mut events = h.events().await;
+    let turn = h.send("make a reviewer").await;
+    let hold = next_hold(&mut events).await;
+    let offers: Vec<&str> = hold.offers.iter().map(|k| k.as_str()).collect();
+    assert!(!offers.contains(&"approve_always_tool"), "{offers:?}");
+    h.decide(
+        &hold,
+        Decision::Approve {
+            scope: ApproveScope::Once,
+            digest: None,
+            reason: None,
+        },
+    )
+    .await;
+    turn_end(&h.rt, &mut events, turn.id).await;
+    let agent = h.rt.find_agent(h.world.id, "reviewer").await.unwrap();
+    assert_eq!(
+        (agent.system_prompt.as_str(), agent.llm.model.as_str()),
+        ("Review.", "scripted")
+    );
+}
+
+#[tokio::test]
+async fn a_skill_allowed_for_the_session_is_not_asked_again_in_that_chat() {
+    let load = || Step::calls(vec![call("s", "load_skill", json!({"name": "deploy"}))]);
+    let h = Harness::new(
+        "",
+        vec![
+            load(),
+            Step::text("1"),
+            load(),
+            Step::text("2"),
+            load(),
+            Step::text("3"),
+        ],
+    )
+    .await;
+    std::fs::write(
+        h.world_dir().join("skills/deploy.md"),
+        "# Deploying\nAlways tag first.",
+    )
+    .unwrap();
+    let mut events = h.events().await;
+    let first = h.send("load it").await;
+    let hold = next_hold(&mut events).await;
+    let HoldSpec::Question(q) = &hold.spec else {
+        panic!()
+    };
+    assert_eq!(
+        q.options.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(),
+        vec!["yes_once", "yes_in_session", "no"]
+    );
+    h.decide(
+        &hold,
+        Decision::Answer {
+            options: vec!["yes_in_session".into()],
+        },
+    )
+    .await;
+    turn_end(&h.rt, &mut events, first.id).await;
+    assert_eq!(
+        h.llm.requests()[1].tool_result("s").unwrap()["output"]["instructions"],
+        "# Deploying\nAlways tag first."
+    );
+    let second = h.send("again").await;
+    turn_end(&h.rt, &mut events, second.id).await;
+    assert_eq!(
+        h.llm.requests()[3].tool_result("s").unwrap()["approved_by"],
+        "session"
+    );
+    let other = h.new_chat().await;
+    h.rt.send_message(h.world.id, other.id, "elsewhere")
+        .await
+        .unwrap();
+    let hold = next_hold(&mut events).await;
+    assert_eq!(hold.chat.as_deref(), Some(other.id.to_string().as_str()));
+}
