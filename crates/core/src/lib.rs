@@ -15,7 +15,5 @@ pub mod limits;
 pub mod policy;
 pub mod store;
 
-pub use engine::{
-    Engine, EngineBuilder, EventStream, Explanation, HumanChannel, Scope, StartError, verify,
-};
+pub use engine::{Engine, EngineBuilder, EventStream, HumanChannel, Scope, StartError, verify};
 pub use error::{EngineError, ValidationError};

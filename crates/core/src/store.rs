@@ -105,6 +105,16 @@ pub enum RecordKind {
     ActiveTurn,
     /// A skill a person allowed for the rest of a chat (keyed by skill, under the chat).
     SkillSession,
+    /// An API credential, keyed by the SHA-256 of its secret.
+    Token,
+    /// A browser session, keyed by the SHA-256 of its cookie.
+    Session,
+    /// A webhook subscription, under its world.
+    Webhook,
+    /// One event's delivery to a webhook, under the webhook.
+    WebhookDelivery,
+    /// How far a follower of the log has got, keyed by the follower's name.
+    Cursor,
 }
 
 impl RecordKind {
@@ -117,6 +127,11 @@ impl RecordKind {
             RecordKind::Turn => "turn",
             RecordKind::ActiveTurn => "active_turn",
             RecordKind::SkillSession => "skill_session",
+            RecordKind::Token => "token",
+            RecordKind::Session => "session",
+            RecordKind::Webhook => "webhook",
+            RecordKind::WebhookDelivery => "webhook_delivery",
+            RecordKind::Cursor => "cursor",
         }
     }
 }

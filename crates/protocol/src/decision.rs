@@ -6,7 +6,9 @@ use serde_json::Value;
 use crate::{BatchId, Hold, HoldId, Outcome};
 
 /// How far an approval reaches.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ApproveScope {
     /// This call only.
@@ -42,7 +44,7 @@ impl ApproveScope {
 }
 
 /// A decision on one hold.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Decision {
     /// Approve the call. `digest`, when given, must be the digest of the arguments the person
@@ -98,7 +100,7 @@ impl Decision {
 }
 
 /// The kinds of decision a hold may offer.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionKind {
     ApproveOnce,
@@ -156,7 +158,7 @@ impl DecisionKind {
 }
 
 /// What a decision did to its hold.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DecideOutcome {
     /// The hold is now decided; `hold.outcome` says how.
@@ -170,7 +172,7 @@ pub enum DecideOutcome {
 }
 
 /// The result of a decision: what happened, and the hold as it now stands.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecideResult {
     pub result: DecideOutcome,
     pub hold: Hold,
@@ -183,21 +185,21 @@ impl DecideResult {
 }
 
 /// A hold as the person saw it when deciding a whole batch.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SeenHold {
     pub hold: HoldId,
     pub digest: String,
 }
 
 /// The result of "decide all": one entry per hold of the batch.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecideBatchResult {
     pub holds: Vec<DecideResult>,
 }
 
 /// "Decide all": one decision for every approval of a batch, bound to the holds (ids and
 /// argument digests) the person saw. A batch that differs from what was seen is refused.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecideBatchRequest {
     pub batch: BatchId,
     pub seen: Vec<SeenHold>,

@@ -9,7 +9,7 @@ use crate::{
 };
 
 /// One entry of the log, as committed.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Event {
     /// Position in the log, from 1, without gaps.
     pub seq: u64,
@@ -27,7 +27,7 @@ pub struct Event {
 }
 
 /// What happened. The `type` tag names the event on the wire and in the log.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type")]
 pub enum EventPayload {
     /// A hold was raised (and is shown to people).
@@ -180,7 +180,7 @@ impl EventPayload {
 }
 
 /// What decided a call without a person.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "by", rename_all = "snake_case")]
 pub enum DecidedBy {
     Rule {
@@ -196,7 +196,7 @@ pub enum DecidedBy {
 }
 
 /// Policy's answer for a call, as recorded.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CallVerdict {
     Allow,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::{GrantId, HoldId, Timestamp};
 
 /// How far a grant reaches.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GrantScope {
     /// The same tool with the same arguments, in one chat.
@@ -17,7 +17,7 @@ pub enum GrantScope {
 }
 
 /// A remembered approval. Consulted after deny rules and before asking.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Grant {
     pub id: GrantId,
     pub scope: GrantScope,

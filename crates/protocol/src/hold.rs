@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use crate::{ApproveScope, BatchId, DecisionKind, HoldId, Source, Timestamp};
 
 /// One hold: what is asked, of whom, until when, and (once decided) its outcome.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Hold {
     pub id: HoldId,
     /// Every hold belongs to a batch; a hold raised on its own is a batch of one.
@@ -76,7 +76,7 @@ impl Hold {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldKind {
     Approval,
@@ -93,7 +93,7 @@ impl HoldKind {
 }
 
 /// What the hold asks.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HoldSpec {
     Approval(ApprovalSpec),
@@ -101,7 +101,7 @@ pub enum HoldSpec {
 }
 
 /// A tool call waiting for permission, bound to the digest of the arguments shown.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApprovalSpec {
     /// `server__tool` for MCP tools, the bare name for built-in ones.
     pub tool: String,
@@ -119,7 +119,7 @@ pub struct ApprovalSpec {
 }
 
 /// MCP tool annotations (hints from the tool's server; rules may match them).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolAnnotations {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
@@ -132,7 +132,7 @@ pub struct ToolAnnotations {
 }
 
 /// A multiple-choice question. Options only: there is no free-text answer.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QuestionSpec {
     pub question: String,
     pub options: Vec<QuestionOption>,
@@ -146,10 +146,11 @@ pub struct QuestionSpec {
     pub default_option: Option<String>,
     /// Data the LLM supplied to help the person decide, shown as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Map<String, Value>>,
 }
 
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QuestionOption {
     pub id: String,
     pub label: String,
@@ -158,7 +159,7 @@ pub struct QuestionOption {
 }
 
 /// The rule of the policy that asked for a hold or decided a call.
-#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleRef {
     /// Position in the policy's `rules` list, from 0.
     pub index: usize,
@@ -166,7 +167,7 @@ pub struct RuleRef {
 }
 
 /// What applies when a hold's deadline passes.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum OnTimeout {
     /// Approvals: the call is denied (the default: fail closed).
@@ -178,7 +179,7 @@ pub enum OnTimeout {
 }
 
 /// A hold's lifecycle state. `pending` and `awaiting_confirm` are open; the rest are final.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldStatus {
     Pending,
@@ -239,7 +240,7 @@ impl From<OutcomeStatus> for HoldStatus {
 }
 
 /// An answer chosen for a question with `confirm`, waiting for the confirm step.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PendingAnswer {
     pub options: Vec<ChosenOption>,
     pub by: String,
@@ -247,7 +248,7 @@ pub struct PendingAnswer {
 }
 
 /// One approval counted towards a quorum.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Vote {
     pub by: String,
     pub scope: ApproveScope,
@@ -257,7 +258,7 @@ pub struct Vote {
 }
 
 /// The final status of a hold.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeStatus {
     Approved,
@@ -269,7 +270,7 @@ pub enum OutcomeStatus {
 }
 
 /// What happens to the tool call of an approval.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Approve,
@@ -277,7 +278,7 @@ pub enum Verdict {
 }
 
 /// A chosen option, with the label the person saw.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChosenOption {
     pub id: String,
     pub label: String,
@@ -286,7 +287,7 @@ pub struct ChosenOption {
 /// The one final outcome of a hold: what was decided, by whom or what, and what it means for
 /// the call. Approvals carry `verdict` (and, when approved, the exact arguments that run);
 /// questions carry the chosen `options`.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome {
     pub status: OutcomeStatus,
     pub source: Source,

@@ -62,6 +62,14 @@ macro_rules! random_id {
             }
         }
 
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::schema::uuid()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
         impl FromStr for $name {
             type Err = ParseIdError;
 
@@ -109,6 +117,16 @@ random_id!(
     /// Identifies one turn: an agent's work on one user message.
     TurnId,
     "turn"
+);
+random_id!(
+    /// Identifies one API token.
+    TokenId,
+    "token"
+);
+random_id!(
+    /// Identifies one webhook subscription.
+    WebhookId,
+    "webhook"
 );
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! streams, CLI, MCP). Plain data with serde derives; no behaviour beyond formatting and parsing.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod api;
 mod decision;
 mod event;
 mod grant;
@@ -11,8 +12,15 @@ mod principal;
 mod query;
 mod request;
 mod runtime;
+mod schema;
 mod time;
 
+pub use api::{
+    AskInfo, AuditReport, ChatMessage, CreatedToken, CreatedWebhook, DeliveryStatus, ErrorBody,
+    ErrorDetail, EventsPage, ExplainRequest, Explanation, HoldDetail, MatchedRule, MessagesPage,
+    NewHolds, NewToken, NewWebhook, SendMessage, SessionInfo, TokenInfo, TurnStarted, WaitResult,
+    Webhook, WebhookDelivery, Withdraw,
+};
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
     DecisionKind, SeenHold,
@@ -24,7 +32,9 @@ pub use hold::{
     OutcomeStatus, PendingAnswer, QuestionOption, QuestionSpec, RuleRef, ToolAnnotations, Verdict,
     Vote,
 };
-pub use ids::{AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TurnId, WorldId};
+pub use ids::{
+    AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
+};
 pub use principal::{Actor, Principal, Role, Source};
 pub use query::{HoldQuery, Order, Page, StatusFilter};
 pub use request::{

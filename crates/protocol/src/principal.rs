@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a credential may do. Agents run agents and create holds; they never decide them.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Admin,
@@ -27,7 +27,7 @@ impl Role {
 }
 
 /// An authenticated caller: a named person or agent credential with its role.
-#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Principal {
     pub name: String,
     pub role: Role,
@@ -55,7 +55,7 @@ impl Principal {
 }
 
 /// What kind of actor did something.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// An authenticated person (admin or approver).
@@ -73,7 +73,7 @@ pub enum Source {
 }
 
 /// The actor recorded on an event or an outcome.
-#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Actor {
     pub source: Source,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::{BatchId, HoldKind, HoldStatus};
 
 /// Which holds by status.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StatusFilter {
     /// Still open: `pending` or `awaiting_confirm`.
@@ -19,7 +19,7 @@ pub enum StatusFilter {
     Is(HoldStatus),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
     /// Oldest first (the inbox order).
@@ -29,7 +29,7 @@ pub enum Order {
 }
 
 /// A page request for holds. Every combination is served by an index of the store.
-#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HoldQuery {
     pub world: Option<String>,
     /// Only with `world`.
@@ -45,7 +45,7 @@ pub struct HoldQuery {
 }
 
 /// One page of results and the cursor of the next, if there is more.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub items: Vec<T>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

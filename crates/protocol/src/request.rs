@@ -7,7 +7,7 @@ use crate::{BatchId, Deadline, DecidedBy, DecisionKind, Hold, QuestionOption, To
 
 /// A tool call that may need a person's approval. Policy decides first: it may allow or deny
 /// the call at once, or raise an approval hold.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,7 +39,7 @@ fn empty_object() -> Value {
 }
 
 /// A multiple-choice question for a person. Options only.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,13 +53,14 @@ pub struct QuestionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_option: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Deadline>,
 }
 
 /// One item of a gate request.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HoldRequest {
     Approval(ApprovalRequest),
@@ -68,7 +69,7 @@ pub enum HoldRequest {
 
 /// Everything one LLM response (or one external request) needs decided. The holds it raises
 /// form one batch.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateRequest {
     pub world: String,
@@ -83,7 +84,7 @@ pub struct GateRequest {
 }
 
 /// What became of one item.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum GateResult {
     /// Policy (a rule, a grant or the mode) allowed the call: run it now.
@@ -103,7 +104,7 @@ pub enum GateResult {
     Invalid { field: String, message: String },
 }
 
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GateResponse {
     /// The batch of the holds raised, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

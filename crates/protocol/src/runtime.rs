@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// A workspace: its agents, chats, skills and a working directory for tools.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct World {
     pub id: WorldId,
     /// Unique among worlds.
@@ -23,7 +23,7 @@ pub struct World {
 }
 
 /// Where an agent's LLM is: any OpenAI-compatible chat completions endpoint.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
     /// Up to the API version, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
@@ -40,7 +40,7 @@ pub struct LlmSettings {
 }
 
 /// A named LLM configuration with its instructions and tools.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Agent {
     pub id: AgentId,
     pub world: WorldId,
@@ -58,7 +58,7 @@ pub struct Agent {
 }
 
 /// One conversation in a world, with one agent.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Chat {
     pub id: ChatId,
     pub world: WorldId,
@@ -68,7 +68,7 @@ pub struct Chat {
     pub version: u64,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
     User,
@@ -77,7 +77,7 @@ pub enum MessageRole {
 }
 
 /// A tool call as the LLM made it.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -86,7 +86,7 @@ pub struct ToolCall {
 }
 
 /// One message of a chat, in the shape LLMs are sent.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Message {
     pub role: MessageRole,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct Message {
     pub at: Timestamp,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     /// Calling the LLM, or running tools.
@@ -121,7 +121,7 @@ impl TurnStatus {
 }
 
 /// Where a tool call of the current step stands.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     /// Proposed by the LLM, not yet decided.
@@ -137,7 +137,7 @@ pub enum CallState {
 }
 
 /// One tool call of a turn's current step.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CallRecord {
     pub call: ToolCall,
     pub state: CallState,
@@ -157,7 +157,7 @@ pub struct CallRecord {
 }
 
 /// An agent's work on one user message.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Turn {
     pub id: TurnId,
     pub world: WorldId,
@@ -182,7 +182,7 @@ pub struct Turn {
 
 /// What a tool call reports to the LLM: always exactly one per call, always saying what
 /// happened. Sent to the LLM as this JSON object.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ToolResult {
     /// The tool ran. `arguments` is set when a person edited them: they are what ran.
@@ -223,7 +223,7 @@ pub enum ToolResult {
 }
 
 /// A new world.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWorld {
     pub name: String,
@@ -232,7 +232,7 @@ pub struct NewWorld {
 }
 
 /// Changes to a world; what is left out stays.
-#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorldChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,7 +242,7 @@ pub struct WorldChanges {
 }
 
 /// A new agent.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewAgent {
     pub name: String,
@@ -256,7 +256,7 @@ pub struct NewAgent {
 }
 
 /// Changes to an agent; what is left out stays.
-#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -272,7 +272,7 @@ pub struct AgentChanges {
 }
 
 /// A new chat with one of the world's agents (by id or name).
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewChat {
     pub agent: String,

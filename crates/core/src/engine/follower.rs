@@ -2,6 +2,7 @@
 //! node's) and keeps the engine's in-memory views current: waiters, timers, grants, and the
 //! human channels.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use holdpoint_protocol::{Event, EventPayload};
@@ -72,6 +73,7 @@ impl Engine {
     fn apply(&self, event: &Arc<Event>) {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
+                self.inner.open_holds.fetch_add(1, Ordering::Relaxed);
                 let mut timers = lock(&self.inner.timers);
                 if let Some(at) = hold.deadline {
                     timers.set(hold.id, TimerKind::Deadline, at);
@@ -86,6 +88,11 @@ impl Engine {
             | EventPayload::HoldExpired { outcome }
             | EventPayload::HoldWithdrawn { outcome } => {
                 if let Some(id) = event.hold {
+                    let _ = self.inner.open_holds.fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |n| n.checked_sub(1),
+                    );
                     lock(&self.inner.timers).clear(id);
                     let waiting = lock(&self.inner.waiters).remove(&id);
                     for tx in waiting.into_iter().flatten() {

@@ -2,12 +2,12 @@
 //! hold, and the holds of one request form one batch. One commit records everything.
 
 use holdpoint_protocol::{
-    Actor, ApprovalRequest, BatchId, DecidedBy, DecisionKind, EventPayload, GateRequest,
-    GateResponse, GateResult, Hold, HoldRequest, Principal, Source,
+    Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, DecisionKind, EventPayload, Explanation,
+    GateRequest, GateResponse, GateResult, Hold, HoldRequest, MatchedRule, Principal, Source,
 };
 
 use super::decide::{Idem, commit_error};
-use super::{Engine, Explanation, read};
+use super::{Engine, read};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::{EngineError, ValidationError};
@@ -70,7 +70,24 @@ impl Engine {
         let digest = canonical::digest(call.arguments);
         let d = self.decide_call(&policy, world, chat, call, &digest, false);
         let (_, matched) = policy.explain(call);
-        let ask = (d.action == Action::Ask).then(|| policy.ask_settings(call.tool, d.ask_rule));
+        let matched = matched
+            .into_iter()
+            .map(|m| MatchedRule {
+                rule: m.rule,
+                action: m.action.verdict(),
+            })
+            .collect();
+        let ask = (d.action == Action::Ask).then(|| {
+            let s = policy.ask_settings(call.tool, d.ask_rule);
+            AskInfo {
+                rule: s.rule,
+                deadline: s.deadline,
+                on_timeout: s.on_timeout,
+                approvers: s.approvers,
+                quorum: s.quorum,
+                offers: s.offers,
+            }
+        });
         Explanation {
             decision: d.action.verdict(),
             decided_by: d.decided_by,

@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Outcome, Page, StatusFilter};
-use serde::Serialize;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
@@ -30,7 +29,7 @@ use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::clock::{Clock, SystemClock};
 use crate::error::EngineError;
 use crate::limits::{DEFAULT_PAGE, Limits};
-use crate::policy::{AskSettings, MatchedRule, Policy};
+use crate::policy::Policy;
 use crate::store::{
     CommitError, EventFilter, HoldFilter, StatusSet, Store, StoreError, Transaction, Write,
 };
@@ -90,18 +89,6 @@ impl Scope {
     }
 }
 
-/// What the policy (with grants) would decide for a call, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Explanation {
-    pub decision: holdpoint_protocol::CallVerdict,
-    pub decided_by: holdpoint_protocol::DecidedBy,
-    /// Every rule that matched, in policy order.
-    pub matched: Vec<MatchedRule>,
-    /// How a hold would be raised, when the decision is to ask.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ask: Option<AskSettings>,
-}
-
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     store: Arc<dyn Store>,
@@ -155,7 +142,9 @@ impl EngineBuilder {
             grant_index.insert(g);
         }
         let mut queue = TimerQueue::default();
-        for t in self.store.open_timers().await? {
+        let open = self.store.open_timers().await?;
+        let open_holds = open.len() as u64;
+        for t in open {
             if let Some(at) = t.deadline {
                 queue.set(t.hold, TimerKind::Deadline, at);
             }
@@ -175,6 +164,7 @@ impl EngineBuilder {
             waiters: Mutex::new(HashMap::new()),
             recent: Mutex::new(recent::RecentHolds::new(RECENT_HOLDS)),
             progress: progress::Progress::new(head),
+            open_holds: std::sync::atomic::AtomicU64::new(open_holds),
             tasks: Mutex::new(Vec::new()),
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
@@ -218,6 +208,8 @@ pub(crate) struct Inner {
     recent: Mutex<recent::RecentHolds>,
     /// How far the follower has applied the log to the views above.
     progress: progress::Progress,
+    /// Holds not yet resolved (for metrics).
+    open_holds: std::sync::atomic::AtomicU64,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -444,6 +436,13 @@ impl Engine {
     /// Walks the whole audit chain.
     pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
         Ok(verify(self.inner.store.as_ref()).await?)
+    }
+
+    /// Holds not yet resolved, as far as the applied log tells.
+    pub fn open_holds(&self) -> u64 {
+        self.inner
+            .open_holds
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Open holds whose deadlines the timers track (for metrics and tests).

@@ -1,0 +1,251 @@
+//! Bodies of the REST API that are not engine or runtime records.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    CallVerdict, Deadline, DecidedBy, DecisionKind, Event, Hold, HoldRequest, Message, Role,
+    RuleRef, Timestamp, TokenId, ToolAnnotations, TurnId, Verdict, WebhookId,
+};
+
+/// Every error the API returns.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `invalid_input`, `not_found`, `already_decided`, …
+    pub code: String,
+    /// What went wrong and what to do, for a person.
+    pub message: String,
+    /// More, depending on the code: the `field` at fault, the recorded decision, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// Who is calling.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionInfo {
+    pub name: String,
+    pub role: Role,
+    /// The one world this credential may use, if it is limited to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    /// For browser sessions: send it as `X-CSRF-Token` with every request that changes
+    /// something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csrf_token: Option<String>,
+}
+
+/// An API token, without its secret.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TokenInfo {
+    pub id: TokenId,
+    /// The person or agent it belongs to.
+    pub name: String,
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+    pub role: Role,
+    /// Limits the token to one world (by id or name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+}
+
+/// A new token: its secret is shown this once.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreatedToken {
+    pub token: String,
+    pub info: TokenInfo,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    pub text: String,
+}
+
+/// The turn a message started.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TurnStarted {
+    pub turn: TurnId,
+}
+
+/// A message with its position (for paging).
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ChatMessage {
+    pub position: u64,
+    pub message: Message,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MessagesPage {
+    pub items: Vec<ChatMessage>,
+    /// Pass as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+/// A hold with every event about it.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HoldDetail {
+    pub hold: Hold,
+    pub history: Vec<Event>,
+}
+
+/// Holds an agent raises in a world: approvals (through policy) and questions.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewHolds {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    pub items: Vec<HoldRequest>,
+}
+
+/// The result of waiting on a hold.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WaitResult {
+    /// Whether the hold is decided (its `outcome` is set); `false` when the wait timed out
+    /// first. The hold keeps its own deadline either way.
+    pub decided: bool,
+    pub hold: Hold,
+}
+
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Withdraw {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A tool call to explain.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainRequest {
+    pub world: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+}
+
+/// What policy (with grants) decides for a call, and why.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Explanation {
+    pub decision: CallVerdict,
+    pub decided_by: DecidedBy,
+    /// Every rule that matched, in policy order.
+    pub matched: Vec<MatchedRule>,
+    /// How the hold would be raised, when the decision is to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<AskInfo>,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MatchedRule {
+    pub rule: RuleRef,
+    pub action: CallVerdict,
+}
+
+/// How a hold would be raised.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AskInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleRef>,
+    pub deadline: Deadline,
+    pub on_timeout: Verdict,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    pub quorum: u32,
+    pub offers: Vec<DecisionKind>,
+}
+
+/// A page of the event log.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EventsPage {
+    pub events: Vec<Event>,
+    /// Pass as `after` for the next page.
+    pub next: u64,
+}
+
+/// The result of walking the audit chain.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditReport {
+    pub intact: bool,
+    pub events: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_bad_event: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A webhook subscription.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Webhook {
+    pub id: WebhookId,
+    pub world: String,
+    pub url: String,
+    /// Event types delivered (`hold.created`, `hold.reminded`, `hold.decided`, `hold.expired`,
+    /// `hold.withdrawn`).
+    pub events: Vec<String>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWebhook {
+    pub url: String,
+    /// Defaults to hold.created, hold.reminded, hold.decided and hold.expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<String>>,
+}
+
+/// A new webhook: its signing secret is shown this once.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreatedWebhook {
+    pub webhook: Webhook,
+    pub secret: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Delivered,
+    /// Every attempt failed.
+    Failed,
+}
+
+/// One event sent (or being sent) to a webhook.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WebhookDelivery {
+    pub id: uuid::Uuid,
+    pub webhook: WebhookId,
+    /// The event's position in the log.
+    pub event: u64,
+    pub event_type: String,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    /// HTTP status of the last attempt, if it got an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    pub updated_at: Timestamp,
+}

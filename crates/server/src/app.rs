@@ -1,0 +1,173 @@
+//! The server's shared state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdpoint_agent::Runtime;
+use holdpoint_core::Engine;
+use holdpoint_core::store::Store;
+use holdpoint_protocol::{Timestamp, World};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// How webhook deliveries are retried.
+#[derive(Clone, Debug)]
+pub struct WebhookSettings {
+    /// Attempts per delivery, the first included.
+    pub attempts: u32,
+    /// Wait before the second attempt; it doubles each time.
+    pub backoff: Duration,
+    /// Per attempt.
+    pub timeout: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            attempts: 6,
+            backoff: Duration::from_secs(1),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// `Host` header values the server answers to (`127.0.0.1:7717`, `localhost:7717`, …).
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_body: usize,
+    pub webhooks: WebhookSettings,
+    /// The longest `wait` on a hold a client may ask for.
+    pub max_wait: Duration,
+}
+
+impl ServerConfig {
+    /// The names of a server bound to `addr`: the address itself, and for loopback
+    /// addresses `localhost` too.
+    pub fn for_address(addr: std::net::SocketAddr) -> Self {
+        let port = addr.port();
+        let mut hosts = vec![addr.to_string()];
+        if addr.ip().is_loopback() {
+            hosts.extend([
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]);
+        }
+        hosts.dedup();
+        ServerConfig {
+            allowed_hosts: hosts,
+            max_body: 1024 * 1024,
+            webhooks: WebhookSettings::default(),
+            max_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Runtime,
+    config: ServerConfig,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+    http: reqwest::Client,
+}
+
+impl App {
+    pub fn new(runtime: Runtime, config: ServerConfig) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(config.webhooks.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("holdpoint-webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        App {
+            inner: Arc::new(Inner {
+                runtime,
+                config,
+                metrics: Metrics::default(),
+                shutdown: CancellationToken::new(),
+                http,
+            }),
+        }
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.inner.runtime.engine()
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.engine().store()
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// Cancelled when the server stops: long polls and live streams end.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.engine().clock().now()
+    }
+
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.inner.config.allowed_hosts
+    }
+
+    pub fn host_allowed(&self, host: &str) -> bool {
+        self.inner
+            .config
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(host))
+    }
+
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        host.is_some_and(|h| self.host_allowed(h))
+    }
+
+    /// A world (by id or name) the caller may use; others look like worlds that do not exist.
+    pub async fn world(&self, caller: &Caller, id_or_name: &str) -> Result<World, ApiError> {
+        let world = self.runtime().find_world(id_or_name).await?;
+        match caller.world {
+            Some(allowed) if allowed != world.id => {
+                Err(ApiError::not_found("world", format!("{id_or_name:?}")))
+            }
+            _ => Ok(world),
+        }
+    }
+
+    /// Starts the background work: metrics from the event log, webhook deliveries.
+    pub async fn start_background(&self) -> Result<(), ApiError> {
+        crate::metrics::follow(self.clone()).await?;
+        crate::webhooks::start(self.clone()).await?;
+        Ok(())
+    }
+}

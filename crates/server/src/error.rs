@@ -1,0 +1,145 @@
+//! The API's one error shape: `{"error": {"code", "message", "details"}}`. Client mistakes are
+//! 4xx with a message that names the field; only the server's own trouble is 5xx.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use holdpoint_agent::RuntimeError;
+use holdpoint_core::store::StoreError;
+use holdpoint_core::{EngineError, ValidationError};
+use holdpoint_protocol::{ErrorBody, ErrorDetail};
+use serde_json::{Value, json};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code: code.into(),
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// A bad field: 422 naming it.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let text = if field.is_empty() {
+            message.clone()
+        } else {
+            format!("{field}: {message}")
+        };
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", text)
+            .with_details(json!({ "field": field }))
+    }
+
+    pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} {id} not found"),
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(code = %self.code, message = %self.message, "request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                details: self.details,
+            },
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                "www-authenticate",
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(e: ValidationError) -> Self {
+        ApiError::field(&e.field, e.message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable",
+            e.to_string(),
+        )
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        let code = e.code();
+        match e {
+            EngineError::Invalid { error, .. } => {
+                let mut err = ApiError::field(&error.field, error.message);
+                err.code = code.into();
+                err
+            }
+            EngineError::NotFound { what, id } => ApiError::not_found(what, id),
+            EngineError::Forbidden(message) => ApiError::forbidden(message),
+            EngineError::AlreadyDecided { hold } => {
+                let message = format!(
+                    "hold {} is already decided; the recorded decision is in details",
+                    hold.id
+                );
+                ApiError::new(StatusCode::CONFLICT, code, message)
+                    .with_details(json!({ "hold": hold }))
+            }
+            EngineError::Conflict { message, .. } => {
+                ApiError::new(StatusCode::CONFLICT, code, message)
+            }
+            e @ (EngineError::Store(_) | EngineError::Busy) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, e.to_string())
+            }
+        }
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        let code = e.code();
+        match e {
+            RuntimeError::Invalid { error } => error.into(),
+            RuntimeError::NotFound { what, id } => ApiError::not_found(what, format!("{id:?}")),
+            RuntimeError::Conflict { message, .. } => {
+                ApiError::new(StatusCode::CONFLICT, code, message)
+            }
+            RuntimeError::Engine(e) => e.into(),
+            RuntimeError::Store(e) => e.into(),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Prometheus metrics: pending holds, decisions by outcome and source, time to decision, and
+//! HTTP requests by route and status.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use holdpoint_core::Scope;
+
+use crate::app::App;
+use crate::error::ApiError;
+
+/// Upper bounds of the time-to-decision buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 86400.0,
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    http: Mutex<BTreeMap<(String, String, u16), u64>>,
+    decisions: Mutex<BTreeMap<(String, String), u64>>,
+    to_decision: Mutex<Histogram>,
+}
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    total: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Metrics {
+    fn request(&self, route: &str, method: &str, status: u16) {
+        *lock(&self.http)
+            .entry((route.to_owned(), method.to_owned(), status))
+            .or_default() += 1;
+    }
+
+    fn decision(&self, status: &str, source: &str, seconds: Option<f64>) {
+        *lock(&self.decisions)
+            .entry((status.to_owned(), source.to_owned()))
+            .or_default() += 1;
+        if let Some(s) = seconds {
+            let mut h = lock(&self.to_decision);
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                if s <= *bound {
+                    h.counts[i] += 1;
+                }
+            }
+            h.sum += s;
+            h.total += 1;
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, pending: u64) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_pending_holds Holds waiting for a decision.\n# TYPE holdpoint_pending_holds gauge"
+        );
+        let _ = writeln!(out, "holdpoint_pending_holds {pending}");
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_decisions_total Holds resolved, by outcome and by who or what decided.\n# TYPE holdpoint_decisions_total counter"
+        );
+        for ((status, source), n) in lock(&self.decisions).iter() {
+            let _ = writeln!(
+                out,
+                "holdpoint_decisions_total{{outcome=\"{status}\",source=\"{source}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_time_to_decision_seconds From a hold's creation to its outcome.\n# TYPE holdpoint_time_to_decision_seconds histogram"
+        );
+        let h = lock(&self.to_decision);
+        for (bound, n) in BUCKETS.iter().zip(h.counts) {
+            let _ = writeln!(
+                out,
+                "holdpoint_time_to_decision_seconds_bucket{{le=\"{bound}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "holdpoint_time_to_decision_seconds_bucket{{le=\"+Inf\"}} {}",
+            h.total
+        );
+        let _ = writeln!(out, "holdpoint_time_to_decision_seconds_sum {}", h.sum);
+        let _ = writeln!(out, "holdpoint_time_to_decision_seconds_count {}", h.total);
+        drop(h);
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_http_requests_total HTTP requests, by route, method and status.\n# TYPE holdpoint_http_requests_total counter"
+        );
+        for ((route, method, status), n) in lock(&self.http).iter() {
+            let _ = writeln!(
+                out,
+                "holdpoint_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}"
+            );
+        }
+        out
+    }
+}
+
+/// Counts each request under its route's pattern (never its concrete path).
+pub async fn track(State(app): State<App>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let response = next.run(req).await;
+    app.metrics()
+        .request(&route, &method, response.status().as_u16());
+    response
+}
+
+/// Counts resolutions as the log records them (this node's and others').
+pub async fn follow(app: App) -> Result<(), ApiError> {
+    let mut events = app.engine().events(None, Default::default()).await?;
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                () = app.shutdown().cancelled() => return,
+                e = events.next() => match e {
+                    Ok(e) => e,
+                    Err(_) => return,
+                },
+            };
+            let (Some(outcome), Some(id)) = (event.payload.resolution(), event.hold) else {
+                continue;
+            };
+            let created = app
+                .engine()
+                .hold(id, &Scope::any())
+                .await
+                .ok()
+                .map(|h| h.created_at);
+            let seconds = created.map(|c| outcome.decided_at.duration_since(c).as_secs_f64());
+            let status = serde_json::to_value(outcome.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let source = serde_json::to_value(outcome.source)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            app.metrics().decision(&status, &source, seconds);
+        }
+    });
+    Ok(())
+}

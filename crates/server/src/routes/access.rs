@@ -1,0 +1,114 @@
+//! Tokens (admins) and browser sessions.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use holdpoint_protocol::{
+    CreatedToken, ErrorBody, NewToken, Role, SessionInfo, TokenId, TokenInfo,
+};
+use serde::Deserialize;
+
+use crate::app::App;
+use crate::auth::{Caller, SESSION_COOKIE, SESSION_TTL};
+use crate::error::ApiError;
+use crate::extract::{Body, Params};
+
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "access", responses((status = 200, body = Vec<TokenInfo>), (status = 403, body = ErrorBody)))]
+pub async fn tokens(
+    State(app): State<App>,
+    caller: Caller,
+) -> Result<Json<Vec<TokenInfo>>, ApiError> {
+    caller.require(&[Role::Admin])?;
+    Ok(Json(app.tokens().await?))
+}
+
+/// Create a token for a person (`admin`, `approver`) or an agent (`agent`). Its secret is in
+/// the answer, this once.
+#[utoipa::path(post, path = "/api/v1/tokens", tag = "access", request_body = NewToken,
+    responses((status = 201, body = CreatedToken), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn create_token(
+    State(app): State<App>,
+    caller: Caller,
+    Body(new): Body<NewToken>,
+) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
+    caller.require(&[Role::Admin])?;
+    let world = match &new.world {
+        Some(w) => Some(app.world(&caller, w).await?),
+        None => None,
+    };
+    let created = app
+        .create_token(
+            &new.name,
+            new.role,
+            world.as_ref().map(|w| w.id),
+            world.map(|w| w.name),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Revoke a token; its browser sessions end too.
+#[utoipa::path(delete, path = "/api/v1/tokens/{token}", tag = "access", params(("token" = TokenId, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn revoke_token(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let id: TokenId = id.parse().map_err(|_| ApiError::not_found("token", &id))?;
+    app.revoke_token(id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Who is calling, and (for browser sessions) the CSRF token to send with changes.
+#[utoipa::path(get, path = "/api/v1/session", tag = "access", responses((status = 200, body = SessionInfo), (status = 401, body = ErrorBody)))]
+pub async fn session(caller: Caller) -> Json<SessionInfo> {
+    Json(SessionInfo {
+        name: caller.principal.name,
+        role: caller.principal.role,
+        world: caller.world.map(|w| w.to_string()),
+        csrf_token: caller.csrf,
+    })
+}
+
+/// End the browser session.
+#[utoipa::path(post, path = "/api/v1/logout", tag = "access", responses((status = 204)))]
+pub async fn logout(State(app): State<App>, headers: HeaderMap) -> Result<Response, ApiError> {
+    app.log_out(&headers).await?;
+    let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LoginQuery {
+    /// A person's token (admin or approver).
+    token: String,
+}
+
+/// Sign a browser in with a person's token; sets the session cookie and goes to the web
+/// interface. The link is a secret: it holds the token.
+#[utoipa::path(get, path = "/login", tag = "access", params(LoginQuery),
+    responses((status = 303, description = "Signed in; the session cookie is set"), (status = 401, body = ErrorBody)))]
+pub async fn login(
+    State(app): State<App>,
+    Params(q): Params<LoginQuery>,
+) -> Result<Response, ApiError> {
+    let cookie = app.log_in(&q.token).await?;
+    let set = format!(
+        "{SESSION_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        SESSION_TTL.as_secs()
+    );
+    Ok((
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, set),
+            (header::LOCATION, "/".to_owned()),
+            (header::CACHE_CONTROL, "no-store".to_owned()),
+        ],
+    )
+        .into_response())
+}

@@ -1,0 +1,290 @@
+//! Worlds, agents, chats, messages and turns.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use holdpoint_protocol::{
+    Agent, AgentChanges, Chat, ChatId, ChatMessage, ErrorBody, MessagesPage, NewAgent, NewChat,
+    NewWorld, Role, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
+};
+use serde::Deserialize;
+
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{Body, Params};
+
+const PEOPLE_AND_AGENTS: &[Role] = &[Role::Admin, Role::Approver, Role::Agent];
+
+/// Worlds this caller may see.
+#[utoipa::path(get, path = "/api/v1/worlds", tag = "worlds", responses((status = 200, body = Vec<World>)))]
+pub async fn worlds(State(app): State<App>, caller: Caller) -> Result<Json<Vec<World>>, ApiError> {
+    let all = app.runtime().worlds().await?;
+    Ok(Json(
+        all.into_iter()
+            .filter(|w| caller.world.is_none_or(|c| c == w.id))
+            .collect(),
+    ))
+}
+
+/// Create a world (admins).
+#[utoipa::path(post, path = "/api/v1/worlds", tag = "worlds", request_body = NewWorld,
+    responses((status = 201, body = World), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn create_world(
+    State(app): State<App>,
+    caller: Caller,
+    Body(new): Body<NewWorld>,
+) -> Result<(StatusCode, Json<World>), ApiError> {
+    caller.require(&[Role::Admin])?;
+    Ok((
+        StatusCode::CREATED,
+        Json(app.runtime().create_world(new).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}", tag = "worlds", params(("world" = String, Path, description = "id or name")),
+    responses((status = 200, body = World), (status = 404, body = ErrorBody)))]
+pub async fn world(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<World>, ApiError> {
+    Ok(Json(app.world(&caller, &world).await?))
+}
+
+/// Rename or describe a world (admins).
+#[utoipa::path(patch, path = "/api/v1/worlds/{world}", tag = "worlds", request_body = WorldChanges, params(("world" = String, Path)),
+    responses((status = 200, body = World), (status = 409, body = ErrorBody)))]
+pub async fn update_world(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(changes): Body<WorldChanges>,
+) -> Result<Json<World>, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.runtime().update_world(w.id, changes).await?))
+}
+
+/// Delete a world with its agents and chats (admins). Its working directory is kept.
+#[utoipa::path(delete, path = "/api/v1/worlds/{world}", tag = "worlds", params(("world" = String, Path)),
+    responses((status = 204), (status = 409, description = "A turn runs in it", body = ErrorBody)))]
+pub async fn delete_world(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    app.runtime().delete_world(w.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/agents", tag = "agents", params(("world" = String, Path)), responses((status = 200, body = Vec<Agent>)))]
+pub async fn agents(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<Vec<Agent>>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.runtime().agents(w.id).await?))
+}
+
+/// Create an agent (admins). Its `llm.api_key_env` names an environment variable of the
+/// server; the key itself is never stored.
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/agents", tag = "agents", request_body = NewAgent, params(("world" = String, Path)),
+    responses((status = 201, body = Agent), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn create_agent(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(new): Body<NewAgent>,
+) -> Result<(StatusCode, Json<Agent>), ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(app.runtime().create_agent(w.id, new).await?),
+    ))
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", params(("world" = String, Path), ("agent" = String, Path, description = "id or name")),
+    responses((status = 200, body = Agent), (status = 404, body = ErrorBody)))]
+pub async fn agent(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, agent)): Path<(String, String)>,
+) -> Result<Json<Agent>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.runtime().find_agent(w.id, &agent).await?))
+}
+
+#[utoipa::path(patch, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", request_body = AgentChanges, params(("world" = String, Path), ("agent" = String, Path)),
+    responses((status = 200, body = Agent), (status = 422, body = ErrorBody)))]
+pub async fn update_agent(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, agent)): Path<(String, String)>,
+    Body(changes): Body<AgentChanges>,
+) -> Result<Json<Agent>, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    let a = app.runtime().find_agent(w.id, &agent).await?;
+    Ok(Json(app.runtime().update_agent(w.id, a.id, changes).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", params(("world" = String, Path), ("agent" = String, Path)),
+    responses((status = 204), (status = 409, description = "Chats use it", body = ErrorBody)))]
+pub async fn delete_agent(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, agent)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    let a = app.runtime().find_agent(w.id, &agent).await?;
+    app.runtime().delete_agent(w.id, a.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/chats", tag = "chats", params(("world" = String, Path)), responses((status = 200, body = Vec<Chat>)))]
+pub async fn chats(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<Vec<Chat>>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.runtime().chats(w.id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/chats", tag = "chats", request_body = NewChat, params(("world" = String, Path)),
+    responses((status = 201, body = Chat), (status = 404, body = ErrorBody)))]
+pub async fn create_chat(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(new): Body<NewChat>,
+) -> Result<(StatusCode, Json<Chat>), ApiError> {
+    caller.require(PEOPLE_AND_AGENTS)?;
+    let w = app.world(&caller, &world).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(app.runtime().create_chat(w.id, new).await?),
+    ))
+}
+
+fn chat_id(s: &str) -> Result<ChatId, ApiError> {
+    s.parse().map_err(|_| ApiError::not_found("chat", s))
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path)),
+    responses((status = 200, body = Chat), (status = 404, body = ErrorBody)))]
+pub async fn chat(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, chat)): Path<(String, String)>,
+) -> Result<Json<Chat>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.runtime().chat(w.id, chat_id(&chat)?).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path)),
+    responses((status = 204), (status = 409, description = "A turn runs in it", body = ErrorBody)))]
+pub async fn delete_chat(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, chat)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(PEOPLE_AND_AGENTS)?;
+    let w = app.world(&caller, &world).await?;
+    app.runtime().delete_chat(w.id, chat_id(&chat)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Paging through messages.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct MessagesQuery {
+    /// The `next` of the previous page.
+    after: Option<u64>,
+    /// At most 1000; 100 by default.
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path), MessagesQuery),
+    responses((status = 200, body = MessagesPage)))]
+pub async fn messages(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, chat)): Path<(String, String)>,
+    Params(q): Params<MessagesQuery>,
+) -> Result<Json<MessagesPage>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let page = app
+        .runtime()
+        .messages(w.id, chat_id(&chat)?, q.after, limit)
+        .await?;
+    let next = (page.len() == limit)
+        .then(|| page.last().map(|(p, _)| *p))
+        .flatten();
+    let items = page
+        .into_iter()
+        .map(|(position, message)| ChatMessage { position, message })
+        .collect();
+    Ok(Json(MessagesPage { items, next }))
+}
+
+/// Send a message: it starts a turn and returns at once. Refused with 409 while a hold is
+/// pending in the chat, or the agent is still working on the previous message.
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", request_body = SendMessage, params(("world" = String, Path), ("chat" = ChatId, Path)),
+    responses((status = 202, body = TurnStarted), (status = 409, description = "chat_locked or turn_in_progress", body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn send(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, chat)): Path<(String, String)>,
+    Body(msg): Body<SendMessage>,
+) -> Result<(StatusCode, Json<TurnStarted>), ApiError> {
+    caller.require(PEOPLE_AND_AGENTS)?;
+    let w = app.world(&caller, &world).await?;
+    let turn = app
+        .runtime()
+        .send_message(w.id, chat_id(&chat)?, &msg.text)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn: turn.id })))
+}
+
+fn turn_id(s: &str) -> Result<TurnId, ApiError> {
+    s.parse().map_err(|_| ApiError::not_found("turn", s))
+}
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/turns/{turn}", tag = "chats", params(("world" = String, Path), ("turn" = TurnId, Path)),
+    responses((status = 200, body = Turn), (status = 404, body = ErrorBody)))]
+pub async fn turn(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, turn)): Path<(String, String)>,
+) -> Result<Json<Turn>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    let t = app.runtime().turn(turn_id(&turn)?).await?;
+    if t.world != w.id {
+        return Err(ApiError::not_found("turn", turn));
+    }
+    Ok(Json(t))
+}
+
+/// Cancel a turn: its pending holds are withdrawn and a running command is stopped.
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/turns/{turn}/cancel", tag = "chats", params(("world" = String, Path), ("turn" = TurnId, Path)),
+    responses((status = 200, body = Turn), (status = 409, description = "Already over", body = ErrorBody)))]
+pub async fn cancel(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, turn)): Path<(String, String)>,
+) -> Result<Json<Turn>, ApiError> {
+    caller.require(PEOPLE_AND_AGENTS)?;
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(
+        app.runtime().cancel_turn(w.id, turn_id(&turn)?).await?,
+    ))
+}

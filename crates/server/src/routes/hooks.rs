@@ -1,0 +1,147 @@
+//! Webhook subscriptions (admins).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use holdpoint_core::store::{RecordKind, Transaction, Write};
+use holdpoint_protocol::{
+    CreatedWebhook, ErrorBody, NewWebhook, Role, Webhook, WebhookDelivery, WebhookId,
+};
+
+use crate::app::App;
+use crate::auth::{Caller, secret};
+use crate::error::ApiError;
+use crate::extract::Body;
+use crate::webhooks::{self, DEFAULT_EVENTS, EVENT_TYPES, Subscription};
+
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/webhooks", tag = "webhooks", params(("world" = String, Path)),
+    responses((status = 200, body = Vec<Webhook>), (status = 403, body = ErrorBody)))]
+pub async fn list(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<Vec<Webhook>>, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(
+        webhooks::subscriptions(&app, w.id)
+            .await?
+            .into_iter()
+            .map(|s| s.webhook)
+            .collect(),
+    ))
+}
+
+/// Subscribe a URL to a world's hold events. The answer holds the signing secret, this once.
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/webhooks", tag = "webhooks", request_body = NewWebhook, params(("world" = String, Path)),
+    responses((status = 201, body = CreatedWebhook), (status = 422, body = ErrorBody)))]
+pub async fn create(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(new): Body<NewWebhook>,
+) -> Result<(StatusCode, Json<CreatedWebhook>), ApiError> {
+    caller.require(&[Role::Admin])?;
+    let w = app.world(&caller, &world).await?;
+    let url = reqwest::Url::parse(&new.url)
+        .map_err(|e| ApiError::field("url", format!("not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::field("url", "must be an http:// or https:// URL"));
+    }
+    let events = new
+        .events
+        .unwrap_or_else(|| DEFAULT_EVENTS.iter().map(|e| (*e).to_owned()).collect());
+    if events.is_empty() {
+        return Err(ApiError::field(
+            "events",
+            "subscribe to at least one event type",
+        ));
+    }
+    for (i, e) in events.iter().enumerate() {
+        if !EVENT_TYPES.contains(&e.as_str()) {
+            return Err(ApiError::field(
+                &format!("events[{i}]"),
+                format!("{e:?} is not one of {}", EVENT_TYPES.join(", ")),
+            ));
+        }
+    }
+    let webhook = Webhook {
+        id: WebhookId::random(),
+        world: w.id.to_string(),
+        url: url.to_string(),
+        events,
+        created_at: app.now(),
+    };
+    let sub = Subscription {
+        webhook: webhook.clone(),
+        secret: secret("whsec_")?,
+    };
+    webhooks::save_subscription(&app, &sub, w.id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedWebhook {
+            webhook,
+            secret: sub.secret,
+        }),
+    ))
+}
+
+fn webhook_id(s: &str) -> Result<WebhookId, ApiError> {
+    s.parse().map_err(|_| ApiError::not_found("webhook", s))
+}
+
+async fn owned(app: &App, caller: &Caller, id: WebhookId) -> Result<Subscription, ApiError> {
+    caller.require(&[Role::Admin])?;
+    let sub = webhooks::subscription(app, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("webhook", id))?;
+    app.world(caller, &sub.webhook.world).await?;
+    Ok(sub)
+}
+
+#[utoipa::path(delete, path = "/api/v1/webhooks/{webhook}", tag = "webhooks", params(("webhook" = WebhookId, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let sub = owned(&app, &caller, webhook_id(&id)?).await?;
+    let id = *sub.webhook.id.as_uuid();
+    let writes = vec![
+        Write::DeleteRecords {
+            kind: RecordKind::WebhookDelivery,
+            parent: id,
+        },
+        Write::DeleteRecord {
+            kind: RecordKind::Webhook,
+            id,
+        },
+    ];
+    app.store()
+        .commit(Transaction {
+            writes,
+            events: vec![],
+        })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage_unavailable",
+                e.to_string(),
+            )
+        })?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every delivery to this webhook, with its attempts and status.
+#[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path)),
+    responses((status = 200, body = Vec<WebhookDelivery>), (status = 404, body = ErrorBody)))]
+pub async fn deliveries(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<WebhookDelivery>>, ApiError> {
+    let sub = owned(&app, &caller, webhook_id(&id)?).await?;
+    Ok(Json(webhooks::deliveries(&app, sub.webhook.id).await?))
+}

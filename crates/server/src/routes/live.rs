@@ -1,0 +1,89 @@
+//! `GET /api/v1/events`: committed events as server-sent events, resumable.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as Sse, KeepAlive};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use holdpoint_core::store::EventFilter;
+use holdpoint_protocol::ErrorBody;
+use serde::Deserialize;
+
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::Params;
+
+/// Heartbeats keep idle connections (and proxies) open.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// Only this world's events (id or name).
+    world: Option<String>,
+    /// Only this chat's events (with `world`).
+    chat: Option<String>,
+    /// Replay from after this position (as `Last-Event-ID` does). Without either, the stream
+    /// starts with what is committed from now on.
+    after: Option<u64>,
+}
+
+/// Live events. Each SSE message has `id` (the event's position), `event` (its type) and
+/// `data` (the event as JSON). Reconnecting with `Last-Event-ID` replays exactly what was
+/// missed. A comment line is sent every 15 seconds as a heartbeat.
+#[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamQuery, ("Last-Event-ID" = Option<u64>, Header)),
+    responses((status = 200, description = "text/event-stream of Event", content_type = "text/event-stream", body = holdpoint_protocol::Event),
+        (status = 400, body = ErrorBody)))]
+pub async fn stream(
+    State(app): State<App>,
+    caller: Caller,
+    headers: HeaderMap,
+    Params(q): Params<StreamQuery>,
+) -> Result<Response, ApiError> {
+    if q.chat.is_some() && q.world.is_none() {
+        return Err(ApiError::field("chat", "filtering by chat needs a world"));
+    }
+    let world = match (&q.world, caller.world) {
+        (Some(w), _) => Some(app.world(&caller, w).await?.id.to_string()),
+        (None, w) => w.map(|w| w.to_string()),
+    };
+    let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let after = match last_id {
+        Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+            ApiError::field("Last-Event-ID", "must be an event's position (a number)")
+        })?),
+        None => q.after,
+    };
+    let events = app
+        .engine()
+        .events(
+            after,
+            EventFilter {
+                world,
+                chat: q.chat,
+                hold: None,
+            },
+        )
+        .await?;
+    let shutdown = app.shutdown().clone();
+    let body = stream::unfold((events, shutdown), |(mut events, shutdown)| async move {
+        let next = tokio::select! {
+            () = shutdown.cancelled() => return None,
+            e = events.next() => e.ok()?,
+        };
+        let message = Sse::default()
+            .id(next.seq.to_string())
+            .event(next.payload.type_name())
+            .json_data(&*next)
+            .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
+        Some((Ok::<_, Infallible>(message), (events, shutdown)))
+    });
+    Ok(axum::response::Sse::new(body)
+        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
+        .into_response())
+}

@@ -1,0 +1,54 @@
+//! Health, readiness, metrics, the landing page, and the answers for unknown routes.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::json;
+
+use crate::app::App;
+use crate::error::ApiError;
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "ok")))]
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// The server can serve: its storage answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "ready"), (status = 503, body = holdpoint_protocol::ErrorBody)))]
+pub async fn readyz(State(app): State<App>) -> Result<Json<serde_json::Value>, ApiError> {
+    app.store().audit_head().await?;
+    Ok(Json(json!({ "status": "ready" })))
+}
+
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub async fn metrics(State(app): State<App>) -> Response {
+    let text = app.metrics().render(app.engine().open_holds());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+pub async fn index() -> Html<&'static str> {
+    Html(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Holdpoint</title></head>\
+         <body><h1>Holdpoint</h1><p>The server is running. The API is at <code>/api/v1</code>; \
+         its description is at <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a>.</p></body></html>",
+    )
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such endpoint: see /api/v1/openapi.json",
+    )
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method: see /api/v1/openapi.json",
+    )
+}
