@@ -25,12 +25,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the server: the API, live events, the agent runtime and webhooks, on SQLite in
+    /// the data directory. Prints a sign-in link on the first start.
+    Serve(commands::serve::ServeArgs),
+    /// Check the configuration.
+    #[command(subcommand)]
+    Config(commands::serve::ConfigCommand),
     /// Check a policy file, and what it decides for a tool call.
     #[command(subcommand)]
     Policy(commands::policy::PolicyCommand),
     /// Verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(commands::audit::AuditCommand),
+    /// Print the OpenAPI document of the HTTP API.
+    #[command(hide = true)]
+    Openapi,
 }
 
 /// How a command failed, and so which exit status it ends with.
@@ -44,6 +53,9 @@ pub enum Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => commands::serve::serve(args),
+        Command::Config(cmd) => commands::serve::config(cmd),
+        Command::Openapi => commands::serve::openapi(),
         Command::Policy(cmd) => commands::policy::run(cmd),
         Command::Audit(cmd) => commands::audit::run(cmd),
     };

@@ -10,29 +10,9 @@ use holdpoint_protocol::{Timestamp, World};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
+use crate::config::WebhookSettings;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-
-/// How webhook deliveries are retried.
-#[derive(Clone, Debug)]
-pub struct WebhookSettings {
-    /// Attempts per delivery, the first included.
-    pub attempts: u32,
-    /// Wait before the second attempt; it doubles each time.
-    pub backoff: Duration,
-    /// Per attempt.
-    pub timeout: Duration,
-}
-
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        WebhookSettings {
-            attempts: 6,
-            backoff: Duration::from_secs(1),
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -58,7 +38,8 @@ impl ServerConfig {
                 format!("[::1]:{port}"),
             ]);
         }
-        hosts.dedup();
+        let mut seen = std::collections::HashSet::new();
+        hosts.retain(|h| seen.insert(h.clone()));
         ServerConfig {
             allowed_hosts: hosts,
             max_body: 1024 * 1024,

@@ -46,29 +46,43 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 /// Reads JSON, naming the path of a field that does not fit.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    match serde_path_to_error::deserialize(&mut de) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
-                    format!("the body is not valid JSON: {inner}"),
-                ));
-            }
-            let path = if path == "." { String::new() } else { path };
-            // serde reports a missing field at the object that lacks it.
-            let message = inner.to_string();
-            let message = message
-                .split(" at line ")
-                .next()
-                .unwrap_or(&message)
-                .to_owned();
-            Err(ApiError::field(&path, message))
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body is not valid JSON: {inner}"),
+            );
         }
-    }
+        field_error("", &path, &inner)
+    })
+}
+
+/// Reads a part of a request already parsed as JSON; errors name the field under `at`.
+pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value, at: &str) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        field_error(at, &path, e.inner())
+    })
+}
+
+fn field_error(at: &str, path: &str, error: &serde_json::Error) -> ApiError {
+    // serde reports a missing field at the object that lacks it, and says which.
+    let path = if path == "." { "" } else { path };
+    let field = match (at.is_empty(), path.is_empty()) {
+        (_, true) => at.to_owned(),
+        (true, false) => path.to_owned(),
+        (false, false) => format!("{at}.{path}"),
+    };
+    let message = error.to_string();
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_owned();
+    ApiError::field(&field, message)
 }
 
 /// Query parameters, named in errors.

@@ -7,17 +7,21 @@
 
 mod app;
 mod auth;
+pub mod config;
 mod error;
 mod extract;
+mod launch;
 mod metrics;
 mod routes;
 mod webhooks;
 
 use std::future::Future;
 
-pub use app::{App, ServerConfig, WebhookSettings};
+pub use app::{App, ServerConfig};
 pub use auth::{CSRF_HEADER, SESSION_COOKIE};
+pub use config::{ConfigError, LogFormat, Settings};
 pub use error::ApiError;
+pub use launch::{ADMIN_TOKEN_FILE, LaunchError, Server, load_policy};
 pub use routes::{openapi, router};
 pub use webhooks::signature;
 

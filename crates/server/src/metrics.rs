@@ -21,6 +21,8 @@ const BUCKETS: [f64; 12] = [
 #[derive(Default)]
 pub struct Metrics {
     http: Mutex<BTreeMap<(String, String, u16), u64>>,
+    /// Requests whose answer has not started, by route (long polls above all).
+    in_flight: Mutex<BTreeMap<String, i64>>,
     decisions: Mutex<BTreeMap<(String, String), u64>>,
     to_decision: Mutex<Histogram>,
 }
@@ -106,6 +108,16 @@ impl Metrics {
                 "holdpoint_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_http_requests_in_flight Requests not yet answered (long polls included), by route.\n# TYPE holdpoint_http_requests_in_flight gauge"
+        );
+        for (route, n) in lock(&self.in_flight).iter() {
+            let _ = writeln!(
+                out,
+                "holdpoint_http_requests_in_flight{{route=\"{route}\"}} {n}"
+            );
+        }
         out
     }
 }
@@ -117,10 +129,35 @@ pub async fn track(State(app): State<App>, req: Request, next: Next) -> Response
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
+    let in_flight = InFlight::enter(app.metrics(), &route);
     let response = next.run(req).await;
+    drop(in_flight);
     app.metrics()
         .request(&route, &method, response.status().as_u16());
     response
+}
+
+/// Counts a request in flight until dropped (also when the client goes away mid-request).
+struct InFlight<'a> {
+    metrics: &'a Metrics,
+    route: &'a str,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(metrics: &'a Metrics, route: &'a str) -> Self {
+        *lock(&metrics.in_flight)
+            .entry(route.to_owned())
+            .or_default() += 1;
+        InFlight { metrics, route }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = lock(&self.metrics.in_flight).get_mut(self.route) {
+            *n -= 1;
+        }
+    }
 }
 
 /// Counts resolutions as the log records them (this node's and others').

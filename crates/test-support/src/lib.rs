@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod contract;
+pub mod http;
 pub mod llm;
 
 use std::sync::{Arc, Mutex};

@@ -1,2 +1,3 @@
 pub mod audit;
 pub mod policy;
+pub mod serve;

@@ -1,5 +1,6 @@
 mod audit;
 mod policy;
+mod serve;
 
 use std::process::{Command, Output};
 

@@ -104,6 +104,26 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
+        self.gate_items(who, req, false).await
+    }
+
+    /// Like [`Engine::gate`], but all or nothing: when any item is malformed, nothing is
+    /// raised or recorded and the error names that item's field (for clients that send
+    /// requests themselves, rather than relaying an LLM's calls).
+    pub async fn gate_all(
+        &self,
+        who: &Principal,
+        req: GateRequest,
+    ) -> Result<GateResponse, EngineError> {
+        self.gate_items(who, req, true).await
+    }
+
+    async fn gate_items(
+        &self,
+        who: &Principal,
+        req: GateRequest,
+        all_or_nothing: bool,
+    ) -> Result<GateResponse, EngineError> {
         let limits = &self.inner.limits;
         check_name("world", &req.world, limits.name)?;
         for (field, value) in [("chat", &req.chat), ("agent", &req.agent)] {
@@ -167,6 +187,7 @@ impl Engine {
                     held |= matches!(r, GateResult::Held { .. });
                     r
                 }
+                Err(e) if all_or_nothing => return Err(e.within(&at).into()),
                 Err(e) => {
                     let e = e.within(&at);
                     GateResult::Invalid {

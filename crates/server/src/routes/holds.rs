@@ -7,15 +7,15 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use holdpoint_protocol::{
     BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision, ErrorBody, GateRequest,
-    GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldKind, HoldQuery, HoldStatus, NewHolds,
-    Order, Page, SeenHold, StatusFilter, WaitResult, Withdraw,
+    GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldKind, HoldQuery, HoldRequest,
+    HoldStatus, NewHolds, Order, Page, Role, SeenHold, StatusFilter, WaitResult, Withdraw,
 };
 use serde::Deserialize;
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{Body, Params};
+use crate::extract::{Body, Params, parse_value};
 
 /// Filters for listing holds.
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -229,8 +229,9 @@ pub async fn wait(
 }
 
 /// Raise holds in a world, as an agent: approvals (policy decides first: allowed and denied
-/// calls are answered at once) and questions. The holds of one request form one batch.
-/// Repeating a request with the same `Idempotency-Key` raises nothing new.
+/// calls are answered at once) and questions. The holds of one request form one batch. A
+/// malformed item raises nothing at all (422 naming it). Repeating a request with the same
+/// `Idempotency-Key` raises nothing new and answers as the first time.
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/holds", tag = "holds", request_body = NewHolds,
     params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
@@ -240,17 +241,24 @@ pub async fn create(
     caller: Caller,
     Path(world): Path<String>,
     headers: HeaderMap,
-    Body(new): Body<NewHolds>,
+    Body(new): Body<RawHolds>,
 ) -> Result<(StatusCode, Json<GateResponse>), ApiError> {
+    caller.require(&[Role::Agent, Role::Admin])?;
     let world = app.world(&caller, &world).await?;
+    let items = new
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| hold_request(i, item))
+        .collect::<Result<_, _>>()?;
     let req = GateRequest {
         world: world.id.to_string(),
         chat: new.chat,
         agent: None,
-        items: new.items,
+        items,
         idempotency_key: idempotency_key(&headers)?,
     };
-    let response = app.engine().gate(&caller.principal, req).await?;
+    let response = app.engine().gate_all(&caller.principal, req).await?;
     let raised = response
         .results
         .iter()
@@ -263,6 +271,29 @@ pub async fn create(
         },
         Json(response),
     ))
+}
+
+/// [`NewHolds`] as it arrives: each item is read on its own, so that an error names the
+/// field inside it (serde loses the path inside an internally tagged enum).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHolds {
+    #[serde(default)]
+    chat: Option<String>,
+    items: Vec<serde_json::Value>,
+}
+
+fn hold_request(i: usize, mut item: serde_json::Value) -> Result<HoldRequest, ApiError> {
+    let at = format!("items[{i}]");
+    let kind = item.as_object_mut().and_then(|o| o.remove("kind"));
+    match kind.as_ref().and_then(|k| k.as_str()) {
+        Some("approval") => parse_value(item, &at).map(HoldRequest::Approval),
+        Some("question") => parse_value(item, &at).map(HoldRequest::Question),
+        _ => Err(ApiError::field(
+            &format!("{at}.kind"),
+            "must be \"approval\" or \"question\"",
+        )),
+    }
 }
 
 /// Withdraw a hold: by the agent that raised it, or an admin. It can no longer be decided.

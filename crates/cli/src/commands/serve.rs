@@ -1,0 +1,190 @@
+//! `holdpoint serve`, `holdpoint config check` and the OpenAPI document.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use holdpoint_server::{LogFormat, Server, Settings, load_policy};
+
+use crate::{Failure, paths};
+
+#[derive(Args)]
+#[command(
+    after_help = "Examples:\n  holdpoint serve\n  holdpoint serve --data /var/lib/holdpoint --policy /etc/holdpoint/policy.toml\n  holdpoint serve --bind 0.0.0.0:7717 --config /etc/holdpoint/holdpoint.toml --log-format json\n\n\
+Settings come from the configuration file, then from HOLDPOINT_<SECTION>_<KEY> environment\n\
+variables (HOLDPOINT_SERVER_BIND, HOLDPOINT_LOG_FORMAT, …), then from these flags."
+)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    files: Files,
+    /// The address to listen on [default: 127.0.0.1:7717, loopback only].
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<SocketAddr>,
+    /// The policy file [default: policy.file of the configuration; without one, every tool
+    /// call asks a person].
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// `text` for people, `json` for log collectors [default: log.format, else text].
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
+}
+
+/// Where the data and the configuration are.
+#[derive(Args)]
+pub struct Files {
+    /// The data directory [default: $HOLDPOINT_DATA, else ~/.local/share/holdpoint].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// The configuration file [default: $HOLDPOINT_CONFIG, else config.toml in the data
+    /// directory if there is one].
+    #[arg(long, value_name = "FILE", env = "HOLDPOINT_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+impl Files {
+    fn data_dir(&self) -> PathBuf {
+        paths::data_dir(self.data.clone())
+    }
+
+    /// The settings, with the variables of this process over the file.
+    fn settings(&self) -> Result<Settings, Failure> {
+        let default = self.data_dir().join("config.toml");
+        let file = self
+            .config
+            .clone()
+            .or_else(|| default.is_file().then_some(default));
+        Settings::load(file.as_deref(), std::env::vars())
+            .map_err(|e| Failure::Usage(format!("configuration: {e}")))
+    }
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Check the configuration (the file, HOLDPOINT_* variables and the policy file it names)
+    /// and print the settings that would apply.
+    #[command(
+        after_help = "Examples:\n  holdpoint config check\n  HOLDPOINT_SERVER_BIND=0.0.0.0:7717 holdpoint config check --config holdpoint.toml"
+    )]
+    Check(Files),
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Check(format!("cannot start: {e}")))
+}
+
+pub fn config(cmd: ConfigCommand) -> Result<(), Failure> {
+    let ConfigCommand::Check(files) = cmd;
+    let settings = files.settings()?;
+    if let Some(policy) = &settings.policy.file {
+        load_policy(policy).map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    println!(
+        "# The configuration is valid. The settings that apply:\n{}",
+        settings.to_toml()
+    );
+    Ok(())
+}
+
+pub fn openapi() -> Result<(), Failure> {
+    let doc = holdpoint_server::openapi()
+        .to_pretty_json()
+        .map_err(|e| Failure::Check(e.to_string()))?;
+    println!("{doc}");
+    Ok(())
+}
+
+pub fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let mut settings = args.files.settings()?;
+    if let Some(bind) = args.bind {
+        settings.server.bind = bind;
+    }
+    if let Some(policy) = args.policy {
+        settings.policy.file = Some(policy);
+    }
+    if let Some(format) = args.log_format {
+        settings.log.format = format.parse().map_err(Failure::Usage)?;
+    }
+    init_logs(&settings)?;
+    let data = args.files.data_dir();
+    runtime()?.block_on(async move {
+        let server = Server::start(&data, &settings)
+            .await
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+        announce(&server, &data, settings.log.format);
+        stop_signal().await;
+        tracing::info!("stopping: finishing requests in flight");
+        server
+            .stop()
+            .await
+            .map_err(|e| Failure::Check(format!("the server failed: {e}")))?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+fn init_logs(settings: &Settings) -> Result<(), Failure> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log.level)
+        .map_err(|e| Failure::Usage(format!("log.level: {e}")))?;
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let done = match settings.log.format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+    };
+    done.map_err(|e| Failure::Check(format!("cannot set up logging: {e}")))
+}
+
+/// Says where the server is and how to sign in: in the log, and for people on stdout.
+fn announce(server: &Server, data: &Path, format: LogFormat) {
+    tracing::info!(url = %server.url(), data = %data.display(), "listening");
+    if format == LogFormat::Json {
+        return;
+    }
+    println!(
+        "Holdpoint {} is listening on {}",
+        env!("CARGO_PKG_VERSION"),
+        server.url()
+    );
+    println!("  data:     {}", data.display());
+    match server.login_url() {
+        Some(url) => {
+            println!("  sign in:  {url}");
+            println!(
+                "  admin token (keep it secret): {}",
+                server.admin_token_file().display()
+            );
+        }
+        None => println!(
+            "  the admin token is no longer in {}; sign in with a token an admin created",
+            server.admin_token_file().display()
+        ),
+    }
+    println!(
+        "  API:      {}/api/v1 (described at {}/api/v1/openapi.json)",
+        server.url(),
+        server.url()
+    );
+    println!("Stop with Ctrl-C; turns stay stored and resume on the next start.");
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,323 @@
+//! `holdpoint serve` as a process: first start, JSON logs, graceful stop, and turns that
+//! resume after a restart. Also `holdpoint config check`.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::http::Api;
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+use super::{holdpoint, stderr, stdout};
+
+/// A running `holdpoint serve`.
+struct Served {
+    child: Child,
+    stdout: Lines<BufReader<ChildStdout>>,
+    stderr: Lines<BufReader<ChildStderr>>,
+}
+
+impl Served {
+    fn spawn(data: &Path, extra: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_holdpoint"))
+            .args(["serve", "--bind", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .args(extra)
+            .env_remove("HOLDPOINT_DATA")
+            .env_remove("HOLDPOINT_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        Served {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// The next stdout line that contains `needle`.
+    async fn stdout_line(&mut self, needle: &str) -> String {
+        next_line(&mut self.stdout, needle).await
+    }
+
+    async fn stderr_line(&mut self, needle: &str) -> String {
+        next_line(&mut self.stderr, needle).await
+    }
+
+    /// Waits for the banner; returns the server's URL.
+    async fn url(&mut self) -> String {
+        let line = self.stdout_line("is listening on ").await;
+        line.rsplit(' ').next().unwrap().to_owned()
+    }
+
+    /// SIGTERM, then the exit status.
+    async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        // Drain stderr so the process never blocks writing its last lines.
+        let drain = async { while let Ok(Some(_)) = self.stderr.next_line().await {} };
+        let (status, ()) =
+            tokio::time::timeout(PATIENCE, async { tokio::join!(self.child.wait(), drain) })
+                .await
+                .expect("the server did not stop in time");
+        status.unwrap()
+    }
+}
+
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut Lines<R>,
+    needle: &str,
+) -> String {
+    let find = async {
+        loop {
+            match lines.next_line().await.unwrap() {
+                Some(line) if line.contains(needle) => return line,
+                Some(_) => {}
+                None => panic!("the output ended before a line with {needle:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, find)
+        .await
+        .unwrap_or_else(|_| panic!("no line with {needle:?} in time"))
+}
+
+/// Waits until the server reports a request to `route` in flight.
+async fn wait_until_in_flight(api: &Api, route: &str) {
+    let line = format!("holdpoint_http_requests_in_flight{{route=\"{route}\"}} 1");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !api.get("/metrics").await.text.contains(&line) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no request to {route} in flight"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+fn admin(data: &Path, url: &str) -> Api {
+    let token = std::fs::read_to_string(data.join("admin-token")).unwrap();
+    Api::new(url, Some(token.trim()))
+}
+
+#[tokio::test]
+async fn a_turn_waiting_on_a_hold_resumes_after_a_restart() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "shell_cmd",
+            json!({"command": "echo resumed"}),
+        )]),
+        Step::text("Done."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    let mut first = Served::spawn(&data, &[]);
+    let url = first.url().await;
+    let login = first.stdout_line("sign in:").await;
+    assert!(login.contains(&format!("{url}/login?token=hp_")), "{login}");
+    let api = admin(&data, &url);
+    api.post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    api.post(
+        "/api/v1/worlds/lab/agents",
+        json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+    )
+    .await
+    .expect(201);
+    let chat = api
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut events = api.events("?world=lab", None).await;
+    let turn = api
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "check"}),
+        )
+        .await
+        .expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hold = events.next_of("hold.created").await.data["hold"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A long poll in flight ends when the server stops, and the server exits cleanly.
+    let waiting = {
+        let api = api.clone();
+        let hold = hold.clone();
+        tokio::spawn(async move {
+            api.get(&format!("/api/v1/holds/{hold}/wait?timeout=2m"))
+                .await
+        })
+    };
+    wait_until_in_flight(&api, "/api/v1/holds/{hold}/wait").await;
+    let status = first.terminate().await;
+    assert!(status.success(), "{status}");
+    let waited = waiting.await.unwrap().expect(200);
+    assert_eq!(waited["decided"], false);
+
+    // The second process finds the hold still pending and the turn waiting on it.
+    let mut second = Served::spawn(&data, &[]);
+    let url = second.url().await;
+    // The admin token was made on the first start only.
+    let banner = second.stdout_line("sign in:").await;
+    assert!(banner.contains(&url));
+    let api = admin(&data, &url);
+    let pending = api.get("/api/v1/holds").await.expect(200);
+    assert_eq!(pending["items"][0]["id"], hold.as_str());
+    let mut events = api.events("?world=lab", None).await;
+    api.post(
+        &format!("/api/v1/holds/{hold}/decision"),
+        json!({"action": "approve"}),
+    )
+    .await
+    .expect(200);
+    let finished = events.next_of("turn.finished").await;
+    assert_eq!(finished.data["payload"]["turn"], turn.as_str());
+    let result = llm.wait_for_requests(2).await[1].tool_result("c1").unwrap();
+    assert!(result.to_string().contains("resumed"), "{result}");
+    assert!(second.terminate().await.success());
+}
+
+#[tokio::test]
+async fn json_logs_for_collectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = Served::spawn(dir.path(), &["--log-format", "json"]);
+    let line = served.stderr_line("listening").await;
+    let entry: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(entry["level"], "INFO");
+    let url = entry["url"].as_str().unwrap().to_owned();
+    admin(dir.path(), &url).get("/healthz").await.expect(200);
+    assert!(served.terminate().await.success());
+}
+
+#[tokio::test]
+async fn a_taken_port_or_a_bad_policy_stops_the_start_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let data = dir.path().to_str().unwrap();
+    let out = holdpoint(&["serve", "--data", data, "--bind", &addr]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&format!("cannot listen on {addr}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !dir.path().join("holdpoint.db").exists(),
+        "nothing was opened"
+    );
+
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "mode = \"sometimes\"\n").unwrap();
+    let out = holdpoint(&[
+        "serve",
+        "--data",
+        data,
+        "--bind",
+        "127.0.0.1:0",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("mode: unknown variant `sometimes`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn config_check_names_the_offending_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holdpoint.toml");
+    std::fs::write(
+        &file,
+        "[server]\nbind = \"127.0.0.1:8000\"\nmax_wait = \"5m\"\n[log]\nformat = \"json\"\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+
+    let out = holdpoint(&["config", "check", "--config", path]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let settings: toml::Table = stdout(&out).parse().unwrap();
+    assert_eq!(settings["server"]["bind"].as_str(), Some("127.0.0.1:8000"));
+    assert_eq!(settings["server"]["max_wait"].as_str(), Some("5m"));
+    assert_eq!(settings["log"]["format"].as_str(), Some("json"));
+
+    std::fs::write(&file, "[server]\nbnd = \"127.0.0.1:8000\"\n").unwrap();
+    let out = holdpoint(&["config", "check", "--config", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("server.bnd"), "{}", stderr(&out));
+
+    std::fs::write(&file, "[server]\nmax_wait = 30\n").unwrap();
+    let out = holdpoint(&["config", "check", "--config", path]);
+    assert!(
+        stderr(&out).contains("server.max_wait") && stderr(&out).contains("duration"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn environment_variables_override_the_file_and_are_checked_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("holdpoint.toml");
+    std::fs::write(&file, "[server]\nbind = \"127.0.0.1:8000\"\n").unwrap();
+    let run = |vars: &[(&str, &str)]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_holdpoint"));
+        c.args(["config", "check", "--config", file.to_str().unwrap()]);
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[
+        ("HOLDPOINT_SERVER_BIND", "127.0.0.1:9000"),
+        ("HOLDPOINT_SERVER_ALLOWED_HOSTS", "a.example,b.example"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let settings: toml::Table = stdout(&out).parse().unwrap();
+    assert_eq!(settings["server"]["bind"].as_str(), Some("127.0.0.1:9000"));
+    assert_eq!(
+        settings["server"]["allowed_hosts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let out = run(&[("HOLDPOINT_SERVER_BINDD", "1")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("server.bindd (from HOLDPOINT_SERVER_BINDD)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[("HOLDPOINT_WEBHOOKS_ATTEMPTS", "0")]);
+    assert!(
+        stderr(&out).contains("webhooks.attempts"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[("HOLDPOINT_LOG_LEVEL", "verbose")]);
+    assert!(stderr(&out).contains("log.level"), "{}", stderr(&out));
+}

@@ -1,0 +1,369 @@
+//! The server's settings: a TOML file, then environment variables over it.
+//!
+//! Every key can be set in the file (`[server] bind = "…"`) or by a variable named after its
+//! section and key (`HOLDPOINT_SERVER_BIND`). A variable's value is read as a TOML value when
+//! it is one (`30`, `true`, `["a", "b"]`), else as a string. Unknown keys, in the file or in a
+//! `HOLDPOINT_<SECTION>_<KEY>` variable, are errors that name the key: a misspelt setting must
+//! not be silently ignored.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Everything `holdpoint serve` can be told.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub policy: PolicySettings,
+    pub llm: LlmSettings,
+    pub shell: ShellSettings,
+    pub webhooks: WebhookSettings,
+    pub log: LogSettings,
+}
+
+/// The sections, as environment variables name them.
+const SECTIONS: [&str; 6] = ["server", "policy", "llm", "shell", "webhooks", "log"];
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// The address to listen on. Only loopback by default: listening on other interfaces is
+    /// a choice to make explicitly.
+    pub bind: SocketAddr,
+    /// More names the server answers to in `Host` (a public name behind a proxy), beyond its
+    /// bind address and, for loopback, `localhost`.
+    #[serde(deserialize_with = "list")]
+    pub allowed_hosts: Vec<String>,
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+    /// The longest `wait` on a hold a client may ask for.
+    #[serde(with = "duration")]
+    pub max_wait: Duration,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            bind: SocketAddr::from(([127, 0, 0, 1], 7717)),
+            allowed_hosts: Vec::new(),
+            max_body: 1024 * 1024,
+            max_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicySettings {
+    /// The policy file (relative paths are from the configuration file's folder). Without
+    /// one, every tool call asks a person.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmSettings {
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
+    /// Until a model's answer starts.
+    #[serde(with = "duration")]
+    pub first_byte_timeout: Duration,
+    /// Between two pieces of a streamed answer.
+    #[serde(with = "duration")]
+    pub idle_timeout: Duration,
+    /// Extra attempts after a rate limit, a server error or a refused connection.
+    pub retries: u32,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        let t = holdpoint_llm::Timeouts::default();
+        LlmSettings {
+            connect_timeout: t.connect,
+            first_byte_timeout: t.first_byte,
+            idle_timeout: t.idle,
+            retries: t.retries,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShellSettings {
+    /// When an agent names no timeout for a command.
+    #[serde(with = "duration")]
+    pub default_timeout: Duration,
+    #[serde(with = "duration")]
+    pub max_timeout: Duration,
+    /// Bytes of stdout and of stderr kept per command.
+    pub max_output: usize,
+}
+
+impl Default for ShellSettings {
+    fn default() -> Self {
+        let s = holdpoint_agent::ShellLimits::default();
+        ShellSettings {
+            default_timeout: s.default_timeout,
+            max_timeout: s.max_timeout,
+            max_output: s.max_output,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookSettings {
+    /// Attempts per delivery, the first included.
+    pub attempts: u32,
+    /// The wait before the second attempt; it doubles each time.
+    #[serde(with = "duration")]
+    pub backoff: Duration,
+    /// Per attempt.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            attempts: 6,
+            backoff: Duration::from_secs(1),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// A level (`info`) or per-module directives (`info,holdpoint_server=debug`).
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("{other:?} is not a log format: use text or json")),
+        }
+    }
+}
+
+/// A setting that is wrong, named.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}{}: {message}", origin.as_ref().map(|o| format!(" (from {o})")).unwrap_or_default())]
+pub struct ConfigError {
+    /// `server.bind`, or the file when the file itself is at fault.
+    pub key: String,
+    /// The file or the environment variable the value came from.
+    pub origin: Option<String>,
+    pub message: String,
+}
+
+impl Settings {
+    /// Reads `file` (if any), then the `HOLDPOINT_<SECTION>_<KEY>` variables among `env`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let mut table = match file {
+            Some(path) => read_file(path)?,
+            None => toml::Table::new(),
+        };
+        let mut origins: HashMap<String, String> = HashMap::new();
+        for (name, raw) in env {
+            let Some(rest) = name.strip_prefix("HOLDPOINT_") else {
+                continue;
+            };
+            let rest = rest.to_ascii_lowercase();
+            let Some((section, key)) = rest.split_once('_') else {
+                continue;
+            };
+            // HOLDPOINT_DATA, HOLDPOINT_TOKEN and the like are not settings.
+            if !SECTIONS.contains(&section) {
+                continue;
+            }
+            let entry = table
+                .entry(section.to_owned())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let toml::Value::Table(section_table) = entry else {
+                return Err(ConfigError {
+                    key: section.into(),
+                    origin: file.map(|f| f.display().to_string()),
+                    message: "must be a table ([section])".into(),
+                });
+            };
+            section_table.insert(key.to_owned(), env_value(&raw));
+            origins.insert(format!("{section}.{key}"), name);
+        }
+        let file_origin = file.map(|f| f.display().to_string());
+        let mut settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                // The path names an unknown key too (`server.bindd`).
+                let key = e.path().to_string();
+                let message = e.into_inner().message().trim().to_owned();
+                let origin = origins.get(&key).cloned().or_else(|| file_origin.clone());
+                ConfigError {
+                    key,
+                    origin,
+                    message,
+                }
+            })?;
+        if let (Some(policy), Some(dir)) = (&settings.policy.file, file.and_then(Path::parent)) {
+            settings.policy.file = Some(dir.join(policy));
+        }
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Rules across keys, and values serde cannot judge.
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: &str| {
+            Err(ConfigError {
+                key: key.into(),
+                origin: None,
+                message: message.into(),
+            })
+        };
+        if self.server.max_body < 1024 {
+            return bad("server.max_body", "must be at least 1024 bytes");
+        }
+        if self.server.max_wait.is_zero() {
+            return bad("server.max_wait", "must be longer than zero");
+        }
+        if let Some(h) = self
+            .server
+            .allowed_hosts
+            .iter()
+            .find(|h| h.is_empty() || h.contains(['/', ' ']))
+        {
+            return bad(
+                "server.allowed_hosts",
+                &format!(
+                    "{h:?} is not a host name (such as holdpoint.example.com or holdpoint.example.com:8443)"
+                ),
+            );
+        }
+        if self.shell.default_timeout > self.shell.max_timeout {
+            return bad(
+                "shell.default_timeout",
+                "must not be longer than shell.max_timeout",
+            );
+        }
+        if self.webhooks.attempts == 0 {
+            return bad("webhooks.attempts", "must be at least 1");
+        }
+        // A bare word is a level; tracing would read a misspelt level as a module's name.
+        const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+        let directives_ok =
+            self.log.level.split(',').all(|d| {
+                d.contains('=') || LEVELS.contains(&d.trim().to_ascii_lowercase().as_str())
+            });
+        if !directives_ok || tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return bad(
+                "log.level",
+                "use error, warn, info, debug or trace (or directives such as info,holdpoint_server=debug)",
+            );
+        }
+        Ok(())
+    }
+
+    /// The settings as TOML (what `holdpoint config check` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+fn read_file(path: &Path) -> Result<toml::Table, ConfigError> {
+    let origin = Some(path.display().to_string());
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        key: "config file".into(),
+        origin: origin.clone(),
+        message: format!("cannot read it: {e}"),
+    })?;
+    text.parse::<toml::Table>().map_err(|e| ConfigError {
+        key: "config file".into(),
+        origin,
+        message: e.to_string().trim().to_owned(),
+    })
+}
+
+/// A variable's value: TOML when it parses as a value, else the text itself.
+fn env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+/// A list, or (from an environment variable) a comma-separated string.
+fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Text(String),
+        List(Vec<String>),
+    }
+    Ok(
+        match OneOrMany::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("a list of host names, or one string of comma-separated names")
+        })? {
+            OneOrMany::Text(s) => s
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            OneOrMany::List(v) => v,
+        },
+    )
+}
+
+/// Durations as people write them: `30s`, `2m`, `1h 30m`.
+mod duration {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("a duration such as \"30s\", \"2m\" or \"1h 30m\"")
+        })?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a duration ({e}); write such as \"30s\", \"2m\" or \"1h 30m\""
+            ))
+        })
+    }
+}

@@ -1,0 +1,203 @@
+//! A whole server on a data directory: the listening socket, the SQLite store, the engine,
+//! the agent runtime (resuming turns), the first admin token, and the HTTP service.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use holdpoint_agent::{Runtime, RuntimeConfig, ShellLimits};
+use holdpoint_core::policy::Policy;
+use holdpoint_core::{Engine, HumanChannel};
+use holdpoint_llm::{LlmClient, Timeouts};
+use holdpoint_store::{DATABASE_FILE, SqliteStore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{App, ServerConfig};
+use crate::config::Settings;
+
+/// The file, in the data directory, that holds the first admin token.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+
+/// Why a server did not start. Each names what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("policy file {path}: {message}")]
+    Policy { path: PathBuf, message: String },
+    #[error(
+        "cannot listen on {addr}: {source} (is another server running there? choose another with --bind)"
+    )]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Store(#[from] holdpoint_store::OpenError),
+    #[error("{0}")]
+    Start(String),
+}
+
+/// People answer holds through the API, the live event stream and the web interface: the
+/// server itself is the channel that reaches them.
+struct Inbox;
+
+impl HumanChannel for Inbox {
+    fn name(&self) -> &str {
+        "inbox"
+    }
+}
+
+/// Reads a policy file.
+pub fn load_policy(path: &Path) -> Result<Policy, LaunchError> {
+    let fail = |message: String| LaunchError::Policy {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    Policy::from_toml(&text).map_err(|e| fail(e.to_string()))
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    app: App,
+    store: Arc<SqliteStore>,
+    admin_token: Option<String>,
+    admin_token_file: PathBuf,
+    stop: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Starts serving `data_dir` as `settings` say. Nothing is opened when the address is
+    /// taken or the policy is invalid.
+    pub async fn start(data_dir: &Path, settings: &Settings) -> Result<Server, LaunchError> {
+        let policy = match &settings.policy.file {
+            Some(path) => load_policy(path)?,
+            None => Policy::default(),
+        };
+        let bind = settings.server.bind;
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|source| LaunchError::Bind { addr: bind, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| LaunchError::Bind { addr: bind, source })?;
+        // The data directory holds the audit log and the admin token: its owner's only.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .map_err(|e| {
+                LaunchError::Start(format!(
+                    "cannot create the data directory {}: {e}",
+                    data_dir.display()
+                ))
+            })?;
+        let store = Arc::new(SqliteStore::open(data_dir.join(DATABASE_FILE))?);
+        let engine = Engine::builder(store.clone())
+            .policy(policy)
+            .channel(Arc::new(Inbox))
+            .start()
+            .await
+            .map_err(|e| LaunchError::Start(e.to_string()))?;
+        let llm = &settings.llm;
+        let timeouts = Timeouts {
+            connect: llm.connect_timeout,
+            first_byte: llm.first_byte_timeout,
+            idle: llm.idle_timeout,
+            retries: llm.retries,
+            ..Timeouts::default()
+        };
+        let llm = LlmClient::new(timeouts).map_err(|e| LaunchError::Start(e.to_string()))?;
+        let mut runtime_config = RuntimeConfig::new(data_dir.join("worlds"));
+        runtime_config.shell = ShellLimits {
+            default_timeout: settings.shell.default_timeout,
+            max_timeout: settings.shell.max_timeout,
+            max_output: settings.shell.max_output,
+        };
+        let runtime = Runtime::start(engine, llm, runtime_config)
+            .await
+            .map_err(|e| LaunchError::Start(e.to_string()))?;
+
+        let mut config = ServerConfig::for_address(addr);
+        config
+            .allowed_hosts
+            .extend(settings.server.allowed_hosts.iter().cloned());
+        config.max_body = settings.server.max_body;
+        config.max_wait = settings.server.max_wait;
+        config.webhooks = settings.webhooks.clone();
+        let app = App::new(runtime, config);
+        let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
+        let admin_token = app
+            .ensure_admin(&admin_token_file)
+            .await
+            .map_err(|e| LaunchError::Start(e.message))?;
+        app.start_background()
+            .await
+            .map_err(|e| LaunchError::Start(e.message))?;
+
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(crate::serve(
+            listener,
+            app.clone(),
+            stop.clone().cancelled_owned(),
+        ));
+        Ok(Server {
+            addr,
+            app,
+            store,
+            admin_token,
+            admin_token_file,
+            stop,
+            task,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The address clients on this machine use (`http://127.0.0.1:7717`).
+    pub fn url(&self) -> String {
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("http://{addr}")
+    }
+
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// The first admin token, when its file still holds it.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    pub fn admin_token_file(&self) -> &Path {
+        &self.admin_token_file
+    }
+
+    /// The link that signs a browser in as the admin.
+    pub fn login_url(&self) -> Option<String> {
+        self.admin_token
+            .as_ref()
+            .map(|t| format!("{}/login?token={t}", self.url()))
+    }
+
+    /// Stops taking connections, lets requests in flight finish (long polls and live streams
+    /// end at once), then writes out what is queued and closes the store. Turns stay stored
+    /// and resume on the next start.
+    pub async fn stop(self) -> std::io::Result<()> {
+        self.stop.cancel();
+        let served = self
+            .task
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        self.store.close().await;
+        served
+    }
+}

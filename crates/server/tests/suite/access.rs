@@ -1,0 +1,397 @@
+//! Tokens, roles, browser sessions, CSRF, Host and Origin.
+
+use reqwest::Method;
+use serde_json::json;
+
+use super::{TestServer, held, question, raise};
+
+#[tokio::test]
+async fn the_first_start_writes_an_admin_token_only_its_owner_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestServer::start().await;
+    let file = t.server.admin_token_file();
+    let mode = std::fs::metadata(file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap().trim(),
+        t.server.admin_token().unwrap()
+    );
+    let login = t.server.login_url().unwrap();
+    assert!(
+        login.starts_with(&format!("{}/login?token=hp_", t.server.url())),
+        "{login}"
+    );
+    let me = t.api.get("/api/v1/session").await.expect(200);
+    assert_eq!(
+        (me["name"].as_str(), me["role"].as_str()),
+        (Some("admin"), Some("admin"))
+    );
+}
+
+#[tokio::test]
+async fn calls_without_a_valid_token_are_refused() {
+    let t = TestServer::start().await;
+    let anonymous = t.api.anonymous();
+    let reply = anonymous.get("/api/v1/worlds").await;
+    assert_eq!(reply.headers.get("www-authenticate").unwrap(), "Bearer");
+    assert_eq!(reply.error(401).0, "unauthorized");
+    let (code, message) = t
+        .api
+        .as_token("hp_made_up")
+        .get("/api/v1/holds")
+        .await
+        .error(401);
+    assert_eq!(code, "unauthorized");
+    assert!(message.contains("unknown or revoked"), "{message}");
+    // Health, readiness and the API description need no token.
+    anonymous.get("/healthz").await.expect(200);
+    anonymous.get("/readyz").await.expect(200);
+    anonymous.get("/api/v1/openapi.json").await.expect(200);
+}
+
+#[tokio::test]
+async fn only_admins_manage_tokens_and_revoked_tokens_stop_working() {
+    let t = TestServer::start().await;
+    let alice = t.caller("alice", "approver", None).await;
+    let (code, message) = alice
+        .post("/api/v1/tokens", json!({"name": "eve", "role": "admin"}))
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    assert!(
+        message.contains("role admin") && message.contains("alice is approver"),
+        "{message}"
+    );
+    alice.get("/api/v1/tokens").await.error(403);
+
+    let listed = t.api.get("/api/v1/tokens").await.expect(200);
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["admin", "alice"]);
+    // Secrets are shown once, never listed.
+    assert!(!listed.to_string().contains("hp_"));
+
+    let alice_id = listed[1]["id"].as_str().unwrap();
+    t.api
+        .delete(&format!("/api/v1/tokens/{alice_id}"))
+        .await
+        .expect(204);
+    alice.get("/api/v1/holds").await.error(401);
+    t.api
+        .delete(&format!("/api/v1/tokens/{alice_id}"))
+        .await
+        .error(404);
+}
+
+#[tokio::test]
+async fn token_requests_are_validated() {
+    let t = TestServer::start().await;
+    let (_, message) = t
+        .api
+        .post("/api/v1/tokens", json!({"name": "x", "role": "root"}))
+        .await
+        .error(422);
+    assert!(
+        message.starts_with("role: unknown variant `root`"),
+        "{message}"
+    );
+    let (_, message) = t
+        .api
+        .post("/api/v1/tokens", json!({"name": "", "role": "agent"}))
+        .await
+        .error(422);
+    assert!(message.starts_with("name:"), "{message}");
+    let (_, message) = t
+        .api
+        .post("/api/v1/tokens", json!({"role": "agent"}))
+        .await
+        .error(422);
+    assert!(message.contains("missing field `name`"), "{message}");
+    let (_, message) = t
+        .api
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "bot", "role": "agent", "world": "nowhere"}),
+        )
+        .await
+        .error(404);
+    assert!(message.contains("nowhere"), "{message}");
+}
+
+#[tokio::test]
+async fn an_agent_cannot_decide_and_a_second_decision_gets_the_recorded_one() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let bob = t.caller("bob", "approver", None).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Deploy?", &["yes", "no"])]).await,
+        0,
+    );
+    let decision = json!({"action": "answer", "options": ["yes"]});
+    let path = format!("/api/v1/holds/{hold}/decision");
+
+    let (code, _) = agent.post(&path, decision.clone()).await.error(403);
+    assert_eq!(code, "forbidden");
+    let first = alice.post(&path, decision.clone()).await.expect(200);
+    assert_eq!(first["hold"]["outcome"]["decided_by"], json!(["alice"]));
+
+    let second = bob
+        .post(&path, json!({"action": "answer", "options": ["no"]}))
+        .await;
+    let body = second.expect(409);
+    assert_eq!(body["error"]["code"], "already_decided");
+    assert_eq!(
+        body["error"]["details"]["hold"]["outcome"],
+        first["hold"]["outcome"]
+    );
+}
+
+#[tokio::test]
+async fn holds_of_other_worlds_and_made_up_ids_are_not_found() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    t.world("prod").await;
+    let lab_agent = t.caller("lab-bot", "agent", Some("lab")).await;
+    let prod_approver = t.caller("pat", "approver", Some("prod")).await;
+    let hold = held(
+        &raise(&lab_agent, "lab", vec![question("Go?", &["yes", "no"])]).await,
+        0,
+    );
+
+    let decision = json!({"action": "answer", "options": ["yes"]});
+    let (code, _) = prod_approver
+        .post(&format!("/api/v1/holds/{hold}/decision"), decision.clone())
+        .await
+        .error(404);
+    assert_eq!(code, "not_found");
+    prod_approver
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .error(404);
+    let listed = prod_approver.get("/api/v1/holds").await.expect(200);
+    assert_eq!(listed["items"], json!([]));
+    // A world-limited credential cannot see or use other worlds.
+    prod_approver.get("/api/v1/worlds/lab").await.error(404);
+    lab_agent
+        .post(
+            "/api/v1/worlds/prod/holds",
+            json!({"items": [question("Go?", &["yes"])]}),
+        )
+        .await
+        .error(404);
+    let worlds = prod_approver.get("/api/v1/worlds").await.expect(200);
+    assert_eq!(worlds.as_array().unwrap().len(), 1);
+
+    for id in ["0192f0c0-0000-7000-8000-000000000000", "not-an-id"] {
+        t.api
+            .post(&format!("/api/v1/holds/{id}/decision"), decision.clone())
+            .await
+            .error(404);
+        t.api.get(&format!("/api/v1/holds/{id}")).await.error(404);
+    }
+}
+
+/// Signs a browser in; returns its cookie header and CSRF token.
+async fn browser(t: &TestServer, token: &str) -> (String, String) {
+    let reply = t
+        .api
+        .anonymous()
+        .get(&format!("/login?token={token}"))
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    assert_eq!(reply.headers.get("location").unwrap(), "/");
+    let set = reply
+        .headers
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let api = t.api.anonymous();
+    let session = api
+        .send(
+            api.request(Method::GET, "/api/v1/session")
+                .header("cookie", &cookie),
+        )
+        .await
+        .expect(200);
+    (cookie, session["csrf_token"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn browser_sessions_need_the_csrf_token_to_change_anything() {
+    let t = TestServer::start().await;
+    let (cookie, csrf) = browser(&t, t.server.admin_token().unwrap()).await;
+    let api = t.api.anonymous();
+    let world = |name: &str| json!({"name": name});
+
+    // Reading needs only the cookie.
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("cookie", &cookie),
+    )
+    .await
+    .expect(200);
+    let (code, _) = api
+        .send(
+            api.request(Method::POST, "/api/v1/worlds")
+                .header("cookie", &cookie)
+                .json(&world("a")),
+        )
+        .await
+        .error(403);
+    assert_eq!(code, "csrf_token_missing");
+    let wrong = api
+        .request(Method::POST, "/api/v1/worlds")
+        .header("cookie", &cookie)
+        .header("x-csrf-token", "0".repeat(64));
+    wrong
+        .json(&world("b"))
+        .send()
+        .await
+        .map(|r| assert_eq!(r.status(), 403))
+        .unwrap();
+    let right = api
+        .request(Method::POST, "/api/v1/worlds")
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf);
+    api.send(right.json(&world("c"))).await.expect(201);
+
+    // Logging out ends the session.
+    let out = api
+        .request(Method::POST, "/api/v1/logout")
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf);
+    api.send(out).await.expect(204);
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("cookie", &cookie),
+    )
+    .await
+    .error(401);
+}
+
+#[tokio::test]
+async fn agents_cannot_sign_in_and_revoking_a_token_ends_its_sessions() {
+    let t = TestServer::start().await;
+    let bot = t.token("bot", "agent", None).await;
+    t.api
+        .anonymous()
+        .get(&format!("/login?token={bot}"))
+        .await
+        .error(403);
+    t.api
+        .anonymous()
+        .get("/login?token=hp_unknown")
+        .await
+        .error(401);
+    t.api.anonymous().get("/login").await.error(400);
+
+    let alice = t.token("alice", "approver", None).await;
+    let (cookie, _) = browser(&t, &alice).await;
+    let tokens = t.api.get("/api/v1/tokens").await.expect(200);
+    let id = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "alice")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    t.api
+        .delete(&format!("/api/v1/tokens/{id}"))
+        .await
+        .expect(204);
+    let api = t.api.anonymous();
+    api.send(
+        api.request(Method::GET, "/api/v1/holds")
+            .header("cookie", &cookie),
+    )
+    .await
+    .error(401);
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused() {
+    let t = TestServer::start().await;
+    let api = &t.api;
+    // A DNS-rebinding page reaches the port under another name.
+    let (code, _) = api
+        .send(
+            api.request(Method::GET, "/api/v1/worlds")
+                .header("host", "evil.example:7717"),
+        )
+        .await
+        .error(421);
+    assert_eq!(code, "unknown_host");
+    api.send(
+        api.request(Method::GET, "/healthz")
+            .header("host", "evil.example"),
+    )
+    .await
+    .error(421);
+    // Another site's page calling the API.
+    let (code, _) = api
+        .send(
+            api.request(Method::POST, "/api/v1/worlds")
+                .header("origin", "https://evil.example")
+                .json(&json!({"name": "x"})),
+        )
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    // The server's own pages may.
+    let own = t.server.url();
+    api.send(
+        api.request(Method::POST, "/api/v1/worlds")
+            .header("origin", own)
+            .json(&json!({"name": "x"})),
+    )
+    .await
+    .expect(201);
+    let port = t.server.addr().port();
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("host", format!("localhost:{port}")),
+    )
+    .await
+    .expect(200);
+}
+
+#[tokio::test]
+async fn configured_host_names_are_accepted() {
+    let t = TestServer::with(super::ASK_ALL, |s| {
+        s.server.allowed_hosts = vec!["holdpoint.example.com".into()]
+    })
+    .await;
+    let api = &t.api;
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("host", "holdpoint.example.com"),
+    )
+    .await
+    .expect(200);
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("origin", "https://holdpoint.example.com"),
+    )
+    .await
+    .expect(200);
+    api.send(
+        api.request(Method::GET, "/api/v1/worlds")
+            .header("host", "other.example.com"),
+    )
+    .await
+    .error(421);
+}

@@ -1,0 +1,587 @@
+//! Holds raised by agents outside Holdpoint: create, wait, decide, list, withdraw.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::{TestServer, approval, held, question, raise};
+
+async fn lab(t: &TestServer) -> (super::Api, super::Api) {
+    t.world("lab").await;
+    (
+        t.caller("deploy-bot", "agent", None).await,
+        t.caller("alice", "approver", None).await,
+    )
+}
+
+#[tokio::test]
+async fn a_waiting_agent_gets_the_answer_given_from_another_client() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let mut q = question("Deploy v2 to production?", &["deploy", "abort"]);
+    q["default_option"] = json!("abort");
+    q["deadline"] = json!("30m");
+    let created = raise(&agent, "lab", vec![q]).await;
+    let hold = held(&created, 0);
+    assert_eq!(created["results"][0]["result"], "held");
+
+    let waiting = {
+        let agent = agent.clone();
+        let hold = hold.clone();
+        tokio::spawn(async move {
+            agent
+                .get(&format!("/api/v1/holds/{hold}/wait?timeout=60s"))
+                .await
+        })
+    };
+    // The approver finds it in the pending list, then answers.
+    let pending = alice.get("/api/v1/holds?world=lab").await.expect(200);
+    assert_eq!(pending["items"][0]["id"], hold.as_str());
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "answer", "options": ["deploy"]}),
+        )
+        .await
+        .expect(200);
+
+    let result = waiting.await.unwrap().expect(200);
+    assert_eq!(result["decided"], true);
+    let outcome = &result["hold"]["outcome"];
+    assert_eq!(
+        (outcome["status"].as_str(), outcome["source"].as_str()),
+        (Some("answered"), Some("person"))
+    );
+    assert_eq!(outcome["options"][0]["id"], "deploy");
+    assert_eq!(outcome["decided_by"], json!(["alice"]));
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_says_so_and_the_hold_stays_pending() {
+    let t = TestServer::start().await;
+    let (agent, _) = lab(&t).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Go?", &["yes", "no"])]).await,
+        0,
+    );
+    let result = agent
+        .get(&format!("/api/v1/holds/{hold}/wait?timeout=50ms"))
+        .await
+        .expect(200);
+    assert_eq!(result["decided"], false);
+    assert_eq!(result["hold"]["status"], "pending");
+    for bad in ["soon", "10h", "-1s"] {
+        let (_, message) = agent
+            .get(&format!("/api/v1/holds/{hold}/wait?timeout={bad}"))
+            .await
+            .error(400);
+        assert!(message.starts_with("timeout:"), "{message}");
+    }
+    agent
+        .get(&format!("/api/v1/holds/{hold}/wait?timeout=1s&colour=red"))
+        .await
+        .error(400);
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_raises_one_hold() {
+    let t = TestServer::start().await;
+    let (agent, _) = lab(&t).await;
+    let body = json!({"items": [question("Rotate the keys?", &["yes", "no"])]});
+    let send = || {
+        agent.send(
+            agent
+                .request(Method::POST, "/api/v1/worlds/lab/holds")
+                .header("idempotency-key", "rotate-2026-11-22")
+                .json(&body),
+        )
+    };
+    let first = send().await.expect(201);
+    let second = send().await.expect(201);
+    assert_eq!(first, second);
+    let listed = agent.get("/api/v1/holds?world=lab").await.expect(200);
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+
+    // The same key with another request is a mistake, not a replay.
+    let other = json!({"items": [question("Something else?", &["yes"])]});
+    let reply = agent
+        .send(
+            agent
+                .request(Method::POST, "/api/v1/worlds/lab/holds")
+                .header("idempotency-key", "rotate-2026-11-22")
+                .json(&other),
+        )
+        .await;
+    assert_eq!(reply.status, 409, "{}", reply.text);
+}
+
+#[tokio::test]
+async fn approvals_go_through_policy_first() {
+    let policy = r#"
+mode = "manual"
+[[rules]]
+name = "reads are fine"
+tools = ["read_file"]
+action = "allow"
+[[rules]]
+name = "never delete"
+tools = ["delete_*"]
+action = "deny"
+"#;
+    let t = TestServer::with(policy, |_| {}).await;
+    let (agent, _) = lab(&t).await;
+    let reply = agent
+        .post("/api/v1/worlds/lab/holds", json!({"items": [approval("read_file", json!({"path": "a.txt"})), approval("delete_db", json!({}))]}))
+        .await
+        .expect(200);
+    assert_eq!(reply["results"][0]["result"], "allowed");
+    assert_eq!(reply["results"][1]["result"], "denied");
+    assert_eq!(
+        reply["results"][1]["decided_by"]["rule"]["name"],
+        "never delete"
+    );
+    assert!(reply.get("batch").is_none());
+
+    let raised = raise(
+        &agent,
+        "lab",
+        vec![approval("shell_cmd", json!({"command": "make deploy"}))],
+    )
+    .await;
+    let hold = &raised["results"][0]["hold"];
+    assert_eq!(hold["spec"]["kind"], "approval");
+    assert_eq!(hold["spec"]["arguments"], json!({"command": "make deploy"}));
+    assert_eq!(hold["requested_by"], "deploy-bot");
+}
+
+#[tokio::test]
+async fn malformed_holds_raise_nothing_and_name_the_field() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let good = question("Fine?", &["yes"]);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"items": [good.clone(), question("", &["yes"])]}),
+            "items[1].question:",
+        ),
+        (
+            json!({"items": [good.clone(), {"kind": "question", "question": "Q", "options": []}]}),
+            "items[1].options:",
+        ),
+        (
+            json!({"items": [{"kind": "question", "question": "Q", "options": [{"id": "a", "label": "A"}], "default_option": "z"}]}),
+            "items[0].default_option:",
+        ),
+        (
+            json!({"items": [{"kind": "question", "question": "Q", "options": [{"id": "a", "label": "A"}], "deadline": "soon"}]}),
+            "items[0].deadline:",
+        ),
+        (
+            json!({"items": [{"kind": "question", "question": "x".repeat(100_000), "options": [{"id": "a", "label": "A"}]}]}),
+            "items[0].question:",
+        ),
+        (
+            json!({"items": [{"kind": "approval", "tool": "t", "arguments": [1, 2]}]}),
+            "items[0].arguments:",
+        ),
+        (json!({"items": [{"kind": "vote"}]}), "items[0].kind:"),
+        (json!({"items": []}), "items:"),
+        (json!({"items": "all of them"}), "items:"),
+        (json!({"chat": 7, "items": [good.clone()]}), "chat:"),
+    ];
+    for (body, field) in cases {
+        let reply = agent.post("/api/v1/worlds/lab/holds", body.clone()).await;
+        assert_eq!(reply.status, 422, "{body}: {}", reply.text);
+        let message = reply.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(field),
+            "{body}\nexpected {field} in: {message}"
+        );
+    }
+    let listed = alice.get("/api/v1/holds?status=any").await.expect(200);
+    assert_eq!(listed["items"], json!([]), "nothing was raised");
+
+    // Bodies that are not JSON, or too large.
+    let r = agent
+        .send(
+            agent
+                .request(Method::POST, "/api/v1/worlds/lab/holds")
+                .header("content-type", "application/json")
+                .body("{\"items\": ["),
+        )
+        .await;
+    assert_eq!(r.error(400).0, "malformed_json");
+    let r = agent
+        .send(
+            agent
+                .request(Method::POST, "/api/v1/worlds/lab/holds")
+                .header("content-type", "text/plain")
+                .body("hi"),
+        )
+        .await;
+    assert_eq!(r.error(415).0, "unsupported_media_type");
+    let huge = json!({"items": [question(&"x".repeat(2 * 1024 * 1024), &["a"])]});
+    let r = agent.post("/api/v1/worlds/lab/holds", huge).await;
+    assert_eq!(r.error(413).0, "body_too_large");
+    // Only agents (and admins) raise holds.
+    alice
+        .post("/api/v1/worlds/lab/holds", json!({"items": [good]}))
+        .await
+        .error(403);
+}
+
+#[tokio::test]
+async fn decisions_are_validated_against_what_the_hold_offers() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let created = raise(
+        &agent,
+        "lab",
+        vec![
+            question("Which?", &["a", "b"]),
+            approval("shell_cmd", json!({"command": "ls"})),
+        ],
+    )
+    .await;
+    let (q, a) = (held(&created, 0), held(&created, 1));
+    let cases = [
+        (&q, json!({"action": "answer", "options": ["c"]}), 422),
+        (&q, json!({"action": "answer", "options": ["a", "b"]}), 422),
+        (&q, json!({"action": "approve"}), 422),
+        (&a, json!({"action": "answer", "options": ["a"]}), 422),
+        (&a, json!({"action": "edit", "arguments": "rm -rf /"}), 422),
+        (&a, json!({"action": "approve", "scope": "forever"}), 422),
+        (&a, json!({"action": "approve", "digest": "0000"}), 409),
+        (&a, json!({"action": "launch"}), 422),
+        (&a, json!({"reason": "no action"}), 422),
+    ];
+    for (hold, body, status) in cases {
+        let reply = alice
+            .post(&format!("/api/v1/holds/{hold}/decision"), body.clone())
+            .await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.text);
+        assert!(
+            reply.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    let digest =
+        alice.get(&format!("/api/v1/holds/{a}")).await.expect(200)["hold"]["spec"]["digest"]
+            .clone();
+    let decided = alice
+        .post(
+            &format!("/api/v1/holds/{a}/decision"),
+            json!({"action": "approve", "digest": digest}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(decided["hold"]["outcome"]["verdict"], "approve");
+}
+
+#[tokio::test]
+async fn holds_are_listed_with_filters_and_cursors() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    t.world("ops").await;
+    for i in 0..5 {
+        raise(
+            &agent,
+            "lab",
+            vec![question(&format!("Q{i}?"), &["yes", "no"])],
+        )
+        .await;
+    }
+    let chat_hold = agent
+        .post("/api/v1/worlds/ops/holds", json!({"chat": "night-shift", "items": [approval("shell_cmd", json!({"command": "reboot"}))]}))
+        .await
+        .expect(201);
+    let first = held(
+        &raise(&agent, "lab", vec![question("Decided?", &["yes"])]).await,
+        0,
+    );
+    alice
+        .post(
+            &format!("/api/v1/holds/{first}/decision"),
+            json!({"action": "answer", "options": ["yes"]}),
+        )
+        .await
+        .expect(200);
+
+    let mut seen = Vec::new();
+    let mut path = "/api/v1/holds?world=lab&limit=2".to_owned();
+    loop {
+        let page = alice.get(&path).await.expect(200);
+        seen.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["spec"]["question"].as_str().unwrap().to_owned()),
+        );
+        match page["next"].as_str() {
+            Some(next) => path = format!("/api/v1/holds?world=lab&limit=2&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["Q0?", "Q1?", "Q2?", "Q3?", "Q4?"]);
+
+    let count = |v: Value| v["items"].as_array().unwrap().len();
+    assert_eq!(
+        count(alice.get("/api/v1/holds?status=resolved").await.expect(200)),
+        1
+    );
+    assert_eq!(
+        count(alice.get("/api/v1/holds?status=answered").await.expect(200)),
+        1
+    );
+    assert_eq!(
+        count(alice.get("/api/v1/holds?status=any").await.expect(200)),
+        7
+    );
+    assert_eq!(
+        count(alice.get("/api/v1/holds?kind=approval").await.expect(200)),
+        1
+    );
+    assert_eq!(
+        count(
+            alice
+                .get("/api/v1/holds?world=ops&chat=night-shift")
+                .await
+                .expect(200)
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            alice
+                .get("/api/v1/holds?world=ops&chat=day-shift")
+                .await
+                .expect(200)
+        ),
+        0
+    );
+    let batch = chat_hold["batch"].as_str().unwrap();
+    assert_eq!(
+        count(
+            alice
+                .get(&format!("/api/v1/holds?batch={batch}"))
+                .await
+                .expect(200)
+        ),
+        1
+    );
+    let newest = alice
+        .get("/api/v1/holds?order=newest&limit=1")
+        .await
+        .expect(200);
+    assert_eq!(newest["items"][0]["spec"]["tool"], "shell_cmd");
+
+    for bad in [
+        "status=lost",
+        "kind=poll",
+        "order=random",
+        "limit=many",
+        "cursor=%%%",
+        "colour=red",
+    ] {
+        let reply = alice.get(&format!("/api/v1/holds?{bad}")).await;
+        assert!(
+            reply.status == 400 || reply.status == 422,
+            "{bad}: {}",
+            reply.text
+        );
+    }
+    alice.get("/api/v1/holds?world=atlantis").await.error(404);
+}
+
+#[tokio::test]
+async fn one_hold_comes_with_its_history() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Go?", &["yes", "no"])]).await,
+        0,
+    );
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "answer", "options": ["no"]}),
+        )
+        .await
+        .expect(200);
+    let detail = alice
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200);
+    let types: Vec<&str> = detail["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["hold.created", "hold.decided"]);
+    assert_eq!(detail["hold"]["status"], "answered");
+}
+
+#[tokio::test]
+async fn a_batch_is_decided_at_once_as_it_was_seen() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let created = raise(
+        &agent,
+        "lab",
+        vec![
+            approval("shell_cmd", json!({"command": "a"})),
+            approval("shell_cmd", json!({"command": "b"})),
+        ],
+    )
+    .await;
+    let batch = created["batch"].as_str().unwrap();
+    let seen: Vec<Value> = (0..2)
+        .map(|i| {
+            let h = &created["results"][i]["hold"];
+            json!({"hold": h["id"], "digest": h["spec"]["digest"]})
+        })
+        .collect();
+
+    // What was seen must be the whole batch.
+    let partial =
+        json!({"seen": [seen[0].clone()], "decision": {"action": "deny", "reason": "no"}});
+    alice
+        .post(&format!("/api/v1/batches/{batch}/decision"), partial)
+        .await
+        .error(409);
+
+    let all = json!({"seen": seen, "decision": {"action": "deny", "reason": "not today"}});
+    let result = alice
+        .post(&format!("/api/v1/batches/{batch}/decision"), all)
+        .await
+        .expect(200);
+    for i in 0..2 {
+        assert_eq!(
+            result["holds"][i]["hold"]["outcome"]["status"], "denied",
+            "{result}"
+        );
+    }
+    alice
+        .post(
+            "/api/v1/batches/not-a-batch/decision",
+            json!({"seen": [], "decision": {"action": "deny"}}),
+        )
+        .await
+        .error(404);
+}
+
+#[tokio::test]
+async fn the_agent_that_raised_a_hold_may_withdraw_it() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let other_agent = t.caller("other-bot", "agent", None).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Still needed?", &["yes"])]).await,
+        0,
+    );
+    other_agent
+        .post(
+            &format!("/api/v1/holds/{hold}/withdraw"),
+            json!({"reason": "mine now"}),
+        )
+        .await
+        .error(403);
+    let withdrawn = agent
+        .post(
+            &format!("/api/v1/holds/{hold}/withdraw"),
+            json!({"reason": "done by hand"}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(withdrawn["status"], "canceled");
+    let (code, _) = alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "answer", "options": ["yes"]}),
+        )
+        .await
+        .error(409);
+    assert_eq!(code, "already_decided");
+    let waited = agent
+        .get(&format!("/api/v1/holds/{hold}/wait"))
+        .await
+        .expect(200);
+    assert_eq!(waited["decided"], true);
+}
+
+#[tokio::test]
+async fn grants_are_listed_and_revoked_and_policy_explains_itself() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let hold = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("deploy", json!({"env": "staging"}))],
+        )
+        .await,
+        0,
+    );
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "approve", "scope": "always_args"}),
+        )
+        .await
+        .expect(200);
+
+    let explain = json!({"world": "lab", "tool": "deploy", "arguments": {"env": "staging"}});
+    let before = alice
+        .post("/api/v1/policy/explain", explain.clone())
+        .await
+        .expect(200);
+    assert_eq!(before["decision"], "allow", "{before}");
+    let again = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"items": [approval("deploy", json!({"env": "staging"}))]}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(again["results"][0]["result"], "allowed");
+
+    let grants = alice.get("/api/v1/worlds/lab/grants").await.expect(200);
+    let grant = grants[0]["id"].as_str().unwrap().to_owned();
+    agent
+        .delete(&format!("/api/v1/grants/{grant}"))
+        .await
+        .error(403);
+    alice
+        .delete(&format!("/api/v1/grants/{grant}"))
+        .await
+        .expect(200);
+    assert_eq!(
+        alice.get("/api/v1/worlds/lab/grants").await.expect(200),
+        json!([])
+    );
+    let after = alice
+        .post("/api/v1/policy/explain", explain)
+        .await
+        .expect(200);
+    assert_eq!(after["decision"], "ask", "{after}");
+    alice
+        .delete(&format!("/api/v1/grants/{grant}"))
+        .await
+        .error(409);
+    alice
+        .post(
+            "/api/v1/policy/explain",
+            json!({"world": "lab", "tool": "x", "arguments": [1]}),
+        )
+        .await
+        .error(422);
+    alice
+        .post(
+            "/api/v1/policy/explain",
+            json!({"world": "nowhere", "tool": "x"}),
+        )
+        .await
+        .error(404);
+}

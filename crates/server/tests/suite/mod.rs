@@ -1,0 +1,117 @@
+mod access;
+mod catalog;
+mod events;
+mod external;
+mod ops;
+mod turns;
+mod webhooks;
+
+use std::time::Duration;
+
+use holdpoint_server::{Server, Settings};
+pub use holdpoint_test_support::http::Api;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// A server on a fresh data directory, listening on a free loopback port.
+pub struct TestServer {
+    pub server: Server,
+    /// The admin.
+    pub api: Api,
+    /// Kept so the data directory lives as long as the server.
+    _dir: TempDir,
+}
+
+/// Every call asks a person, except what these rules say.
+pub const ASK_ALL: &str = "mode = \"manual\"\n";
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::with(ASK_ALL, |_| {}).await
+    }
+
+    /// With a policy, and settings adjusted by `tweak`.
+    pub async fn with(policy: &str, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::on(dir, policy, tweak).await
+    }
+
+    /// On `dir`, which may hold an earlier server's data.
+    pub async fn on(dir: TempDir, policy: &str, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let policy_file = dir.path().join("policy.toml");
+        std::fs::write(&policy_file, policy).unwrap();
+        let mut settings = Settings::default();
+        settings.server.bind = "127.0.0.1:0".parse().unwrap();
+        settings.policy.file = Some(policy_file);
+        settings.webhooks.backoff = Duration::from_millis(20);
+        settings.webhooks.timeout = Duration::from_secs(5);
+        settings.llm.retries = 1;
+        settings.llm.connect_timeout = Duration::from_secs(2);
+        tweak(&mut settings);
+        let server = Server::start(dir.path(), &settings).await.unwrap();
+        let api = Api::new(&server.url(), server.admin_token());
+        TestServer {
+            server,
+            api,
+            _dir: dir,
+        }
+    }
+
+    /// A new token's secret.
+    pub async fn token(&self, name: &str, role: &str, world: Option<&str>) -> String {
+        let body = self
+            .api
+            .post(
+                "/api/v1/tokens",
+                json!({"name": name, "role": role, "world": world}),
+            )
+            .await
+            .expect(201);
+        body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// A client for a new caller.
+    pub async fn caller(&self, name: &str, role: &str, world: Option<&str>) -> Api {
+        self.api.as_token(&self.token(name, role, world).await)
+    }
+
+    pub async fn world(&self, name: &str) -> Value {
+        self.api
+            .post("/api/v1/worlds", json!({"name": name}))
+            .await
+            .expect(201)
+    }
+}
+
+/// A question for `POST …/holds`.
+pub fn question(text: &str, options: &[&str]) -> Value {
+    let options: Vec<Value> = options
+        .iter()
+        .map(|o| json!({"id": o, "label": o}))
+        .collect();
+    json!({"kind": "question", "question": text, "options": options})
+}
+
+/// An approval for `POST …/holds`.
+pub fn approval(tool: &str, arguments: Value) -> Value {
+    json!({"kind": "approval", "tool": tool, "arguments": arguments})
+}
+
+/// Raises holds as `agent` in `world`; returns the gate's response.
+pub async fn raise(agent: &Api, world: &str, items: Vec<Value>) -> Value {
+    agent
+        .post(
+            &format!("/api/v1/worlds/{world}/holds"),
+            json!({"items": items}),
+        )
+        .await
+        .expect(201)
+}
+
+/// The id of the `i`th hold a gate response raised.
+pub fn held(response: &Value, i: usize) -> String {
+    response["results"][i]["hold"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}

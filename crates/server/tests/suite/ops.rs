@@ -1,0 +1,139 @@
+//! Health, readiness, metrics and the OpenAPI document.
+
+use serde_json::json;
+
+use super::{TestServer, held, question, raise};
+
+#[tokio::test]
+async fn the_committed_openapi_document_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let current = holdpoint_server::openapi().to_pretty_json().unwrap() + "\n";
+    if std::env::var_os("HOLDPOINT_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &current).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == current,
+        "docs/openapi.json is stale: run HOLDPOINT_UPDATE_OPENAPI=1 cargo test -p holdpoint-server openapi, and commit it"
+    );
+
+    // The server serves the same document.
+    let t = TestServer::start().await;
+    let served = t
+        .api
+        .anonymous()
+        .get("/api/v1/openapi.json")
+        .await
+        .expect(200);
+    assert_eq!(
+        served,
+        serde_json::from_str::<serde_json::Value>(&current).unwrap()
+    );
+    // Every event type is documented.
+    let events = served["components"]["schemas"]["EventPayload"].to_string();
+    for kind in [
+        "hold.created",
+        "hold.decided",
+        "hold.expired",
+        "turn.started",
+        "message.created",
+        "grant.created",
+    ] {
+        assert!(events.contains(kind), "{kind} is not documented");
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_pending_holds_decisions_and_requests() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let first = held(
+        &raise(&agent, "lab", vec![question("A?", &["yes"])]).await,
+        0,
+    );
+    raise(&agent, "lab", vec![question("B?", &["yes"])]).await;
+    alice
+        .post(
+            &format!("/api/v1/holds/{first}/decision"),
+            json!({"action": "answer", "options": ["yes"]}),
+        )
+        .await
+        .expect(200);
+    t.api.get("/api/v1/holds/not-a-hold").await.error(404);
+
+    // The decision reaches the metrics through the log; wait for it there.
+    let deadline = tokio::time::Instant::now() + holdpoint_test_support::PATIENCE;
+    let text = loop {
+        let reply = t.api.anonymous().get("/metrics").await;
+        assert_eq!(reply.status, 200);
+        assert!(
+            reply
+                .headers
+                .get("content-type")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
+        if reply
+            .text
+            .contains("holdpoint_decisions_total{outcome=\"answered\",source=\"person\"} 1")
+        {
+            break reply.text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the decision was not counted:\n{}",
+            reply.text
+        );
+        tokio::task::yield_now().await;
+    };
+    for line in [
+        "holdpoint_pending_holds 1",
+        "holdpoint_time_to_decision_seconds_count 1",
+        "holdpoint_http_requests_total{route=\"/api/v1/holds/{hold}/decision\",method=\"POST\",status=\"200\"} 1",
+        "holdpoint_http_requests_total{route=\"/api/v1/holds/{hold}\",method=\"GET\",status=\"404\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line}:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let t = TestServer::start().await;
+    assert_eq!(
+        t.api.anonymous().get("/healthz").await.expect(200)["status"],
+        "ok"
+    );
+    assert_eq!(
+        t.api.anonymous().get("/readyz").await.expect(200)["status"],
+        "ready"
+    );
+    let index = t.api.anonymous().get("/").await;
+    assert!(index.text.contains("/api/v1/openapi.json"));
+}
+
+#[tokio::test]
+async fn the_audit_log_is_listed_and_verified() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("A?", &["yes"])]).await,
+        0,
+    );
+    let page = alice
+        .get(&format!("/api/v1/audit/events?hold={hold}"))
+        .await
+        .expect(200);
+    assert_eq!(page["events"][0]["payload"]["type"], "hold.created");
+    agent.get("/api/v1/audit/events").await.error(403);
+    alice.get("/api/v1/audit/verify").await.error(403);
+    let report = t.api.get("/api/v1/audit/verify").await.expect(200);
+    assert_eq!(report["intact"], true);
+    assert!(report["events"].as_u64().unwrap() >= 2, "{report}");
+    alice.get("/api/v1/audit/events?after=-1").await.error(400);
+}

@@ -1,0 +1,187 @@
+//! Chats over HTTP: a message starts a turn, its holds are decided through the API, and a
+//! chat with a pending hold refuses new messages.
+
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
+use serde_json::{Value, json};
+
+use super::{Api, TestServer};
+
+/// A world `lab` with an agent on `base_url` and a chat; returns the chat's id.
+async fn chat(t: &TestServer, base_url: &str) -> String {
+    t.world("lab").await;
+    t.api
+        .post(
+            "/api/v1/worlds/lab/agents",
+            json!({"name": "helper", "llm": {"base_url": base_url, "model": "scripted"}}),
+        )
+        .await
+        .expect(201);
+    let chat = t
+        .api
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201);
+    chat["id"].as_str().unwrap().to_owned()
+}
+
+async fn send(api: &Api, chat: &str, text: &str) -> holdpoint_test_support::http::Reply {
+    api.post(
+        &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+        json!({"text": text}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_turn_stops_at_a_hold_refuses_messages_and_resumes_when_approved() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "shell_cmd",
+            json!({"command": "echo shipped"}),
+        )]),
+        Step::text("Shipped."),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    let chat = chat(&t, &llm.base_url()).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let mut stream = alice.events(&format!("?world=lab&chat={chat}"), None).await;
+
+    let started = send(&alice, &chat, "Ship it").await.expect(202);
+    let turn = started["turn"].as_str().unwrap().to_owned();
+    let created = stream.next_of("hold.created").await;
+    let hold = created.data["payload"]["hold"].clone();
+    assert_eq!(
+        hold["spec"]["arguments"],
+        json!({"command": "echo shipped"})
+    );
+
+    let (code, message) = send(&alice, &chat, "Are you there?").await.error(409);
+    assert_eq!(code, "chat_locked", "{message}");
+
+    alice
+        .post(
+            &format!("/api/v1/holds/{}/decision", hold["id"].as_str().unwrap()),
+            json!({"action": "approve"}),
+        )
+        .await
+        .expect(200);
+    let finished = stream.next_of("turn.finished").await;
+    assert_eq!(finished.data["payload"]["turn"], turn.as_str());
+    let stored = alice
+        .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
+        .await
+        .expect(200);
+    assert_eq!(stored["status"], "finished");
+
+    let messages = alice
+        .get(&format!("/api/v1/worlds/lab/chats/{chat}/messages"))
+        .await
+        .expect(200);
+    let texts: Vec<Value> = messages["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message"]["role"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            json!("user"),
+            json!("assistant"),
+            json!("tool"),
+            json!("assistant")
+        ]
+    );
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert!(result.to_string().contains("shipped"), "{result}");
+    // The chat takes messages again.
+    llm.push(Step::text("Hello."));
+    send(&alice, &chat, "Thanks").await.expect(202);
+}
+
+#[tokio::test]
+async fn a_turn_can_be_canceled_through_the_api() {
+    let llm = ScriptedLlm::start(vec![Step::calls(vec![call(
+        "c1",
+        "shell_cmd",
+        json!({"command": "sleep 1"}),
+    )])])
+    .await;
+    let t = TestServer::start().await;
+    let chat = chat(&t, &llm.base_url()).await;
+    let mut stream = t.api.events("?world=lab", None).await;
+    let turn = send(&t.api, &chat, "go").await.expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = stream.next_of("hold.created").await;
+    let canceled = t
+        .api
+        .post(
+            &format!("/api/v1/worlds/lab/turns/{turn}/cancel"),
+            json!({}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(canceled["status"], "canceled");
+    let hold = created.data["hold"].as_str().unwrap();
+    let detail = t
+        .api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200);
+    assert_eq!(detail["hold"]["status"], "canceled");
+    t.api
+        .post(
+            &format!("/api/v1/worlds/lab/turns/{turn}/cancel"),
+            json!({}),
+        )
+        .await
+        .error(409);
+}
+
+#[tokio::test]
+async fn an_agent_without_a_reachable_llm_fails_with_what_to_configure() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t = TestServer::with(super::ASK_ALL, |s| s.llm.retries = 0).await;
+    let chat = chat(&t, &format!("http://127.0.0.1:{port}/v1")).await;
+    let mut stream = t.api.events("?world=lab", None).await;
+    let turn = send(&t.api, &chat, "hello?").await.expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let failed = stream.next_of("turn.failed").await;
+    let error = failed.data["payload"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("cannot reach the LLM") && error.contains("base URL"),
+        "{error}"
+    );
+    let stored = t
+        .api
+        .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
+        .await
+        .expect(200);
+    assert_eq!(stored["status"], "failed");
+}
+
+#[tokio::test]
+async fn a_refused_api_key_is_reported_in_the_chat() {
+    let llm = ScriptedLlm::start(vec![Step::Status(401, "invalid key".into())]).await;
+    let t = TestServer::start().await;
+    let chat = chat(&t, &llm.base_url()).await;
+    let mut stream = t.api.events("?world=lab", None).await;
+    send(&t.api, &chat, "hello?").await.expect(202);
+    let failed = stream.next_of("turn.failed").await;
+    let error = failed.data["payload"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused the API key") && error.contains("api_key_env"),
+        "{error}"
+    );
+}

@@ -1,0 +1,311 @@
+//! Webhooks: signed deliveries to a local receiver, retries, and the record of each.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::http::{HeaderMap, StatusCode};
+use hmac::{Hmac, KeyInit, Mac};
+use holdpoint_test_support::PATIENCE;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use tokio::sync::mpsc;
+
+use super::{TestServer, held, question, raise};
+
+/// What the receiver got.
+struct Received {
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+/// A receiver on a loopback port that fails the first `failures` requests with 500.
+async fn receiver(
+    failures: usize,
+) -> (
+    String,
+    mpsc::UnboundedReceiver<Received>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let failed = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: axum::body::Bytes| {
+            let tx = tx.clone();
+            let failed = failed.clone();
+            async move {
+                let _ = tx.send(Received {
+                    headers,
+                    body: body.to_vec(),
+                });
+                if failed.fetch_add(1, Ordering::SeqCst) < failures {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::NO_CONTENT
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, rx, task)
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Received>) -> Received {
+    tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("no delivery arrived in time")
+        .unwrap()
+}
+
+fn header<'a>(r: &'a Received, name: &str) -> &'a str {
+    r.headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .unwrap()
+}
+
+/// Checks the signature as a receiver would: HMAC-SHA256 of "<timestamp>.<body>".
+fn verify(secret: &str, r: &Received) {
+    let timestamp = header(r, "x-holdpoint-timestamp");
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(&r.body);
+    let expected: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        header(r, "x-holdpoint-signature"),
+        format!("sha256={expected}")
+    );
+    let age = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - timestamp.parse::<u64>().unwrap();
+    assert!(age < 60, "the timestamp is current");
+}
+
+#[tokio::test]
+async fn deliveries_are_signed_and_cover_created_and_decided() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let (url, mut rx, _task) = receiver(0).await;
+    let created = t
+        .api
+        .post("/api/v1/worlds/lab/webhooks", json!({"url": url}))
+        .await
+        .expect(201);
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        created["webhook"]["events"],
+        json!([
+            "hold.created",
+            "hold.reminded",
+            "hold.decided",
+            "hold.expired"
+        ])
+    );
+    let listed = t.api.get("/api/v1/worlds/lab/webhooks").await.expect(200);
+    assert!(
+        !listed.to_string().contains(&secret),
+        "the secret is shown once"
+    );
+
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Ship?", &["yes", "no"])]).await,
+        0,
+    );
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "answer", "options": ["no"]}),
+        )
+        .await
+        .expect(200);
+
+    let mut deliveries = Vec::new();
+    for expected in ["hold.created", "hold.decided"] {
+        let r = next(&mut rx).await;
+        verify(&secret, &r);
+        assert_eq!(header(&r, "x-holdpoint-event"), expected);
+        assert_eq!(header(&r, "content-type"), "application/json");
+        let event: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            (event["payload"]["type"].as_str(), event["hold"].as_str()),
+            (Some(expected), Some(hold.as_str()))
+        );
+        deliveries.push(header(&r, "x-holdpoint-delivery").to_owned());
+    }
+    let id = created["webhook"]["id"].as_str().unwrap();
+    let recorded = wait_for(&t, id, |d| {
+        d.iter().filter(|d| d["status"] == "delivered").count() == 2
+    })
+    .await;
+    for d in recorded.as_array().unwrap() {
+        assert_eq!(
+            (d["attempts"].as_u64(), d["last_status"].as_u64()),
+            (Some(1), Some(204))
+        );
+        assert!(deliveries.contains(&d["id"].as_str().unwrap().to_owned()));
+    }
+}
+
+/// The deliveries of webhook `id`, once `done` holds for them (polled up to PATIENCE).
+async fn wait_for(t: &TestServer, id: &str, done: impl Fn(&Vec<Value>) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let d = t
+            .api
+            .get(&format!("/api/v1/webhooks/{id}/deliveries"))
+            .await
+            .expect(200);
+        if done(d.as_array().unwrap()) {
+            return d;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "deliveries did not settle: {d}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_that_fails_first_gets_the_retry() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let (url, mut rx, _task) = receiver(2).await;
+    let created = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": url, "events": ["hold.created"]}),
+        )
+        .await
+        .expect(201);
+    let secret = created["secret"].as_str().unwrap();
+    let agent = t.caller("bot", "agent", None).await;
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Ship?", &["yes"])]).await,
+        0,
+    );
+
+    let attempts: Vec<Received> = vec![
+        next(&mut rx).await,
+        next(&mut rx).await,
+        next(&mut rx).await,
+    ];
+    let delivery = header(&attempts[0], "x-holdpoint-delivery").to_owned();
+    for r in &attempts {
+        verify(secret, r);
+        assert_eq!(
+            header(r, "x-holdpoint-delivery"),
+            delivery,
+            "retries keep the delivery id"
+        );
+        let event: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(event["hold"], hold.as_str());
+    }
+    let id = created["webhook"]["id"].as_str().unwrap();
+    let recorded = wait_for(&t, id, |d| {
+        d.first().is_some_and(|d| d["status"] == "delivered")
+    })
+    .await;
+    assert_eq!(recorded[0]["attempts"], 3);
+    assert_eq!(recorded[0]["last_status"], 204);
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_well_is_marked_failed() {
+    let t = TestServer::with(super::ASK_ALL, |s| s.webhooks.attempts = 2).await;
+    t.world("lab").await;
+    let (url, mut rx, _task) = receiver(usize::MAX).await;
+    let created = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": url, "events": ["hold.created"]}),
+        )
+        .await
+        .expect(201);
+    let agent = t.caller("bot", "agent", None).await;
+    raise(&agent, "lab", vec![question("Ship?", &["yes"])]).await;
+    next(&mut rx).await;
+    next(&mut rx).await;
+    let id = created["webhook"]["id"].as_str().unwrap();
+    let recorded = wait_for(&t, id, |d| {
+        d.first().is_some_and(|d| d["status"] == "failed")
+    })
+    .await;
+    assert_eq!(recorded[0]["attempts"], 2);
+    assert!(
+        recorded[0]["last_error"].as_str().unwrap().contains("500"),
+        "{recorded}"
+    );
+}
+
+#[tokio::test]
+async fn subscriptions_are_checked_and_admin_only() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    for (body, field) in [
+        (json!({"url": "not a url"}), "url:"),
+        (json!({"url": "file:///etc/passwd"}), "url:"),
+        (
+            json!({"url": "http://127.0.0.1:9/x", "events": []}),
+            "events:",
+        ),
+        (
+            json!({"url": "http://127.0.0.1:9/x", "events": ["hold.created", "hold.exploded"]}),
+            "events[1]:",
+        ),
+        (json!({"events": ["hold.created"]}), "missing field `url`"),
+    ] {
+        let (_, message) = t
+            .api
+            .post("/api/v1/worlds/lab/webhooks", body.clone())
+            .await
+            .error(422);
+        assert!(message.contains(field), "{body}: {message}");
+    }
+    let alice = t.caller("alice", "approver", None).await;
+    alice
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": "http://127.0.0.1:9/x"}),
+        )
+        .await
+        .error(403);
+    let created = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": "http://127.0.0.1:9/x"}),
+        )
+        .await
+        .expect(201);
+    let id = created["webhook"]["id"].as_str().unwrap();
+    alice
+        .delete(&format!("/api/v1/webhooks/{id}"))
+        .await
+        .error(403);
+    t.api
+        .delete(&format!("/api/v1/webhooks/{id}"))
+        .await
+        .expect(204);
+    t.api
+        .get(&format!("/api/v1/webhooks/{id}/deliveries"))
+        .await
+        .error(404);
+}

@@ -1,0 +1,220 @@
+//! A client for a running Holdpoint server: JSON requests, and the live event stream read as
+//! server-sent events.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, RequestBuilder};
+use serde_json::Value;
+
+use crate::PATIENCE;
+
+/// Talks to one server as one caller.
+#[derive(Clone, Debug)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// A response: its status, headers and JSON body (`Null` when the body is empty or not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    /// The body, after checking the status.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Value {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; the body: {}",
+            self.text
+        );
+        self.body
+    }
+
+    /// The error's code and message, after checking the status.
+    #[track_caller]
+    pub fn error(self, status: u16) -> (String, String) {
+        let body = self.expect(status);
+        let error = &body["error"];
+        (
+            error["code"].as_str().unwrap_or_default().to_owned(),
+            error["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+}
+
+impl Api {
+    /// `base` is like `http://127.0.0.1:7717`.
+    pub fn new(base: &str, token: Option<&str>) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Api {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    /// The same server, another caller.
+    pub fn as_token(&self, token: &str) -> Api {
+        Api {
+            token: Some(token.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// No credentials at all.
+    pub fn anonymous(&self) -> Api {
+        Api {
+            token: None,
+            ..self.clone()
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// A request to `path` (from the server's root), with this caller's token.
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let r = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    pub async fn send(&self, request: RequestBuilder) -> Reply {
+        let response = tokio::time::timeout(PATIENCE * 3, request.send())
+            .await
+            .expect("the server did not answer in time")
+            .expect("the request failed");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.request(Method::DELETE, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(self.request(Method::POST, path).json(&body))
+            .await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> Reply {
+        self.send(self.request(Method::PATCH, path).json(&body))
+            .await
+    }
+
+    /// Opens `GET /api/v1/events` (with `query`, and `Last-Event-ID` if given).
+    pub async fn events(&self, query: &str, last_event_id: Option<u64>) -> Sse {
+        let mut r = self.request(Method::GET, &format!("/api/v1/events{query}"));
+        if let Some(id) = last_event_id {
+            r = r.header("last-event-id", id.to_string());
+        }
+        let response = tokio::time::timeout(PATIENCE, r.send())
+            .await
+            .expect("the stream did not open in time")
+            .expect("the stream request failed");
+        assert_eq!(response.status().as_u16(), 200, "the stream was refused");
+        Sse {
+            response,
+            buffer: String::new(),
+        }
+    }
+}
+
+/// One server-sent event.
+#[derive(Clone, Debug)]
+pub struct SseMessage {
+    pub id: Option<u64>,
+    pub event: String,
+    pub data: Value,
+}
+
+/// Reads a `text/event-stream`.
+pub struct Sse {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Sse {
+    /// The next message (comments and heartbeats skipped), or `None` when the stream ends.
+    pub async fn try_next(&mut self, patience: Duration) -> Option<SseMessage> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                if let Some(message) = parse(&block) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(patience, self.response.chunk())
+                .await
+                .ok()?
+                .expect("the stream broke")?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    pub async fn next(&mut self) -> SseMessage {
+        self.try_next(PATIENCE)
+            .await
+            .expect("no event arrived in time")
+    }
+
+    /// Skips messages until one of type `event` arrives.
+    pub async fn next_of(&mut self, event: &str) -> SseMessage {
+        loop {
+            let m = self.next().await;
+            if m.event == event {
+                return m;
+            }
+        }
+    }
+}
+
+fn parse(block: &str) -> Option<SseMessage> {
+    let mut id = None;
+    let mut event = String::from("message");
+    let mut data = String::new();
+    for line in block.lines() {
+        if let Some(v) = line.strip_prefix("id:") {
+            id = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("event:") {
+            event = v.trim().to_owned();
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.strip_prefix(' ').unwrap_or(v));
+        }
+    }
+    if data.is_empty() {
+        return None;
+    }
+    Some(SseMessage {
+        id,
+        event,
+        data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
+    })
+}
