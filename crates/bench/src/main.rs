@@ -5,6 +5,7 @@
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
 mod cycle;
+mod http;
 mod pending;
 mod policy;
 mod stats;
@@ -47,6 +48,14 @@ enum Bench {
         #[arg(long, default_value_t = 4.0)]
         seconds: f64,
     },
+    /// Full cycles over HTTP on loopback against an in-process `holdpoint serve`.
+    Http {
+        /// Concurrent callers (repeat for several runs).
+        #[arg(long = "concurrency", default_values_t = [1, 16])]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+    },
     /// Memory per pending hold and first-page latency with many pending.
     Pending {
         #[arg(long, default_value_t = 100_000)]
@@ -78,6 +87,10 @@ fn main() -> anyhow::Result<()> {
             concurrency,
             seconds,
         } => runtime.block_on(cycle::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        Bench::Http {
+            concurrency,
+            seconds,
+        } => runtime.block_on(http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
         Bench::All => {
             policy::run(3.0);
@@ -86,6 +99,7 @@ fn main() -> anyhow::Result<()> {
                 &[1, 16, 64, 256],
                 4.0,
             ))?;
+            runtime.block_on(http::run(&bench_dir(cli.dir.clone())?, &[1, 16], 4.0))?;
             runtime.block_on(pending::run(&bench_dir(cli.dir)?, 100_000))?;
         }
     }

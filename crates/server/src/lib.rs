@@ -15,6 +15,7 @@ mod metrics;
 mod routes;
 mod webhooks;
 
+use axum::serve::ListenerExt;
 use std::future::Future;
 
 pub use app::{App, ServerConfig};
@@ -33,6 +34,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let shutdown = app.shutdown().clone();
     let router = router(app);
+    // Small writes (a live event, a long poll's answer) go out at once rather than waiting
+    // behind Nagle's algorithm for the peer's delayed acknowledgement (up to 40 ms).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             stop.await;

@@ -18,6 +18,7 @@ use holdpoint_core::store::{
     Record, RecordKind, Store, StoreError, Transaction, Write,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, oneshot};
 
@@ -70,6 +71,10 @@ fn connect(path: &Path, reader: bool) -> Result<Connection, String> {
             conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
         }
         conn.set_prepared_statement_cache_capacity(64);
+        // A cached statement keeps its plan whatever values are bound. Without this, SQLite
+        // plans some listings again on every run (their best index could depend on a value),
+        // which cost more than the queries themselves.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         Ok(())
     };
     setup().map_err(|e| e.to_string())?;

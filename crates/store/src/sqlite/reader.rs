@@ -403,7 +403,7 @@ fn to_record(kind: RecordKind, row: StoredRecord) -> Result<Positioned<Record>, 
     })
 }
 
-const RECORD_COLUMNS: &str = "position, id, parent, key, version, data";
+pub(super) const RECORD_COLUMNS: &str = "position, id, parent, key, version, data";
 
 pub(super) fn record(
     conn: &Connection,

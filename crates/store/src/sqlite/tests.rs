@@ -118,3 +118,35 @@ fn a_newer_schema_is_refused() {
     let err = SqliteStore::open(&path).unwrap_err();
     assert!(err.to_string().contains("schema version 99"), "{err}");
 }
+
+/// A cached statement must not be planned again each time it runs with other values (SQLite
+/// would otherwise re-plan queries whose best index could depend on a bound value).
+#[test]
+fn cached_statements_are_not_planned_again_for_new_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plans.db");
+    let mut conn = connect(&path, false).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    let reader = connect(&path, true).unwrap();
+    for i in 0..5u8 {
+        let parent = uuid::Uuid::from_bytes([i; 16]);
+        reader::records(
+            &reader,
+            RecordKind::Chat,
+            Some(parent),
+            Some(u64::from(i)),
+            10,
+        )
+        .unwrap();
+    }
+    let sql = format!(
+        "SELECT {} FROM records WHERE kind = ? AND parent = ? AND position > ? ORDER BY position LIMIT ?",
+        reader::RECORD_COLUMNS
+    );
+    let listing = reader.prepare_cached(&sql).unwrap();
+    assert_eq!(
+        listing.get_status(rusqlite::StatementStatus::RePrepare),
+        0,
+        "the listing was planned again"
+    );
+}

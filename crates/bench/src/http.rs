@@ -1,0 +1,314 @@
+//! The full cycle over real HTTP on loopback, as an external agent and a person see it:
+//!
+//! 1. **create**: the agent `POST`s a question to `/api/v1/worlds/{w}/holds`, then long-polls
+//!    `…/holds/{id}/wait`;
+//! 2. **notify**: the approver's live stream (`GET /api/v1/events`, one stream for all callers)
+//!    delivers `hold.created` (measured from the create response; zero when the event came
+//!    first);
+//! 3. **decide**: the approver `POST`s the answer to `…/holds/{id}/decision`;
+//! 4. **resume**: from the moment the decision is sent until the agent's wait returns.
+//!
+//! The server runs in this process (same SQLite durability as `holdpoint serve`) and is reached
+//! only through its socket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use holdpoint_server::{Server, Settings};
+use reqwest::{Client, Response};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::stats::{Latencies, ms};
+
+const WORLD: &str = "bench";
+
+/// The four legs and the whole cycle, as measured by one caller.
+#[derive(Default)]
+struct Samples {
+    create: Vec<Duration>,
+    notify: Vec<Duration>,
+    decide: Vec<Duration>,
+    resume: Vec<Duration>,
+    cycle: Vec<Duration>,
+}
+
+impl Samples {
+    fn extend(&mut self, other: Samples) {
+        self.create.extend(other.create);
+        self.notify.extend(other.notify);
+        self.decide.extend(other.decide);
+        self.resume.extend(other.resume);
+        self.cycle.extend(other.cycle);
+    }
+}
+
+/// A caller of the server's API.
+#[derive(Clone)]
+struct Caller {
+    http: Client,
+    base: String,
+    token: String,
+}
+
+impl Caller {
+    async fn send(&self, request: reqwest::RequestBuilder, expect: u16) -> anyhow::Result<Value> {
+        let response = request.bearer_auth(&self.token).send().await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        if status != expect {
+            bail!("expected status {expect}, got {status}: {text}");
+        }
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    async fn post(&self, path: &str, body: Value, expect: u16) -> anyhow::Result<Value> {
+        let request = self.http.post(format!("{}{path}", self.base)).json(&body);
+        self.send(request, expect).await
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)), 200)
+            .await
+    }
+
+    async fn token(&self, name: &str, role: &str) -> anyhow::Result<Caller> {
+        let created = self
+            .post(
+                "/api/v1/tokens",
+                json!({"name": name, "role": role, "world": WORLD}),
+                201,
+            )
+            .await?;
+        let token = created["token"].as_str().context("no token secret")?;
+        Ok(Caller {
+            token: token.to_owned(),
+            ..self.clone()
+        })
+    }
+}
+
+/// When the approver's stream saw a hold, or who waits to hear of it.
+enum Sighting {
+    Seen(Instant),
+    Awaited(oneshot::Sender<Instant>),
+}
+
+/// Routes `hold.created` events from the one approver stream to the callers that raised them.
+#[derive(Clone, Default)]
+struct Sightings(Arc<Mutex<HashMap<String, Sighting>>>);
+
+impl Sightings {
+    fn seen(&self, hold: String) {
+        let now = Instant::now();
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match map.remove(&hold) {
+            Some(Sighting::Awaited(tx)) => {
+                let _ = tx.send(now);
+            }
+            _ => {
+                map.insert(hold, Sighting::Seen(now));
+            }
+        }
+    }
+
+    async fn wait_for(&self, hold: &str) -> anyhow::Result<Instant> {
+        let rx = {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            match map.remove(hold) {
+                Some(Sighting::Seen(at)) => return Ok(at),
+                _ => {
+                    let (tx, rx) = oneshot::channel();
+                    map.insert(hold.to_owned(), Sighting::Awaited(tx));
+                    rx
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .context("the approver's stream never delivered the hold")?
+            .context("the approver's stream ended")
+    }
+}
+
+/// Reads the approver's live stream until it ends, reporting each `hold.created`.
+async fn follow(mut stream: Response, sightings: Sightings) -> anyhow::Result<()> {
+    let mut buffer = String::new();
+    while let Some(chunk) = stream.chunk().await? {
+        buffer.push_str(std::str::from_utf8(&chunk)?);
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            if !block.lines().any(|l| l == "event: hold.created") {
+                continue;
+            }
+            let data = block
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .context("an event without data")?;
+            let data: Value = serde_json::from_str(data)?;
+            let hold = data["hold"].as_str().context("an event without a hold")?;
+            sightings.seen(hold.to_owned());
+        }
+    }
+    Ok(())
+}
+
+fn question() -> Value {
+    json!({"items": [{
+        "kind": "question",
+        "question": "Proceed with the deployment?",
+        "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
+    }]})
+}
+
+async fn one_cycle(
+    agent: &Caller,
+    approver: &Caller,
+    sightings: &Sightings,
+    samples: &mut Samples,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let created = agent
+        .post(&format!("/api/v1/worlds/{WORLD}/holds"), question(), 201)
+        .await?;
+    let created_at = Instant::now();
+    let hold = created["results"][0]["hold"]["id"]
+        .as_str()
+        .context("no hold raised")?
+        .to_owned();
+    let wait_path = format!("/api/v1/holds/{hold}/wait?timeout=30s");
+    let wait = agent.get(&wait_path);
+    let answer = async {
+        let seen = sightings.wait_for(&hold).await?;
+        let sent = Instant::now();
+        approver
+            .post(
+                &format!("/api/v1/holds/{hold}/decision"),
+                json!({"action": "answer", "options": ["yes"]}),
+                200,
+            )
+            .await?;
+        Ok::<_, anyhow::Error>((seen, sent, Instant::now()))
+    };
+    let (waited, answered) = tokio::join!(
+        async {
+            let r = wait.await;
+            (r, Instant::now())
+        },
+        answer
+    );
+    let (outcome, returned) = waited;
+    if outcome?["decided"] != true {
+        bail!("the wait returned without the outcome");
+    }
+    let (seen, sent, decided) = answered?;
+    samples.create.push(created_at - start);
+    samples
+        .notify
+        .push(seen.saturating_duration_since(created_at));
+    samples.decide.push(decided - sent);
+    samples
+        .resume
+        .push(returned.saturating_duration_since(sent));
+    samples.cycle.push(returned - start);
+    Ok(())
+}
+
+async fn level(
+    agent: &Caller,
+    approver: &Caller,
+    sightings: &Sightings,
+    concurrency: usize,
+    seconds: f64,
+) -> anyhow::Result<Samples> {
+    let warmup = Instant::now() + Duration::from_millis(500);
+    let end = warmup + Duration::from_secs_f64(seconds);
+    let mut workers = Vec::new();
+    for _ in 0..concurrency {
+        let (agent, approver, sightings) = (agent.clone(), approver.clone(), sightings.clone());
+        workers.push(tokio::spawn(async move {
+            let mut kept = Samples::default();
+            loop {
+                let start = Instant::now();
+                if start >= end {
+                    return Ok::<_, anyhow::Error>(kept);
+                }
+                let mut one = Samples::default();
+                one_cycle(&agent, &approver, &sightings, &mut one).await?;
+                if start >= warmup {
+                    kept.extend(one);
+                }
+            }
+        }));
+    }
+    let mut all = Samples::default();
+    for w in workers {
+        all.extend(w.await??);
+    }
+    Ok(all)
+}
+
+fn report(name: &str, samples: Vec<Duration>) {
+    let lat = Latencies::new(samples);
+    println!(
+        "      {name:<7} p50 {:>10}   p99 {:>10}",
+        ms(lat.percentile(50.0)),
+        ms(lat.percentile(99.0))
+    );
+}
+
+pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> anyhow::Result<()> {
+    println!(
+        "== HTTP cycles: agent creates a question -> approver's stream receives it -> approver decides -> agent's wait returns"
+    );
+    let mut settings = Settings::default();
+    settings.server.bind = "127.0.0.1:0".parse()?;
+    let server = Server::start(dir.path(), &settings).await?;
+    println!(
+        "   holdpoint serve on {} (SQLite in {}, WAL, synchronous=FULL)",
+        server.url(),
+        dir.path().display()
+    );
+    let http = Client::builder().pool_max_idle_per_host(1024).build()?;
+    let admin = Caller {
+        http: http.clone(),
+        base: server.url(),
+        token: server
+            .admin_token()
+            .context("the server wrote no admin token")?
+            .to_owned(),
+    };
+    admin
+        .post("/api/v1/worlds", json!({"name": WORLD}), 201)
+        .await?;
+    let agent = admin.token("bench-agent", "agent").await?;
+    let approver = admin.token("bench-approver", "approver").await?;
+
+    for &c in levels {
+        let sightings = Sightings::default();
+        let stream = http
+            .get(format!("{}/api/v1/events?world={WORLD}", server.url()))
+            .bearer_auth(&approver.token)
+            .send()
+            .await?
+            .error_for_status()?;
+        let follower = tokio::spawn(follow(stream, sightings.clone()));
+        let samples = level(&agent, &approver, &sightings, c, seconds).await?;
+        follower.abort();
+        println!(
+            "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
+            samples.cycle.len() as f64 / seconds,
+            samples.cycle.len()
+        );
+        report("create", samples.create);
+        report("notify", samples.notify);
+        report("decide", samples.decide);
+        report("resume", samples.resume);
+        report("cycle", samples.cycle);
+    }
+    server.stop().await?;
+    println!();
+    Ok(())
+}
