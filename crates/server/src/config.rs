@@ -367,3 +367,40 @@ mod duration {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// docs/configuration.md shows every setting with its default: it must parse, and say
+    /// what the code does.
+    #[test]
+    fn the_documented_defaults_are_the_defaults() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let block = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a toml block in docs/configuration.md");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, block).unwrap();
+        let documented = Settings::load(Some(&file), std::iter::empty()).unwrap();
+        assert_eq!(documented.to_toml(), Settings::default().to_toml());
+        // Every key appears (policy.file, which has no default, as a comment).
+        let shown: toml::Table = block.parse().unwrap();
+        let all: toml::Table = Settings::default().to_toml().parse().unwrap();
+        for section in SECTIONS {
+            let keys = |t: &toml::Table| -> Vec<String> {
+                t.get(section)
+                    .and_then(|s| s.as_table())
+                    .map(|s| s.keys().cloned().collect())
+                    .unwrap_or_default()
+            };
+            assert_eq!(keys(&shown), keys(&all), "the keys of [{section}]");
+        }
+        assert!(block.contains("# file = "), "policy.file is not documented");
+    }
+}

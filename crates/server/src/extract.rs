@@ -33,7 +33,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "body_too_large",
-                    "the body is larger than the server accepts (1 MiB)",
+                    "the body is larger than the server accepts (server.max_body)",
                 )
             } else {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
