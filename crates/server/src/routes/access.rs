@@ -14,6 +14,7 @@ use crate::auth::{Caller, SESSION_COOKIE, SESSION_TTL};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 
+/// Every token, without its secret (admins).
 #[utoipa::path(get, path = "/api/v1/tokens", tag = "access", responses((status = 200, body = Vec<TokenInfo>), (status = 403, body = ErrorBody)))]
 pub async fn tokens(
     State(app): State<App>,

@@ -42,6 +42,7 @@ pub async fn create_world(
     ))
 }
 
+/// One world, by id or name.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}", tag = "worlds", params(("world" = String, Path, description = "id or name")),
     responses((status = 200, body = World), (status = 404, body = ErrorBody)))]
 pub async fn world(
@@ -80,6 +81,7 @@ pub async fn delete_world(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The agents of a world.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/agents", tag = "agents", params(("world" = String, Path)), responses((status = 200, body = Vec<Agent>)))]
 pub async fn agents(
     State(app): State<App>,
@@ -108,6 +110,7 @@ pub async fn create_agent(
     ))
 }
 
+/// One agent, by id or name.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", params(("world" = String, Path), ("agent" = String, Path, description = "id or name")),
     responses((status = 200, body = Agent), (status = 404, body = ErrorBody)))]
 pub async fn agent(
@@ -119,6 +122,7 @@ pub async fn agent(
     Ok(Json(app.runtime().find_agent(w.id, &agent).await?))
 }
 
+/// Change an agent (admins): its instructions, tools or LLM settings.
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", request_body = AgentChanges, params(("world" = String, Path), ("agent" = String, Path)),
     responses((status = 200, body = Agent), (status = 422, body = ErrorBody)))]
 pub async fn update_agent(
@@ -133,6 +137,7 @@ pub async fn update_agent(
     Ok(Json(app.runtime().update_agent(w.id, a.id, changes).await?))
 }
 
+/// Delete an agent (admins).
 #[utoipa::path(delete, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", params(("world" = String, Path), ("agent" = String, Path)),
     responses((status = 204), (status = 409, description = "Chats use it", body = ErrorBody)))]
 pub async fn delete_agent(
@@ -147,6 +152,7 @@ pub async fn delete_agent(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The chats of a world.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/chats", tag = "chats", params(("world" = String, Path)), responses((status = 200, body = Vec<Chat>)))]
 pub async fn chats(
     State(app): State<App>,
@@ -157,6 +163,7 @@ pub async fn chats(
     Ok(Json(app.runtime().chats(w.id).await?))
 }
 
+/// Start a chat with one of the world's agents.
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/chats", tag = "chats", request_body = NewChat, params(("world" = String, Path)),
     responses((status = 201, body = Chat), (status = 404, body = ErrorBody)))]
 pub async fn create_chat(
@@ -177,6 +184,7 @@ fn chat_id(s: &str) -> Result<ChatId, ApiError> {
     s.parse().map_err(|_| ApiError::not_found("chat", s))
 }
 
+/// One chat.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path)),
     responses((status = 200, body = Chat), (status = 404, body = ErrorBody)))]
 pub async fn chat(
@@ -188,6 +196,7 @@ pub async fn chat(
     Ok(Json(app.runtime().chat(w.id, chat_id(&chat)?).await?))
 }
 
+/// Delete a chat with its messages.
 #[utoipa::path(delete, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path)),
     responses((status = 204), (status = 409, description = "A turn runs in it", body = ErrorBody)))]
 pub async fn delete_chat(
@@ -212,6 +221,7 @@ pub struct MessagesQuery {
     limit: Option<usize>,
 }
 
+/// A chat's messages, oldest first, a page at a time.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path), MessagesQuery),
     responses((status = 200, body = MessagesPage)))]
 pub async fn messages(
@@ -259,6 +269,7 @@ fn turn_id(s: &str) -> Result<TurnId, ApiError> {
     s.parse().map_err(|_| ApiError::not_found("turn", s))
 }
 
+/// One turn: its state and its steps.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/turns/{turn}", tag = "chats", params(("world" = String, Path), ("turn" = TurnId, Path)),
     responses((status = 200, body = Turn), (status = 404, body = ErrorBody)))]
 pub async fn turn(

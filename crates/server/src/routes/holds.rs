@@ -152,6 +152,7 @@ pub struct BatchDecision {
     decision: Decision,
 }
 
+/// "Decide all": one decision for every approval of a batch, bound to the ids and argument digests seen. If the batch differs from what was seen, nothing is decided (409).
 #[utoipa::path(post, path = "/api/v1/batches/{batch}/decision", tag = "holds", request_body = BatchDecision,
     params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 200, body = DecideBatchResult), (status = 409, description = "The batch differs from what was seen", body = ErrorBody)))]

@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::extract::Body;
 use crate::webhooks::{self, DEFAULT_EVENTS, EVENT_TYPES, Subscription};
 
+/// A world's webhook subscriptions (admins), without their secrets.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/webhooks", tag = "webhooks", params(("world" = String, Path)),
     responses((status = 200, body = Vec<Webhook>), (status = 403, body = ErrorBody)))]
 pub async fn list(
@@ -99,6 +100,7 @@ async fn owned(app: &App, caller: &Caller, id: WebhookId) -> Result<Subscription
     Ok(sub)
 }
 
+/// Unsubscribe a webhook (admins). Its deliveries stop after the attempt in progress.
 #[utoipa::path(delete, path = "/api/v1/webhooks/{webhook}", tag = "webhooks", params(("webhook" = WebhookId, Path)),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete(
