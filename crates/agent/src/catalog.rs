@@ -1,6 +1,6 @@
 //! Worlds, agents and chats: creating, listing, changing and deleting them.
 
-use holdpoint_core::store::{RecordKind, Write};
+use holdpoint_core::store::{HoldFilter, RecordKind, Write};
 use holdpoint_protocol::{
     Agent, AgentChanges, AgentId, Chat, ChatId, EventPayload, LlmSettings, Message, NewAgent,
     NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
@@ -220,6 +220,24 @@ impl Runtime {
         let chats = self.chats(id).await?;
         for chat in &chats {
             self.refuse_if_busy(chat.id).await?;
+        }
+        // Holds raised by programs outside Holdpoint belong to the world, not to a chat.
+        let open = self
+            .store()
+            .holds(&HoldFilter {
+                world: Some(id.to_string()),
+                limit: 1,
+                ..HoldFilter::default()
+            })
+            .await?;
+        if let Some(hold) = open.first() {
+            return Err(RuntimeError::Conflict {
+                code: "holds_pending",
+                message: format!(
+                    "hold {} of this world is still pending; decide or withdraw its holds first",
+                    hold.item.id
+                ),
+            });
         }
         let mut writes = Vec::new();
         for chat in &chats {

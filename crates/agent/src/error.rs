@@ -56,7 +56,7 @@ impl From<CommitError> for RuntimeError {
             CommitError::Conflict(Conflict::RecordExists { kind, name }) => {
                 RuntimeError::Conflict {
                     code: "name_taken",
-                    message: format!("a {kind} named {name:?} exists already"),
+                    message: format!("{} named {name:?} exists already", article(kind)),
                 }
             }
             CommitError::Conflict(c) => RuntimeError::Conflict {
@@ -65,4 +65,10 @@ impl From<CommitError> for RuntimeError {
             },
         }
     }
+}
+
+/// "a chat", "an agent".
+fn article(noun: &str) -> String {
+    let an = noun.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {noun}", if an { "an" } else { "a" })
 }

@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server: the API, live events, the agent runtime and webhooks, on SQLite in
-    /// the data directory. Prints a sign-in link on the first start.
+    /// the data directory. Prints a sign-in link while the first admin token file exists.
     Serve(commands::serve::ServeArgs),
     /// Check the configuration.
     #[command(subcommand)]

@@ -118,12 +118,7 @@ impl LlmError {
     }
 
     pub(crate) fn from_send(url: &str, e: &reqwest::Error) -> Self {
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            message = format!("{message}: {s}");
-            source = s.source();
-        }
+        let message = holdpoint_protocol::error_chain(e);
         if e.is_timeout() {
             return LlmError::Timeout {
                 url: url.into(),

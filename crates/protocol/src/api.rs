@@ -106,6 +106,9 @@ pub struct HoldDetail {
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewHolds {
+    /// The caller's own conversation: any name up to 200 bytes without control characters; it
+    /// need not be one of Holdpoint's chats. Holds are listed and filtered by it, and "approve
+    /// for this chat" grants apply within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<String>,
     pub items: Vec<HoldRequest>,
@@ -248,4 +251,20 @@ pub struct WebhookDelivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     pub updated_at: Timestamp,
+}
+
+/// An error with the chain of what caused it, for messages people read: "error sending
+/// request: client error (Connect): connection refused". Causes that repeat the text so far
+/// are left out.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -45,7 +45,7 @@ impl ApproveScope {
 
 /// A decision on one hold.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(tag = "action", rename_all = "snake_case")]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Decision {
     /// Approve the call. `digest`, when given, must be the digest of the arguments the person
     /// saw; a mismatch is refused.
@@ -186,6 +186,7 @@ impl DecideResult {
 
 /// A hold as the person saw it when deciding a whole batch.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SeenHold {
     pub hold: HoldId,
     pub digest: String,

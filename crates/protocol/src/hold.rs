@@ -151,6 +151,7 @@ pub struct QuestionSpec {
 }
 
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QuestionOption {
     pub id: String,
     pub label: String,

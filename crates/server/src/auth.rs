@@ -400,6 +400,12 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
+/// Probes answer whatever the Host: a load balancer or an orchestrator calls them by address,
+/// and they reveal nothing.
+fn probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
 /// Paths anyone may call (still Host-checked).
 fn public(path: &str) -> bool {
     matches!(
@@ -417,6 +423,9 @@ pub async fn guard(State(app): State<App>, mut req: Request, next: Next) -> Resp
 }
 
 async fn check(app: &App, req: &mut Request) -> Result<(), ApiError> {
+    if probe(req.uri().path()) {
+        return Ok(());
+    }
     let headers = req.headers();
     let host = headers
         .get(header::HOST)
@@ -468,10 +477,20 @@ async fn check(app: &App, req: &mut Request) -> Result<(), ApiError> {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
             if unsafe_method && !caller.csrf.as_deref().is_some_and(|csrf| same(csrf, sent)) {
+                let (code, what) = if sent.is_empty() {
+                    ("csrf_token_missing", "send")
+                } else {
+                    (
+                        "csrf_token_invalid",
+                        "this is not the session's CSRF token: send",
+                    )
+                };
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    "csrf_token_missing",
-                    format!("send the session's CSRF token (GET /api/v1/session) in {CSRF_HEADER}"),
+                    code,
+                    format!(
+                        "{what} the session's CSRF token (GET /api/v1/session) in {CSRF_HEADER}"
+                    ),
                 ));
             }
             caller

@@ -44,6 +44,13 @@ impl ApiError {
             .with_details(json!({ "field": field }))
     }
 
+    /// A bad query parameter or header: 400 naming it.
+    pub fn param(name: &str, message: impl Into<String>) -> Self {
+        let mut e = ApiError::field(name, message);
+        e.status = StatusCode::BAD_REQUEST;
+        e
+    }
+
     pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -70,7 +77,8 @@ impl IntoResponse for ApiError {
             error: ErrorDetail {
                 code: self.code,
                 message: self.message,
-                details: self.details,
+                // Always an object, so clients can read `details.field` without a check.
+                details: Some(self.details.unwrap_or_else(|| json!({}))),
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();

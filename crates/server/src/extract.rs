@@ -39,6 +39,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
             }
         })?;
+        // No body at all is an empty object: `POST …/withdraw` needs no fields.
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return parse(b"{}").map(Body);
+        }
         parse(&bytes).map(Body)
     }
 }
@@ -68,21 +72,68 @@ pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value, at: &str) -> R
     })
 }
 
-fn field_error(at: &str, path: &str, error: &serde_json::Error) -> ApiError {
-    // serde reports a missing field at the object that lacks it, and says which.
+fn field_error(at: &str, path: &str, error: &impl std::fmt::Display) -> ApiError {
     let path = if path == "." { "" } else { path };
-    let field = match (at.is_empty(), path.is_empty()) {
-        (_, true) => at.to_owned(),
-        (true, false) => path.to_owned(),
-        (false, false) => format!("{at}.{path}"),
-    };
+    let mut field = join(at, path);
     let message = error.to_string();
-    let message = message
+    let mut message = message
         .split(" at line ")
         .next()
         .unwrap_or(&message)
         .to_owned();
-    ApiError::field(&field, message)
+    // serde reports a missing field at the object that lacks it: name the field itself.
+    if let Some(name) = quoted_after(&message, "missing field `") {
+        field = join(&field, &name);
+        message = "is required".into();
+    } else if let Some(name) = quoted_after(&message, "unknown field `") {
+        let allowed = message
+            .split_once(", expected ")
+            .map(|(_, rest)| format!(" (expected {rest})"))
+            .unwrap_or_default();
+        // The path may already end at the unknown field.
+        if !(field == name || field.ends_with(&format!(".{name}"))) {
+            field = join(&field, &name);
+        }
+        message = format!("is not a known field{allowed}");
+    }
+    ApiError::field(&field, plain_types(&message))
+}
+
+fn join(outer: &str, inner: &str) -> String {
+    match (outer.is_empty(), inner.is_empty()) {
+        (_, true) => outer.to_owned(),
+        (true, false) => inner.to_owned(),
+        (false, false) => format!("{outer}.{inner}"),
+    }
+}
+
+/// `x` in "…prefix`x`…".
+fn quoted_after(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.split_once(prefix)?.1;
+    Some(rest.split_once('`')?.0.to_owned())
+}
+
+/// serde's words for types, in the API's words.
+fn plain_types(message: &str) -> String {
+    let words: [(&str, &str); 9] = [
+        ("expected usize", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected u8", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected an object"),
+    ];
+    let mut out = message.to_owned();
+    for (from, to) in words {
+        out = out.replace(from, to);
+    }
+    match out.split_once("expected struct ") {
+        Some((before, _)) => format!("{before}expected an object"),
+        None => out,
+    }
 }
 
 /// Query parameters, named in errors.
@@ -98,8 +149,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
             .map(Params)
             .map_err(|e| {
                 let path = e.path().to_string();
-                let message = e.into_inner().to_string();
-                let mut err = ApiError::field(if path == "." { "" } else { &path }, message);
+                // A query string is not a body: 400, as for a bad header.
+                let mut err = field_error("", &path, e.inner());
                 err.status = StatusCode::BAD_REQUEST;
                 err
             })

@@ -361,7 +361,7 @@ async fn send(app: App, sub: Subscription, mut d: Delivery) {
             }
             Err(e) => {
                 d.delivery.last_status = None;
-                d.delivery.last_error = Some(e.to_string());
+                d.delivery.last_error = Some(holdpoint_protocol::error_chain(&e));
             }
         }
         if d.delivery.status == DeliveryStatus::Pending && d.delivery.attempts >= settings.attempts

@@ -34,6 +34,13 @@ pub async fn create_token(
     Body(new): Body<NewToken>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
     caller.require(&[Role::Admin])?;
+    if new.role == Role::Admin && new.world.is_some() {
+        // An admin can create worlds and tokens: a world limit would not hold.
+        return Err(ApiError::field(
+            "world",
+            "admins are not limited to a world; give a person of one world the approver role",
+        ));
+    }
     let world = match &new.world {
         Some(w) => Some(app.world(&caller, w).await?),
         None => None,

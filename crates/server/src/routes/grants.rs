@@ -46,6 +46,9 @@ pub async fn explain(
     Body(req): Body<ExplainRequest>,
 ) -> Result<Json<Explanation>, ApiError> {
     let world = app.world(&caller, &req.world).await?;
+    if req.tool.trim().is_empty() {
+        return Err(ApiError::field("tool", "name the tool"));
+    }
     if !req.arguments.is_object() && !req.arguments.is_null() {
         return Err(ApiError::field("arguments", "must be a JSON object"));
     }

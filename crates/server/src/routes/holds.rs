@@ -44,9 +44,7 @@ fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
         Some("resolved") => StatusFilter::Resolved,
         Some("any" | "all") => StatusFilter::Any,
         Some(other) => StatusFilter::Is(HoldStatus::parse(other).ok_or_else(|| {
-            let mut e = ApiError::field("status", "use pending, resolved, any, or a status: pending, awaiting_confirm, approved, denied, answered, confirmed, canceled, timed_out");
-            e.status = StatusCode::BAD_REQUEST;
-            e
+            ApiError::param("status", "use pending, resolved, any, or a status: pending, awaiting_confirm, approved, denied, answered, confirmed, canceled, timed_out")
         })?),
     })
 }
@@ -206,15 +204,13 @@ pub async fn wait(
             .ok()
             .filter(|d| *d <= max)
             .ok_or_else(|| {
-                let mut e = ApiError::field(
+                ApiError::param(
                     "timeout",
                     format!(
                         "a duration such as \"30s\", at most {}",
                         humantime::format_duration(max)
                     ),
-                );
-                e.status = StatusCode::BAD_REQUEST;
-                e
+                )
             })?,
     };
     let scope = caller.scope();

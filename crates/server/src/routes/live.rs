@@ -53,12 +53,26 @@ pub async fn stream(
         (None, w) => w.map(|w| w.to_string()),
     };
     let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    let after = match last_id {
-        Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
-            ApiError::field("Last-Event-ID", "must be an event's position (a number)")
-        })?),
-        None => q.after,
+    let (after, named) = match last_id {
+        Some(v) => (
+            Some(v.trim().parse::<u64>().map_err(|_| {
+                ApiError::param("Last-Event-ID", "must be an event's position (a number)")
+            })?),
+            "Last-Event-ID",
+        ),
+        None => (q.after, "after"),
     };
+    // A position the log has not reached would silently skip what comes until it does (a
+    // client that kept its position across a restore from backup, say).
+    if let Some(after) = after {
+        let head = app.store().audit_head().await?.map_or(0, |h| h.seq);
+        if after > head {
+            return Err(ApiError::param(
+                named,
+                format!("{after} is beyond the newest event ({head}); reconnect without it"),
+            ));
+        }
+    }
     let events = app
         .engine()
         .events(

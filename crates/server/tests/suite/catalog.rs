@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::TestServer;
+use super::{TestServer, held, question, raise};
 
 fn agent(name: &str) -> serde_json::Value {
     json!({"name": name, "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, "system_prompt": "You help."})
@@ -39,13 +39,13 @@ async fn worlds_are_created_found_by_name_or_id_renamed_and_deleted() {
         .error(409);
     assert!(!code.is_empty());
     for (body, field) in [
-        (json!({}), "missing field `name`"),
+        (json!({}), "name: is required"),
         (json!({"name": 5}), "name:"),
         (json!({"name": ""}), "name:"),
         (json!({"name": "x".repeat(1000)}), "name:"),
         (
             json!({"name": "a", "colour": "red"}),
-            "unknown field `colour`",
+            "colour: is not a known field",
         ),
     ] {
         let (_, message) = t.api.post("/api/v1/worlds", body.clone()).await.error(422);
@@ -58,6 +58,19 @@ async fn worlds_are_created_found_by_name_or_id_renamed_and_deleted() {
         .error(403);
     approver.get("/api/v1/worlds").await.expect(200);
 
+    // A world with a pending hold is not deleted from under it.
+    let agent = t.caller("bot", "agent", None).await;
+    let hold = held(
+        &raise(&agent, "lab2", vec![question("Keep it?", &["yes"])]).await,
+        0,
+    );
+    let (code, message) = t.api.delete("/api/v1/worlds/lab2").await.error(409);
+    assert_eq!(code, "holds_pending");
+    assert!(message.contains(&hold), "{message}");
+    agent
+        .post(&format!("/api/v1/holds/{hold}/withdraw"), json!({}))
+        .await
+        .expect(200);
     t.api.delete("/api/v1/worlds/lab2").await.expect(204);
     t.api.delete("/api/v1/worlds/lab2").await.error(404);
     assert_eq!(t.api.get("/api/v1/worlds").await.expect(200), json!([]));

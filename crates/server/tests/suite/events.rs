@@ -122,9 +122,24 @@ async fn stream_filters_are_checked() {
                 .header("last-event-id", "yesterday"),
         )
         .await;
-    let (_, message) = reply.error(422);
+    let (_, message) = reply.error(400);
     assert!(message.starts_with("Last-Event-ID:"), "{message}");
     t.api.get("/api/v1/events?after=soon").await.error(400);
+    // A position the log has not reached would skip every event until it does.
+    let reply = api
+        .send(
+            api.request(reqwest::Method::GET, "/api/v1/events")
+                .header("last-event-id", "9999"),
+        )
+        .await;
+    let (_, message) = reply.error(400);
+    assert!(message.contains("beyond the newest event"), "{message}");
+    t.api.get("/api/v1/events?after=9999").await.error(400);
+    let head = t.api.get("/api/v1/audit/verify").await.expect(200)["events"]
+        .as_u64()
+        .unwrap();
+    // The newest position itself is fine: the stream goes on from there.
+    t.api.events(&format!("?after={head}"), None).await;
 }
 
 #[tokio::test]

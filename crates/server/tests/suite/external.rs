@@ -187,6 +187,18 @@ async fn malformed_holds_raise_nothing_and_name_the_field() {
         (json!({"items": []}), "items:"),
         (json!({"items": "all of them"}), "items:"),
         (json!({"chat": 7, "items": [good.clone()]}), "chat:"),
+        (
+            json!({"items": [{"kind": "question", "question": "Q", "options": [{"id": "a", "label": "A", "colour": "red"}]}]}),
+            "items[0].options[0].colour: is not a known field",
+        ),
+        (
+            json!({"items": [{"kind": "question", "options": [{"id": "a", "label": "A"}]}]}),
+            "items[0].question: is required",
+        ),
+        (
+            json!({"items": [{"kind": "question", "question": "Q", "options": [{"id": "a", "label": "A"}], "multiple": 3}]}),
+            "items[0].multiple: invalid type",
+        ),
     ];
     for (body, field) in cases {
         let reply = agent.post("/api/v1/worlds/lab/holds", body.clone()).await;
@@ -250,6 +262,8 @@ async fn decisions_are_validated_against_what_the_hold_offers() {
         (&a, json!({"action": "answer", "options": ["a"]}), 422),
         (&a, json!({"action": "edit", "arguments": "rm -rf /"}), 422),
         (&a, json!({"action": "approve", "scope": "forever"}), 422),
+        // A misspelt field must not quietly drop the check it asked for.
+        (&a, json!({"action": "approve", "digset": "0000"}), 422),
         (&a, json!({"action": "approve", "digest": "0000"}), 409),
         (&a, json!({"action": "launch"}), 422),
         (&a, json!({"reason": "no action"}), 422),
@@ -488,11 +502,9 @@ async fn the_agent_that_raised_a_hold_may_withdraw_it() {
         )
         .await
         .error(403);
+    // No body at all is fine: every field of a withdrawal is optional.
     let withdrawn = agent
-        .post(
-            &format!("/api/v1/holds/{hold}/withdraw"),
-            json!({"reason": "done by hand"}),
-        )
+        .send(agent.request(Method::POST, &format!("/api/v1/holds/{hold}/withdraw")))
         .await
         .expect(200);
     assert_eq!(withdrawn["status"], "canceled");

@@ -270,7 +270,7 @@ async fn subscriptions_are_checked_and_admin_only() {
             json!({"url": "http://127.0.0.1:9/x", "events": ["hold.created", "hold.exploded"]}),
             "events[1]:",
         ),
-        (json!({"events": ["hold.created"]}), "missing field `url`"),
+        (json!({"events": ["hold.created"]}), "url: is required"),
     ] {
         let (_, message) = t
             .api
