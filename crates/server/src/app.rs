@@ -23,6 +23,8 @@ pub struct ServerConfig {
     pub webhooks: WebhookSettings,
     /// The longest `wait` on a hold a client may ask for.
     pub max_wait: Duration,
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -45,6 +47,7 @@ impl ServerConfig {
             max_body: 1024 * 1024,
             webhooks: WebhookSettings::default(),
             max_wait: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(10),
         }
     }
 }

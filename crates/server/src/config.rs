@@ -43,6 +43,10 @@ pub struct ServerSettings {
     /// The longest `wait` on a hold a client may ask for.
     #[serde(with = "duration")]
     pub max_wait: Duration,
+    /// How long a client may take to send a request's headers; a connection that trickles
+    /// them in, or sends nothing, is closed.
+    #[serde(with = "duration")]
+    pub header_timeout: Duration,
 }
 
 impl Default for ServerSettings {
@@ -52,6 +56,7 @@ impl Default for ServerSettings {
             allowed_hosts: Vec::new(),
             max_body: 1024 * 1024,
             max_wait: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -258,6 +263,9 @@ impl Settings {
         }
         if self.server.max_wait.is_zero() {
             return bad("server.max_wait", "must be longer than zero");
+        }
+        if self.server.header_timeout.is_zero() {
+            return bad("server.header_timeout", "must be longer than zero");
         }
         if let Some(h) = self
             .server

@@ -8,6 +8,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
+/// How long a request body may take to arrive once its headers have.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A JSON body. Errors: 413 (too large), 415 (not JSON), 400 (malformed), 422 (a field is wrong,
 /// named by its path).
 pub struct Body<T>(pub T);
@@ -28,7 +31,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "send the body as application/json",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+        // A body that stops arriving must not hold the request (and its connection) forever.
+        let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!(
+                        "the body did not arrive within {} seconds",
+                        BODY_TIMEOUT.as_secs()
+                    ),
+                )
+            })?;
+        let bytes = read.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,

@@ -127,6 +127,7 @@ impl Server {
             .extend(settings.server.allowed_hosts.iter().cloned());
         config.max_body = settings.server.max_body;
         config.max_wait = settings.server.max_wait;
+        config.header_timeout = settings.server.header_timeout;
         config.webhooks = settings.webhooks.clone();
         let app = App::new(runtime, config);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);

@@ -15,8 +15,13 @@ mod metrics;
 mod routes;
 mod webhooks;
 
-use axum::serve::ListenerExt;
 use std::future::Future;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 
 pub use app::{App, ServerConfig};
 pub use auth::{CSRF_HEADER, SESSION_COOKIE};
@@ -33,19 +38,46 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let shutdown = app.shutdown().clone();
-    let router = router(app);
-    // Small writes (a live event, a long poll's answer) go out at once rather than waiting
-    // behind Nagle's algorithm for the peer's delayed acknowledgement (up to 40 ms).
-    let listener = listener.tap_io(|tcp| {
+    let header_timeout = app.config().header_timeout;
+    let service = TowerToHyperService::new(router(app));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let tcp = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of file descriptors, say: back off rather than spin.
+                    tracing::warn!(error = %e, "could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        // Small writes (a live event, a long poll's answer) go out at once rather than
+        // waiting behind Nagle's algorithm for the peer's delayed acknowledgement (40 ms).
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            stop.await;
-            // Long polls and live streams end, so the server can stop.
-            shutdown.cancel();
-        })
-        .await
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(tcp), service.clone())
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    // Long polls and live streams end, so the connections can close.
+    shutdown.cancel();
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -138,3 +138,37 @@ async fn the_audit_log_is_listed_and_verified() {
     assert!(report["events"].as_u64().unwrap() >= 2, "{report}");
     alice.get("/api/v1/audit/events?after=-1").await.error(400);
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let t = TestServer::with(super::ASK_ALL, |s| {
+        s.server.header_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(t.server.addr())
+        .await
+        .unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // The server gives up on the request and closes the connection (after at most an error
+    // response); the read ends instead of waiting forever.
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        holdpoint_test_support::PATIENCE,
+        tcp.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the connection was held open")
+    .ok();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+
+    // Well-behaved clients are still served.
+    t.api.anonymous().get("/healthz").await.expect(200);
+}
