@@ -106,7 +106,8 @@ fn field_error(at: &str, path: &str, error: &impl std::fmt::Display) -> ApiError
             .split_once(", expected ")
             .map(|(_, rest)| format!(" (expected {rest})"))
             .unwrap_or_default();
-        // The path may already end at the unknown field.
+        // The path ends at the unknown field, except inside an internally tagged enum
+        // (a decision), where serde loses it.
         if !(field == name || field.ends_with(&format!(".{name}"))) {
             field = join(&field, &name);
         }
