@@ -123,6 +123,15 @@ pub struct WaitResult {
     pub hold: Hold,
 }
 
+/// Applying the fail-closed default to a hold, for a client that cannot ask anyone.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyDefault {
+    /// Why no one was asked (`no terminal`, say); recorded with the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Withdraw {

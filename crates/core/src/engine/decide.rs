@@ -153,21 +153,55 @@ impl Engine {
         scope: &Scope,
         idempotency_key: Option<&str>,
     ) -> Result<DecideResult, EngineError> {
-        let idem = Idem::new(
-            &self.inner.limits,
-            &format!("decide:{id}"),
+        let policy = self.policy();
+        let limits = &self.inner.limits;
+        let op = format!("decide:{id}");
+        self.resolve(
             who,
-            idempotency_key,
-            &decision,
-        )?;
+            id,
+            scope,
+            (&op, idempotency_key, &decision),
+            |h, now| hold::decide(h, who, &decision, now, &policy, limits),
+        )
+        .await
+    }
+
+    /// Applies the fail-closed default on behalf of `who`, whose client cannot ask anyone
+    /// (see [`hold::fail_closed`]). Like a decision, it loses to one recorded first, and
+    /// repeating it with the same idempotency key returns the first result.
+    pub async fn decide_default(
+        &self,
+        who: &Principal,
+        id: HoldId,
+        reason: Option<String>,
+        scope: &Scope,
+        idempotency_key: Option<&str>,
+    ) -> Result<DecideResult, EngineError> {
+        let limits = &self.inner.limits;
+        let op = format!("default:{id}");
+        self.resolve(who, id, scope, (&op, idempotency_key, &reason), |h, now| {
+            hold::fail_closed(h, who, reason.clone(), now, limits)
+        })
+        .await
+    }
+
+    /// Commits the change `f` computes for one hold, under the idempotency key `(operation,
+    /// key, request)`.
+    async fn resolve(
+        &self,
+        who: &Principal,
+        id: HoldId,
+        scope: &Scope,
+        (op, key, request): (&str, Option<&str>, &impl Serialize),
+        mut f: impl FnMut(&Hold, Timestamp) -> Result<hold::Decided, EngineError>,
+    ) -> Result<DecideResult, EngineError> {
+        let idem = Idem::new(&self.inner.limits, op, who, key, request)?;
         if let Some(r) = self.replay(idem.as_ref()).await? {
             return Ok(r);
         }
-        let policy = self.policy();
-        let limits = &self.inner.limits;
         let result = self
             .update(id, scope, idem.as_ref(), |h, now| {
-                let (t, result) = hold::decide(h, who, &decision, now, &policy, limits)?;
+                let (t, result) = f(h, now)?;
                 let r = DecideResult {
                     result,
                     hold: t.hold.clone(),

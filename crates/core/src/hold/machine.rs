@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use holdpoint_protocol::{
     Actor, ApprovalSpec, ApproveScope, ChosenOption, DecideOutcome, Decision, EventPayload, Grant,
     GrantId, GrantScope, Hold, HoldSpec, HoldStatus, OnTimeout, Outcome, OutcomeStatus,
-    PendingAnswer, Principal, QuestionSpec, Source, Timestamp, Verdict, Vote,
+    PendingAnswer, Principal, QuestionOption, QuestionSpec, Source, Timestamp, Verdict, Vote,
 };
 use serde_json::Value;
 
@@ -114,16 +114,8 @@ fn check_reason(reason: Option<&String>, limits: &Limits) -> Result<(), EngineEr
     }
 }
 
-/// Applies a person's decision. Checks, in order: the role, that the hold is open, the named
-/// approvers, that the decision is offered, and then the decision itself.
-pub fn decide(
-    hold: &Hold,
-    who: &Principal,
-    decision: &Decision,
-    now: Timestamp,
-    policy: &Policy,
-    limits: &Limits,
-) -> Result<Decided, EngineError> {
+/// Whether `who` may decide `hold` now: a person's role, the hold open, among its approvers.
+fn check_decider(hold: &Hold, who: &Principal) -> Result<(), EngineError> {
     if !who.role.may_decide() {
         return Err(EngineError::Forbidden(
             "agent credentials cannot decide holds; an approver or an admin must".into(),
@@ -140,6 +132,70 @@ pub fn decide(
             hold.approvers.join(", ")
         )));
     }
+    Ok(())
+}
+
+/// The option a question falls back to when no one can be asked: its default, else an
+/// option with the id `no`; `None` means the question is canceled.
+pub fn fail_closed_option(q: &QuestionSpec) -> Option<&QuestionOption> {
+    let id = q.default_option.as_deref().unwrap_or("no");
+    q.options.iter().find(|o| o.id == id)
+}
+
+/// Applies the fail-closed default for a client that cannot ask anyone (no terminal, say),
+/// recorded with source `default` and the name of whoever's client applied it: approvals are
+/// denied; questions get their default option, else `no`, else are canceled. A chosen answer
+/// awaiting its confirm step is not confirmed.
+pub fn fail_closed(
+    hold: &Hold,
+    who: &Principal,
+    reason: Option<String>,
+    now: Timestamp,
+    limits: &Limits,
+) -> Result<Decided, EngineError> {
+    check_decider(hold, who)?;
+    check_reason(reason.as_ref(), limits)?;
+    let status = match &hold.spec {
+        HoldSpec::Approval(_) => OutcomeStatus::Denied,
+        HoldSpec::Question(q) if fail_closed_option(q).is_some() => OutcomeStatus::Answered,
+        HoldSpec::Question(_) => OutcomeStatus::Canceled,
+    };
+    let mut o = outcome(status, Source::Default, vec![who.name.clone()], now);
+    o.reason = reason;
+    match &hold.spec {
+        HoldSpec::Approval(_) => o.verdict = Some(Verdict::Deny),
+        HoldSpec::Question(q) => {
+            o.options = fail_closed_option(q)
+                .map(|opt| ChosenOption {
+                    id: opt.id.clone(),
+                    label: opt.label.clone(),
+                })
+                .into_iter()
+                .collect();
+        }
+    }
+    let actor = Actor {
+        source: Source::Default,
+        name: Some(who.name.clone()),
+    };
+    let h = resolved(hold, o.clone());
+    Ok((
+        Transition::new(h, actor, now, EventPayload::HoldDecided { outcome: o }),
+        DecideOutcome::Resolved,
+    ))
+}
+
+/// Applies a person's decision. Checks, in order: the role, that the hold is open, the named
+/// approvers, that the decision is offered, and then the decision itself.
+pub fn decide(
+    hold: &Hold,
+    who: &Principal,
+    decision: &Decision,
+    now: Timestamp,
+    policy: &Policy,
+    limits: &Limits,
+) -> Result<Decided, EngineError> {
+    check_decider(hold, who)?;
     if !hold.offers.contains(&decision.kind()) {
         return Err(not_offered(hold, decision));
     }

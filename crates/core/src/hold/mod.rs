@@ -9,6 +9,8 @@ mod machine;
 mod validate;
 
 pub use build::{HoldContext, approval_hold, question_hold};
-pub use machine::{Decided, Transition, decide, expire, remind, withdraw};
+pub use machine::{
+    Decided, Transition, decide, expire, fail_closed, fail_closed_option, remind, withdraw,
+};
 
 pub use validate::{check_name, parse_question, validate_approval, validate_question};

@@ -6,9 +6,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use holdpoint_protocol::{
-    BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision, ErrorBody, GateRequest,
-    GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldKind, HoldQuery, HoldRequest,
-    HoldStatus, NewHolds, Order, Page, Role, SeenHold, StatusFilter, WaitResult, Withdraw,
+    ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
+    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldKind,
+    HoldQuery, HoldRequest, HoldStatus, NewHolds, Order, Page, Role, SeenHold, StatusFilter,
+    WaitResult, Withdraw,
 };
 use serde::Deserialize;
 
@@ -133,6 +134,36 @@ pub async fn decide(
                 &caller.principal,
                 id,
                 decision,
+                &caller.scope(),
+                key.as_deref(),
+            )
+            .await?,
+    ))
+}
+
+/// Apply the fail-closed default, for a client that cannot ask anyone (no terminal): an
+/// approval is denied; a question gets its default option, else the option `no`, else is
+/// canceled. Recorded with source `default` and the caller's name; a person's role is needed,
+/// as for any decision.
+#[utoipa::path(post, path = "/api/v1/holds/{hold}/default", tag = "holds", request_body = ApplyDefault,
+    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header)),
+    responses((status = 200, body = DecideResult), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Already decided (the recorded decision is in details.hold)", body = ErrorBody)))]
+pub async fn decide_default(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body<ApplyDefault>,
+) -> Result<Json<DecideResult>, ApiError> {
+    let id = hold_id(&id)?;
+    let key = idempotency_key(&headers)?;
+    Ok(Json(
+        app.engine()
+            .decide_default(
+                &caller.principal,
+                id,
+                body.reason,
                 &caller.scope(),
                 key.as_deref(),
             )

@@ -82,6 +82,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/holds", get(holds::list))
         .route("/api/v1/holds/{hold}", get(holds::get))
         .route("/api/v1/holds/{hold}/decision", post(holds::decide))
+        .route("/api/v1/holds/{hold}/default", post(holds::decide_default))
         .route("/api/v1/holds/{hold}/wait", get(holds::wait))
         .route("/api/v1/holds/{hold}/withdraw", post(holds::withdraw))
         .route(
@@ -155,7 +156,7 @@ impl utoipa::Modify for Security {
         catalog::agents, catalog::create_agent, catalog::agent, catalog::update_agent, catalog::delete_agent,
         catalog::chats, catalog::create_chat, catalog::chat, catalog::delete_chat, catalog::messages, catalog::send,
         catalog::turn, catalog::cancel,
-        holds::list, holds::get, holds::decide, holds::decide_batch, holds::wait, holds::create, holds::withdraw,
+        holds::list, holds::get, holds::decide, holds::decide_default, holds::decide_batch, holds::wait, holds::create, holds::withdraw,
         grants::list, grants::revoke, grants::explain,
         hooks::list, hooks::create, hooks::delete, hooks::deliveries,
         audit::events, audit::verify,

@@ -597,3 +597,67 @@ async fn grants_are_listed_and_revoked_and_policy_explains_itself() {
         .await
         .error(404);
 }
+
+#[tokio::test]
+async fn a_client_without_a_person_applies_the_fail_closed_default() {
+    let t = TestServer::start().await;
+    let (agent, alice) = lab(&t).await;
+    let mut q = question("Deploy?", &["deploy", "abort"]);
+    q["default_option"] = json!("abort");
+    let created = raise(
+        &agent,
+        "lab",
+        vec![q, approval("shell_cmd", json!({"command": "ls"}))],
+    )
+    .await;
+    let (q, a) = (held(&created, 0), held(&created, 1));
+
+    // Agents never decide, not even a default.
+    agent
+        .post(&format!("/api/v1/holds/{a}/default"), json!({}))
+        .await
+        .error(403);
+    let (_, message) = alice
+        .post(&format!("/api/v1/holds/{a}/default"), json!({"why": "x"}))
+        .await
+        .error(422);
+    assert!(message.contains("why"), "{message}");
+
+    let denied = alice
+        .post(
+            &format!("/api/v1/holds/{a}/default"),
+            json!({"reason": "no terminal"}),
+        )
+        .await
+        .expect(200);
+    let outcome = &denied["hold"]["outcome"];
+    assert_eq!(
+        (
+            outcome["status"].as_str(),
+            outcome["source"].as_str(),
+            outcome["reason"].as_str()
+        ),
+        (Some("denied"), Some("default"), Some("no terminal"))
+    );
+    assert_eq!(outcome["decided_by"], json!(["alice"]));
+    let answered = alice
+        .post(&format!("/api/v1/holds/{q}/default"), json!({}))
+        .await
+        .expect(200);
+    assert_eq!(answered["hold"]["outcome"]["options"][0]["id"], "abort");
+
+    // Recorded like any decision: a second one gets the first, the history names the source.
+    let (code, _) = alice
+        .post(&format!("/api/v1/holds/{a}/default"), json!({}))
+        .await
+        .error(409);
+    assert_eq!(code, "already_decided");
+    let history = alice.get(&format!("/api/v1/holds/{a}")).await.expect(200)["history"].clone();
+    let decided = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["payload"]["type"] == "hold.decided")
+        .unwrap();
+    assert_eq!(decided["actor"], json!({"source": "default", "name": "alice"}));
+}

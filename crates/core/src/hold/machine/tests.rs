@@ -632,3 +632,63 @@ fn short_deadlines_remind_halfway_and_never_has_no_timers() {
     assert_eq!((never.deadline, never.remind_at), (None, None));
     assert!(expire(&never, Timestamp::from_millis(i64::MAX)).is_none());
 }
+
+#[test]
+fn the_fail_closed_default_denies_approvals_and_falls_back_for_questions() {
+    let limits = Limits::default();
+    let default = |hold: &Hold| {
+        let (t, r) = fail_closed(hold, &alice(), Some("no terminal".into()), T0, &limits).unwrap();
+        assert_eq!(r, DecideOutcome::Resolved);
+        assert_eq!(t.events[0].actor.source, Source::Default);
+        assert_eq!(t.events[0].actor.name.as_deref(), Some("alice"));
+        t.hold.outcome.unwrap()
+    };
+    let denied = default(&approval());
+    assert_eq!(denied.status, OutcomeStatus::Denied);
+    assert_eq!(denied.verdict, Some(Verdict::Deny));
+    assert_eq!(denied.source, Source::Default);
+    assert_eq!(denied.reason.as_deref(), Some("no terminal"));
+    assert_eq!(denied.decided_by, vec!["alice".to_owned()]);
+
+    let chosen = |o: &Outcome| o.options.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    let with_default = default(&question(false, false, Some("b")));
+    assert_eq!(
+        (with_default.status, chosen(&with_default)),
+        (OutcomeStatus::Answered, vec!["b".to_owned()])
+    );
+    let falls_to_no = default(&question(true, false, None));
+    assert_eq!(
+        (falls_to_no.status, chosen(&falls_to_no)),
+        (OutcomeStatus::Answered, vec!["no".to_owned()])
+    );
+    let mut without_no = question(false, false, None);
+    if let HoldSpec::Question(q) = &mut without_no.spec {
+        q.options.retain(|o| o.id != "no");
+    }
+    let canceled = default(&without_no);
+    assert_eq!(canceled.status, OutcomeStatus::Canceled);
+    assert!(canceled.options.is_empty());
+}
+
+#[test]
+fn the_fail_closed_default_is_a_decision_like_any_other() {
+    let limits = Limits::default();
+    let agent = Principal::new("bot", Role::Agent);
+    assert!(matches!(
+        fail_closed(&approval(), &agent, None, T0, &limits),
+        Err(EngineError::Forbidden(_))
+    ));
+    let (decided, _) = run(&approval(), &alice(), Decision::Deny { reason: None }).unwrap();
+    assert!(matches!(
+        fail_closed(&decided.hold, &alice(), None, T0, &limits),
+        Err(EngineError::AlreadyDecided { .. })
+    ));
+    let mut named = approval();
+    named.approvers = vec!["bob".into()];
+    assert!(matches!(
+        fail_closed(&named, &alice(), None, T0, &limits),
+        Err(EngineError::Forbidden(_))
+    ));
+    let long = "x".repeat(limits.reason + 1);
+    assert!(fail_closed(&approval(), &alice(), Some(long), T0, &limits).is_err());
+}
