@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use holdpoint_protocol::sse::SseDecoder;
 use holdpoint_server::{Server, Settings};
 use reqwest::{Client, Response};
 use serde_json::{Value, json};
@@ -135,19 +136,14 @@ impl Sightings {
 
 /// Reads the approver's live stream until it ends, reporting each `hold.created`.
 async fn follow(mut stream: Response, sightings: Sightings) -> anyhow::Result<()> {
-    let mut buffer = String::new();
+    let mut frames = SseDecoder::default();
     while let Some(chunk) = stream.chunk().await? {
-        buffer.push_str(std::str::from_utf8(&chunk)?);
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            if !block.lines().any(|l| l == "event: hold.created") {
+        frames.push(&chunk);
+        while let Some(frame) = frames.next_frame() {
+            if frame.event != "hold.created" {
                 continue;
             }
-            let data = block
-                .lines()
-                .find_map(|l| l.strip_prefix("data: "))
-                .context("an event without data")?;
-            let data: Value = serde_json::from_str(data)?;
+            let data: Value = serde_json::from_str(&frame.data)?;
             let hold = data["hold"].as_str().context("an event without a hold")?;
             sightings.seen(hold.to_owned());
         }

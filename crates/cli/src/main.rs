@@ -1,11 +1,17 @@
 //! `holdpoint`: the command-line interface.
 
+mod client;
 mod commands;
+mod connect;
+mod decide;
+mod editor;
 mod paths;
+mod present;
+mod terminal;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Holdpoint: a human-in-the-loop runtime for LLM agents.
 ///
@@ -16,7 +22,12 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "holdpoint", version, propagate_version = true)]
 #[command(
-    after_help = "Exit status: 0 success; 1 the check failed (for example a broken audit chain); 2 bad input (usage, a bad policy file, bad JSON)."
+    after_help = "Examples:\n  holdpoint serve\n  holdpoint chat lab\n  holdpoint holds list\n  holdpoint ask \"Deploy v2 to production?\" --option deploy --option abort\n  holdpoint exec -- make deploy\n\n\
+Commands that talk to a server find it with --server, $HOLDPOINT_SERVER or the configured\n\
+address, and use $HOLDPOINT_TOKEN or the admin token in the data directory.\n\n\
+Exit status: 0 success; 1 the check or request failed (a broken audit chain, a refused\n\
+decision, no server); 2 bad input (usage, a bad policy file, bad JSON). `ask` and `exec` have\n\
+their own codes for denied, canceled and timed out: see their --help."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,6 +48,17 @@ enum Command {
     /// Verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(commands::audit::AuditCommand),
+    /// Talk to an agent; decide its holds at a menu as they come.
+    Chat(commands::chat::ChatArgs),
+    /// List, show, decide and watch holds.
+    #[command(subcommand)]
+    Holds(commands::holds::HoldsCommand),
+    /// Ask a person a question and print the answer (for scripts and CI jobs).
+    Ask(commands::ask::AskArgs),
+    /// Run a command only if policy or a person allows it.
+    Exec(commands::exec::ExecArgs),
+    /// Print a shell completion script.
+    Completions(commands::completions::CompletionsArgs),
     /// Print the OpenAPI document of the HTTP API.
     #[command(hide = true)]
     Openapi,
@@ -48,6 +70,8 @@ pub enum Failure {
     Check(String),
     /// The input was bad (exit 2).
     Usage(String),
+    /// Exit with this status; anything to say was said.
+    Exit(u8),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +82,11 @@ fn main() -> ExitCode {
         Command::Openapi => commands::serve::openapi(),
         Command::Policy(cmd) => commands::policy::run(cmd),
         Command::Audit(cmd) => commands::audit::run(cmd),
+        Command::Chat(args) => commands::chat::run(args),
+        Command::Holds(cmd) => commands::holds::run(cmd),
+        Command::Ask(args) => commands::ask::run(args),
+        Command::Exec(args) => commands::exec::run(args),
+        Command::Completions(args) => commands::completions::run(args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -69,5 +98,6 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }
+        Err(Failure::Exit(status)) => ExitCode::from(status),
     }
 }

@@ -13,6 +13,7 @@ mod query;
 mod request;
 mod runtime;
 mod schema;
+pub mod sse;
 mod time;
 
 pub use api::{

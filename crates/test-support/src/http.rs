@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use holdpoint_protocol::sse::SseDecoder;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
@@ -141,7 +142,7 @@ impl Api {
         assert_eq!(response.status().as_u16(), 200, "the stream was refused");
         Sse {
             response,
-            buffer: String::new(),
+            frames: SseDecoder::default(),
         }
     }
 }
@@ -157,25 +158,25 @@ pub struct SseMessage {
 /// Reads a `text/event-stream`.
 pub struct Sse {
     response: reqwest::Response,
-    buffer: String,
+    frames: SseDecoder,
 }
 
 impl Sse {
     /// The next message (comments and heartbeats skipped), or `None` when the stream ends.
     pub async fn try_next(&mut self, patience: Duration) -> Option<SseMessage> {
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                if let Some(message) = parse(&block) {
-                    return Some(message);
-                }
-                continue;
+            if let Some(frame) = self.frames.next_frame() {
+                return Some(SseMessage {
+                    id: frame.id.and_then(|id| id.parse().ok()),
+                    event: frame.event,
+                    data: serde_json::from_str(&frame.data).unwrap_or(Value::String(frame.data)),
+                });
             }
             let chunk = tokio::time::timeout(patience, self.response.chunk())
                 .await
                 .ok()?
                 .expect("the stream broke")?;
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+            self.frames.push(&chunk);
         }
     }
 
@@ -194,27 +195,4 @@ impl Sse {
             }
         }
     }
-}
-
-fn parse(block: &str) -> Option<SseMessage> {
-    let mut id = None;
-    let mut event = String::from("message");
-    let mut data = String::new();
-    for line in block.lines() {
-        if let Some(v) = line.strip_prefix("id:") {
-            id = v.trim().parse().ok();
-        } else if let Some(v) = line.strip_prefix("event:") {
-            event = v.trim().to_owned();
-        } else if let Some(v) = line.strip_prefix("data:") {
-            data.push_str(v.strip_prefix(' ').unwrap_or(v));
-        }
-    }
-    if data.is_empty() {
-        return None;
-    }
-    Some(SseMessage {
-        id,
-        event,
-        data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
-    })
 }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use holdpoint_server::{LogFormat, Server, Settings, load_policy};
 
-use crate::{Failure, paths};
+use super::runtime;
+use crate::Failure;
+use crate::paths::Files;
 
 #[derive(Args)]
 #[command(
@@ -29,35 +31,6 @@ pub struct ServeArgs {
     log_format: Option<String>,
 }
 
-/// Where the data and the configuration are.
-#[derive(Args)]
-pub struct Files {
-    /// The data directory [default: $HOLDPOINT_DATA, else ~/.local/share/holdpoint].
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// The configuration file [default: $HOLDPOINT_CONFIG, else config.toml in the data
-    /// directory if there is one].
-    #[arg(long, value_name = "FILE", env = "HOLDPOINT_CONFIG")]
-    config: Option<PathBuf>,
-}
-
-impl Files {
-    fn data_dir(&self) -> PathBuf {
-        paths::data_dir(self.data.clone())
-    }
-
-    /// The settings, with the variables of this process over the file.
-    fn settings(&self) -> Result<Settings, Failure> {
-        let default = self.data_dir().join("config.toml");
-        let file = self
-            .config
-            .clone()
-            .or_else(|| default.is_file().then_some(default));
-        Settings::load(file.as_deref(), std::env::vars())
-            .map_err(|e| Failure::Usage(format!("configuration: {e}")))
-    }
-}
-
 #[derive(Subcommand)]
 pub enum ConfigCommand {
     /// Check the configuration (the file, HOLDPOINT_* variables and the policy file it names)
@@ -66,13 +39,6 @@ pub enum ConfigCommand {
         after_help = "Examples:\n  holdpoint config check\n  HOLDPOINT_SERVER_BIND=0.0.0.0:7717 holdpoint config check --config holdpoint.toml"
     )]
     Check(Files),
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Check(format!("cannot start: {e}")))
 }
 
 pub fn config(cmd: ConfigCommand) -> Result<(), Failure> {

@@ -1,6 +1,8 @@
 mod audit;
+mod lab;
 mod policy;
 mod serve;
+mod terminal;
 
 use std::process::{Command, Output};
 

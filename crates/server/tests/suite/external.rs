@@ -659,5 +659,8 @@ async fn a_client_without_a_person_applies_the_fail_closed_default() {
         .iter()
         .find(|e| e["payload"]["type"] == "hold.decided")
         .unwrap();
-    assert_eq!(decided["actor"], json!({"source": "default", "name": "alice"}));
+    assert_eq!(
+        decided["actor"],
+        json!({"source": "default", "name": "alice"})
+    );
 }

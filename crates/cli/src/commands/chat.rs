@@ -1,0 +1,379 @@
+//! `holdpoint chat`: talk to an agent; its reply streams in, and its holds are decided at a
+//! menu (or by the fail-closed default when no one is at a terminal).
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use clap::Args;
+use holdpoint_protocol::{
+    Agent, Chat, EventPayload, Hold, HoldId, NewChat, Page, SendMessage, ToolResult, TurnId,
+    TurnStarted, World,
+};
+use serde_json::Value;
+
+use super::runtime;
+use crate::Failure;
+use crate::client::{Client, ClientError, query, seg};
+use crate::connect::{Connect, client_failure};
+use crate::decide::{Decider, Handled};
+use crate::present;
+use crate::terminal::safe::clean;
+use crate::terminal::{self, Console, Happened};
+
+#[derive(Args)]
+#[command(
+    after_help = "Examples:\n  holdpoint chat lab\n  holdpoint chat lab --agent reviewer\n  holdpoint chat lab --chat 0193c2a4-…   (go on with a chat)\n  echo 'clean up the build directory' | holdpoint chat lab   (holds get the fail-closed default)\n\n\
+Type a message and press Enter; the agent's reply streams in. When the agent needs a decision,\n\
+its hold is shown with a numbered menu of exactly the decisions it offers. Ctrl-C during a turn\n\
+cancels the turn; Ctrl-D leaves (holds stay pending; come back with --chat).\n\
+Without a terminal (or with --non-interactive), messages are read from stdin, one per line, and\n\
+every hold gets the fail-closed default: approvals are denied; questions get their default\n\
+option, else `no`, else are canceled. Each is recorded with source `default`.\n\
+When no server answers (and none was named), Holdpoint runs in this process on the data directory."
+)]
+pub struct ChatArgs {
+    /// The world, by name or id.
+    world: String,
+    /// The agent to talk to, by name or id [default: the world's only agent].
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Go on with this chat instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    chat: Option<String>,
+    /// Never prompt: every hold gets the fail-closed default (as when stdin is not a terminal).
+    #[arg(long)]
+    non_interactive: bool,
+    #[command(flatten)]
+    connect: Connect,
+}
+
+pub fn run(args: ChatArgs) -> Result<(), Failure> {
+    runtime()?.block_on(async {
+        let connection = args.connect.client_or_embedded().await?;
+        let result = chat(&connection.client, &args).await;
+        connection.close().await;
+        result
+    })
+}
+
+/// Where the chat is.
+struct Place {
+    world: World,
+    chat: Chat,
+}
+
+impl Place {
+    fn path(&self) -> String {
+        format!("/api/v1/worlds/{}", self.world.id)
+    }
+}
+
+async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
+    let place = open_chat(client, args).await?;
+    let interactive = terminal::interactive(args.non_interactive);
+    let live = query([
+        ("world", Some(place.world.id.to_string().as_str())),
+        ("chat", Some(place.chat.id.to_string().as_str())),
+    ]);
+    let events = client.events(&live).await.map_err(client_failure)?;
+    let mut console = Console::new(events, interactive)?;
+    let mut session = Session {
+        client,
+        place: &place,
+        handled: HashSet::new(),
+        mid_line: false,
+    };
+    if interactive {
+        println!(
+            "Chat {} in world {}. Type a message and press Enter; Ctrl-C cancels a turn, Ctrl-D leaves.",
+            place.chat.id,
+            clean(&place.world.name)
+        );
+    }
+    // A chat taken up again may have holds waiting.
+    let pending = session.open_holds(None).await?;
+    if !pending.is_empty() {
+        match session.decide(&mut console, pending).await? {
+            Handled::Done => {}
+            _ => return Ok(()),
+        }
+    }
+    loop {
+        let read = if interactive {
+            console.prompt("you> ", None).await?
+        } else {
+            console.line().await
+        };
+        let text = match read {
+            Happened::Line(l) if l.trim().is_empty() => continue,
+            Happened::Line(l) => l,
+            Happened::Eof | Happened::Interrupted | Happened::Ended => break,
+            Happened::Event(_) | Happened::Resolved(_) => continue,
+        };
+        let path = format!("{}/chats/{}/messages", place.path(), place.chat.id);
+        let started: TurnStarted = match client.post(&path, &SendMessage { text }).await {
+            Ok(t) => t,
+            Err(e @ ClientError::Api { status: 409, .. }) => {
+                println!("{e}");
+                continue;
+            }
+            Err(e) => return Err(client_failure(e)),
+        };
+        if session.follow(&mut console, started.turn).await? == Ending::Leave {
+            break;
+        }
+    }
+    if interactive {
+        println!(
+            "Left chat {}; go on with: holdpoint chat {} --chat {}",
+            place.chat.id,
+            clean(&place.world.name),
+            place.chat.id
+        );
+    }
+    Ok(())
+}
+
+async fn open_chat(client: &Client, args: &ChatArgs) -> Result<Place, Failure> {
+    let world: World = client
+        .get(&format!("/api/v1/worlds/{}", seg(&args.world)))
+        .await
+        .map_err(|e| match e.status() {
+            Some(404) => Failure::Check(format!(
+                "error: there is no world {:?} (create one with POST /api/v1/worlds; see the README)",
+                args.world
+            )),
+            _ => client_failure(e),
+        })?;
+    let base = format!("/api/v1/worlds/{}", world.id);
+    if let Some(id) = &args.chat {
+        let chat: Chat = client
+            .get(&format!("{base}/chats/{}", seg(id)))
+            .await
+            .map_err(client_failure)?;
+        return Ok(Place { world, chat });
+    }
+    let agent = match &args.agent {
+        Some(a) => a.clone(),
+        None => {
+            let agents: Vec<Agent> = client
+                .get(&format!("{base}/agents"))
+                .await
+                .map_err(client_failure)?;
+            match agents.as_slice() {
+                [one] => one.name.clone(),
+                [] => {
+                    return Err(Failure::Check(format!(
+                        "error: world {} has no agent to chat with: create one with POST {base}/agents (see the README)",
+                        clean(&world.name)
+                    )));
+                }
+                many => {
+                    let names: Vec<String> = many.iter().map(|a| clean(&a.name).into()).collect();
+                    return Err(Failure::Usage(format!(
+                        "world {} has several agents ({}): choose one with --agent",
+                        clean(&world.name),
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    let chat: Chat = client
+        .post(&format!("{base}/chats"), &NewChat { agent, title: None })
+        .await
+        .map_err(client_failure)?;
+    Ok(Place { world, chat })
+}
+
+#[derive(PartialEq, Eq)]
+enum Ending {
+    /// The turn ended; take the next message.
+    Next,
+    /// Leave the chat.
+    Leave,
+}
+
+struct Session<'a> {
+    client: &'a Client,
+    place: &'a Place,
+    /// Holds already shown (a batch's holds arrive as one event each).
+    handled: HashSet<HoldId>,
+    /// The last text printed did not end its line.
+    mid_line: bool,
+}
+
+impl Session<'_> {
+    /// The chat's open holds, of one batch or all.
+    async fn open_holds(&self, batch: Option<String>) -> Result<Vec<Hold>, Failure> {
+        let path = format!(
+            "/api/v1/holds{}",
+            query([
+                ("world", Some(self.place.world.id.to_string().as_str())),
+                ("chat", Some(self.place.chat.id.to_string().as_str())),
+                ("batch", batch.as_deref()),
+                ("limit", Some("500")),
+            ])
+        );
+        let page: Page<Hold> = self.client.get(&path).await.map_err(client_failure)?;
+        Ok(page.items)
+    }
+
+    async fn decide(
+        &mut self,
+        console: &mut Console,
+        holds: Vec<Hold>,
+    ) -> Result<Handled, Failure> {
+        self.handled.extend(holds.iter().map(|h| h.id));
+        let mut decider = Decider {
+            client: self.client,
+            console,
+            no_one: "no terminal: holdpoint chat ran without one",
+        };
+        decider.batch(holds).await
+    }
+
+    fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+
+    /// Shows a turn until it ends.
+    async fn follow(&mut self, console: &mut Console, turn: TurnId) -> Result<Ending, Failure> {
+        let mut canceling = false;
+        loop {
+            let event = match console.next_event().await? {
+                Happened::Event(e) => e,
+                Happened::Interrupted if canceling => return Ok(Ending::Leave),
+                Happened::Interrupted => {
+                    canceling = true;
+                    self.cancel(turn).await?;
+                    continue;
+                }
+                Happened::Ended => {
+                    return Err(Failure::Check(
+                        "error: the server stopped; the turn stays stored and resumes when it starts again".into(),
+                    ));
+                }
+                _ => continue,
+            };
+            match event.payload {
+                EventPayload::TurnText { text, .. } => {
+                    print!("{}", clean(&text));
+                    let _ = std::io::stdout().flush();
+                    self.mid_line = !text.ends_with('\n');
+                }
+                EventPayload::TurnToolFinished { result, .. } => {
+                    self.end_line();
+                    println!("  {}", tool_result(&result));
+                }
+                EventPayload::HoldCreated { hold } if !self.handled.contains(&hold.id) => {
+                    self.end_line();
+                    let batch = self.open_holds(Some(hold.batch.to_string())).await?;
+                    match self.decide(console, batch).await? {
+                        Handled::Done => {}
+                        Handled::Interrupted if !canceling => {
+                            canceling = true;
+                            self.cancel(turn).await?;
+                        }
+                        Handled::Interrupted | Handled::Eof => {
+                            println!("The hold stays pending.");
+                            return Ok(Ending::Leave);
+                        }
+                    }
+                }
+                EventPayload::HoldExpired { outcome } | EventPayload::HoldWithdrawn { outcome } => {
+                    self.end_line();
+                    println!(
+                        "  hold {}: {}",
+                        event.hold.map(|h| h.to_string()).unwrap_or_default(),
+                        present::outcome(&outcome)
+                    );
+                }
+                EventPayload::TurnFinished { .. } => {
+                    self.end_line();
+                    return Ok(Ending::Next);
+                }
+                EventPayload::TurnFailed { error, .. } => {
+                    self.end_line();
+                    println!("The turn failed: {}", clean(&error));
+                    return Ok(Ending::Next);
+                }
+                EventPayload::TurnCanceled { .. } => {
+                    self.end_line();
+                    println!("Turn canceled.");
+                    return Ok(Ending::Next);
+                }
+                EventPayload::TurnStopped { .. } => {
+                    self.end_line();
+                    println!("Turn stopped: a call was denied with \"deny and stop\".");
+                    return Ok(Ending::Next);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    async fn cancel(&mut self, turn: TurnId) -> Result<(), Failure> {
+        self.end_line();
+        println!("Canceling the turn… (Ctrl-C again to leave at once)");
+        let path = format!("{}/turns/{turn}/cancel", self.place.path());
+        match self.client.post::<Value>(&path, &Value::Null).await {
+            Ok(_) => Ok(()),
+            // The turn ended meanwhile.
+            Err(ClientError::Api { status: 409, .. }) => Ok(()),
+            Err(e) => Err(client_failure(e)),
+        }
+    }
+}
+
+/// A tool call's result, on one line.
+fn tool_result(r: &ToolResult) -> String {
+    match r {
+        ToolResult::Executed {
+            approved_by,
+            output,
+            ..
+        } => {
+            let text = output
+                .as_str()
+                .map_or_else(|| output.to_string(), str::to_owned);
+            format!("✓ ran ({approved_by}): {}", present::short(&text, 100))
+        }
+        ToolResult::Failed { error } => format!("✗ failed: {}", present::short(error, 100)),
+        ToolResult::DeniedByPerson { reason, decided_by } => format!(
+            "✗ denied by {}{}",
+            decided_by.join(", "),
+            reason
+                .as_deref()
+                .map(|r| format!(": {}", present::short(r, 80)))
+                .unwrap_or_default()
+        ),
+        ToolResult::DeniedByPolicy { rule } => {
+            format!("✗ denied by policy ({})", present::short(rule, 60))
+        }
+        ToolResult::TimedOut { applied } => format!("✗ timed out ({applied})"),
+        ToolResult::NotExecuted { reason } => format!("– not run: {}", present::short(reason, 80)),
+        ToolResult::Interrupted { note } => format!("? interrupted: {}", present::short(note, 80)),
+        ToolResult::InvalidArguments { error } => {
+            format!("✗ invalid arguments: {}", present::short(error, 80))
+        }
+        ToolResult::Answer {
+            outcome, options, ..
+        } => {
+            let labels: Vec<String> = options
+                .iter()
+                .map(|o| present::short(&o.label, 40))
+                .collect();
+            format!(
+                "answer: {} {}",
+                serde_json::to_string(outcome)
+                    .unwrap_or_default()
+                    .trim_matches('"'),
+                labels.join(", ")
+            )
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! `holdpoint holds`: list, show, decide and watch holds from the terminal.
+
+use std::collections::HashSet;
+
+use clap::{Args, Subcommand};
+use holdpoint_protocol::{
+    ApproveScope, DecideOutcome, DecideResult, Decision, Event, EventPayload, Hold, HoldDetail,
+    HoldId, HoldKind, HoldSpec, Page, Timestamp,
+};
+use serde::Serialize;
+
+use super::runtime;
+use crate::Failure;
+use crate::client::{Client, query, seg};
+use crate::connect::{Connect, client_failure};
+use crate::decide::{Decider, Handled, option_ids};
+use crate::present;
+use crate::terminal::{self, Console, Happened};
+
+#[derive(Subcommand)]
+pub enum HoldsCommand {
+    /// List holds: pending ones, oldest first, unless filtered otherwise.
+    #[command(
+        after_help = "Examples:\n  holdpoint holds list\n  holdpoint holds list --world lab --kind approval\n  holdpoint holds list --status resolved --json | jq '.items[].outcome'"
+    )]
+    List(ListArgs),
+    /// Show one hold with everything that happened to it.
+    #[command(after_help = "Example:\n  holdpoint holds show 0193c2a4-5b1e-7f00-8a1c-3d2e4f5a6b7c")]
+    Show(HoldArgs),
+    /// Approve an approval hold.
+    #[command(
+        after_help = "Examples:\n  holdpoint holds approve 0193c2a4-…\n  holdpoint holds approve 0193c2a4-… --scope chat --digest 5f2b…   (only if the arguments are still those)"
+    )]
+    Approve(ApproveArgs),
+    /// Deny an approval hold; the agent is told the reason.
+    #[command(
+        after_help = "Examples:\n  holdpoint holds deny 0193c2a4-… --reason 'not on Fridays'\n  holdpoint holds deny 0193c2a4-… --stop   (the turn stops too)"
+    )]
+    Deny(DenyArgs),
+    /// Answer a question with one of its options (several where it allows).
+    #[command(
+        after_help = "Example:\n  holdpoint holds answer 0193c2a4-… deploy\n\nA question with `confirm` then waits for `holdpoint holds confirm ID` (or `cancel`)."
+    )]
+    Answer(AnswerArgs),
+    /// Confirm the answer a question with `confirm` is waiting on.
+    #[command(after_help = "Example:\n  holdpoint holds confirm 0193c2a4-…")]
+    Confirm(HoldArgs),
+    /// Cancel a question (or the answer waiting for its confirm step).
+    #[command(after_help = "Example:\n  holdpoint holds cancel 0193c2a4-… --reason 'asked twice'")]
+    Cancel(CancelArgs),
+    /// Follow holds as they come and decide them at a menu, as `chat` does.
+    #[command(
+        after_help = "Examples:\n  holdpoint holds watch\n  holdpoint holds watch --world lab\n  holdpoint holds watch --json   (one event per line; decides nothing)\n\n\
+Pending holds are shown first, then new ones as they are raised, in any chat. Without a\n\
+terminal (or with --non-interactive or --json) watch only reports: it never applies defaults\n\
+to other people's holds. Ctrl-C stops watching; holds not decided stay pending."
+    )]
+    Watch(WatchArgs),
+}
+
+/// What every `holds` command takes.
+#[derive(Args)]
+pub struct Common {
+    /// Print JSON (the API's own shapes) instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    connect: Connect,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Only this world's holds (name or id).
+    #[arg(long, value_name = "WORLD")]
+    world: Option<String>,
+    /// Only this chat's holds (needs --world).
+    #[arg(long, value_name = "CHAT", requires = "world")]
+    chat: Option<String>,
+    /// `pending` (open holds), `resolved`, `any`, or one status such as `approved`.
+    #[arg(long, default_value = "pending")]
+    status: String,
+    /// `approval` or `question`.
+    #[arg(long, value_parser = ["approval", "question"])]
+    kind: Option<String>,
+    /// At most this many (up to 500).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Go on from a previous listing (its `next`).
+    #[arg(long)]
+    cursor: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct HoldArgs {
+    /// The hold's id.
+    id: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct ApproveArgs {
+    /// The hold's id.
+    id: String,
+    /// How far the approval reaches.
+    #[arg(long, default_value = "once", value_parser = ["once", "chat", "always-args", "always-tool"])]
+    scope: String,
+    /// Approve only if the arguments' digest is this one (as `holds show` prints it).
+    #[arg(long)]
+    digest: Option<String>,
+    /// Recorded with the decision.
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct DenyArgs {
+    /// The hold's id.
+    id: String,
+    /// Told to the agent.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Stop the agent's turn as well.
+    #[arg(long)]
+    stop: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct AnswerArgs {
+    /// The hold's id.
+    id: String,
+    /// The option(s) chosen, by id.
+    #[arg(required = true, value_name = "OPTION")]
+    options: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct CancelArgs {
+    /// The hold's id.
+    id: String,
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct WatchArgs {
+    /// Only this world's holds (name or id).
+    #[arg(long, value_name = "WORLD")]
+    world: Option<String>,
+    /// Only report; never prompt (as when stdin is not a terminal).
+    #[arg(long)]
+    non_interactive: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn run(cmd: HoldsCommand) -> Result<(), Failure> {
+    runtime()?.block_on(async move {
+        match cmd {
+            HoldsCommand::List(a) => list(a).await,
+            HoldsCommand::Show(a) => show(a).await,
+            HoldsCommand::Approve(a) => {
+                let scope = match a.scope.as_str() {
+                    "chat" => ApproveScope::Chat,
+                    "always-args" => ApproveScope::AlwaysArgs,
+                    "always-tool" => ApproveScope::AlwaysTool,
+                    _ => ApproveScope::Once,
+                };
+                let decision = Decision::Approve {
+                    scope,
+                    digest: a.digest,
+                    reason: a.reason,
+                };
+                decide(&a.common, &a.id, decision).await
+            }
+            HoldsCommand::Deny(a) => {
+                let decision = if a.stop {
+                    Decision::DenyStop { reason: a.reason }
+                } else {
+                    Decision::Deny { reason: a.reason }
+                };
+                decide(&a.common, &a.id, decision).await
+            }
+            HoldsCommand::Answer(a) => {
+                let decision = Decision::Answer { options: a.options };
+                decide(&a.common, &a.id, decision).await
+            }
+            HoldsCommand::Confirm(a) => decide(&a.common, &a.id, Decision::Confirm).await,
+            HoldsCommand::Cancel(a) => {
+                let decision = Decision::Cancel { reason: a.reason };
+                decide(&a.common, &a.id, decision).await
+            }
+            HoldsCommand::Watch(a) => watch(a).await,
+        }
+    })
+}
+
+fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| Failure::Check(format!("error: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+async fn list(a: ListArgs) -> Result<(), Failure> {
+    let client = a.common.connect.client()?;
+    let limit = a.limit.to_string();
+    let path = format!(
+        "/api/v1/holds{}",
+        query([
+            ("world", a.world.as_deref()),
+            ("chat", a.chat.as_deref()),
+            ("status", Some(a.status.as_str())),
+            ("kind", a.kind.as_deref()),
+            ("limit", Some(limit.as_str())),
+            ("cursor", a.cursor.as_deref()),
+        ])
+    );
+    let page: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&page);
+    }
+    if page.items.is_empty() {
+        println!("No holds.");
+        return Ok(());
+    }
+    let now = Timestamp::now();
+    println!(
+        "{:<36}  {:<8}  {:<16}  {:<18}  WHAT",
+        "ID", "KIND", "STATUS", "DEADLINE"
+    );
+    for h in &page.items {
+        let deadline = match (h.is_open(), h.deadline) {
+            (true, Some(d)) => present::relative(d, now),
+            (true, None) => "never".to_owned(),
+            (false, _) => "-".to_owned(),
+        };
+        println!(
+            "{:<36}  {:<8}  {:<16}  {:<18}  {}",
+            h.id,
+            h.kind().as_str(),
+            h.status.as_str(),
+            deadline,
+            present::summary(h)
+        );
+    }
+    if let Some(next) = &page.next {
+        println!("More: holdpoint holds list --cursor {next}");
+    }
+    Ok(())
+}
+
+async fn show(a: HoldArgs) -> Result<(), Failure> {
+    let client = a.common.connect.client()?;
+    let detail: HoldDetail = client
+        .get(&format!("/api/v1/holds/{}", seg(&a.id)))
+        .await
+        .map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&detail);
+    }
+    let hold = &detail.hold;
+    println!("{}", present::card(hold, Timestamp::now()));
+    println!("  status: {}", hold.status.as_str());
+    if let HoldSpec::Approval(spec) = &hold.spec {
+        println!("  digest: {}", spec.digest);
+    }
+    if let HoldSpec::Question(q) = &hold.spec {
+        println!("  options: {}", option_ids(q));
+    }
+    let offers: Vec<&str> = hold.offers.iter().map(|k| k.as_str()).collect();
+    if hold.is_open() {
+        println!("  offers: {}", offers.join(", "));
+    }
+    if let Some(o) = &hold.outcome {
+        println!("  outcome: {}", present::outcome(o));
+    }
+    println!("History:");
+    for e in &detail.history {
+        println!("  {}", history_line(e));
+    }
+    Ok(())
+}
+
+fn history_line(e: &Event) -> String {
+    let who = match &e.actor.name {
+        Some(n) => format!("{} ({:?})", present::short(n, 40), e.actor.source).to_lowercase(),
+        None => format!("{:?}", e.actor.source).to_lowercase(),
+    };
+    let what = match &e.payload {
+        EventPayload::HoldDecided { outcome }
+        | EventPayload::HoldExpired { outcome }
+        | EventPayload::HoldWithdrawn { outcome } => present::outcome(outcome),
+        EventPayload::HoldVoted {
+            approvals, quorum, ..
+        } => format!("approval {approvals} of {quorum}"),
+        EventPayload::HoldAwaitingConfirm { answer } => {
+            let labels: Vec<String> = answer
+                .options
+                .iter()
+                .map(|o| present::short(&o.label, 40))
+                .collect();
+            format!("chose {}, awaiting confirmation", labels.join(", "))
+        }
+        other => other.type_name().to_owned(),
+    };
+    format!("{}  {:<24}  {what}", e.at, who)
+}
+
+async fn decide(common: &Common, id: &str, decision: Decision) -> Result<(), Failure> {
+    let client = common.connect.client()?;
+    let path = format!("/api/v1/holds/{}/decision", seg(id));
+    let result = match client.post::<DecideResult>(&path, &decision).await {
+        Ok(r) => r,
+        Err(e) => match e.already_decided() {
+            Some(hold) if common.json => {
+                print_json(&hold)?;
+                return Err(Failure::Exit(1));
+            }
+            Some(hold) => {
+                let o = hold.outcome.as_ref().map(present::outcome);
+                return Err(Failure::Check(format!(
+                    "error: already decided: {}",
+                    o.unwrap_or_default()
+                )));
+            }
+            None => return Err(client_failure(e)),
+        },
+    };
+    if common.json {
+        return print_json(&result);
+    }
+    let hold = &result.hold;
+    match result.result {
+        DecideOutcome::VoteRecorded => println!(
+            "Approval recorded for {}: {} of {} needed.",
+            hold.id,
+            hold.votes.len(),
+            hold.quorum
+        ),
+        DecideOutcome::AwaitingConfirm => println!(
+            "Answer chosen for {}; confirm it with `holdpoint holds confirm {}` (or cancel).",
+            hold.id, hold.id
+        ),
+        _ => println!(
+            "{} {}: {}",
+            if hold.kind() == HoldKind::Approval {
+                "Approval"
+            } else {
+                "Question"
+            },
+            hold.id,
+            hold.outcome
+                .as_ref()
+                .map(present::outcome)
+                .unwrap_or_default()
+        ),
+    }
+    Ok(())
+}
+
+async fn watch(a: WatchArgs) -> Result<(), Failure> {
+    let client = a.common.connect.client()?;
+    let interactive = terminal::interactive(a.non_interactive) && !a.common.json;
+    // The stream opens first, so that nothing raised while the pending list is read is missed.
+    let events = client
+        .events(&query([("world", a.world.as_deref())]))
+        .await
+        .map_err(client_failure)?;
+    let mut console = Console::new(events, interactive)?;
+    let mut watcher = Watcher {
+        client: &client,
+        seen: HashSet::new(),
+        json: a.common.json,
+    };
+    if !a.common.json {
+        println!(
+            "Watching holds in {}. Ctrl-C stops.",
+            a.world
+                .as_deref()
+                .map_or("every world".to_owned(), |w| format!("world {w}"))
+        );
+    }
+    let path = format!(
+        "/api/v1/holds{}",
+        query([("world", a.world.as_deref()), ("limit", Some("500"))])
+    );
+    let pending: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+    let mut batches: Vec<Vec<Hold>> = Vec::new();
+    for h in pending.items {
+        match batches.iter_mut().find(|b| b[0].batch == h.batch) {
+            Some(b) => b.push(h),
+            None => batches.push(vec![h]),
+        }
+    }
+    for batch in batches {
+        if watcher.show(&mut console, batch).await? != Handled::Done {
+            return Ok(());
+        }
+    }
+    loop {
+        let event = match console.next_event().await? {
+            Happened::Event(e) => e,
+            Happened::Ended => {
+                return Err(Failure::Check("error: the server stopped".into()));
+            }
+            _ => return Ok(()),
+        };
+        if watcher.json {
+            if event.hold.is_some() {
+                println!("{}", serde_json::to_string(&event).unwrap_or_default());
+            }
+            continue;
+        }
+        match &event.payload {
+            EventPayload::HoldCreated { hold } if !watcher.seen.contains(&hold.id) => {
+                let batch = if interactive {
+                    let path = format!(
+                        "/api/v1/holds{}",
+                        query([("batch", Some(hold.batch.to_string().as_str()))])
+                    );
+                    let page: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+                    page.items
+                } else {
+                    vec![(**hold).clone()]
+                };
+                if watcher.show(&mut console, batch).await? != Handled::Done {
+                    return Ok(());
+                }
+            }
+            payload => {
+                if let (Some(id), Some(o)) = (event.hold, payload.resolution()) {
+                    println!("Hold {id}: {}", present::outcome(o));
+                }
+            }
+        }
+    }
+}
+
+struct Watcher<'a> {
+    client: &'a Client,
+    /// Holds already shown.
+    seen: HashSet<HoldId>,
+    json: bool,
+}
+
+impl Watcher<'_> {
+    /// Shows holds: a menu for a person, a line (or JSON) otherwise.
+    async fn show(&mut self, console: &mut Console, holds: Vec<Hold>) -> Result<Handled, Failure> {
+        let holds: Vec<Hold> = holds
+            .into_iter()
+            .filter(|h| self.seen.insert(h.id))
+            .collect();
+        if holds.is_empty() {
+            return Ok(Handled::Done);
+        }
+        if self.json {
+            for h in &holds {
+                println!("{}", serde_json::to_string(h).unwrap_or_default());
+            }
+            return Ok(Handled::Done);
+        }
+        if !console.interactive {
+            for h in &holds {
+                println!(
+                    "Hold {} in {}: {} (pending)",
+                    h.id,
+                    present::short(&h.world, 40),
+                    present::summary(h)
+                );
+            }
+            return Ok(Handled::Done);
+        }
+        let mut decider = Decider {
+            client: self.client,
+            console,
+            no_one: "",
+        };
+        decider.batch(holds).await
+    }
+}

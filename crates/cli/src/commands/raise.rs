@@ -1,0 +1,134 @@
+//! What `ask` and `exec` share: raising one hold as an agent, waiting for its outcome with
+//! long polls, withdrawing it on Ctrl-C, and the exit statuses scripts can rely on.
+
+use clap::Args;
+use holdpoint_protocol::{
+    GateResponse, GateResult, Hold, HoldRequest, NewHolds, SessionInfo, WaitResult, Withdraw, World,
+};
+
+use crate::Failure;
+use crate::client::{Client, seg};
+use crate::connect::Connect;
+
+/// Exit statuses of `ask` and `exec`, chosen not to collide with the statuses commands
+/// commonly use (as `timeout` and `env` do).
+pub mod status {
+    /// The person denied the call, or canceled the question.
+    pub const DENIED: u8 = 123;
+    /// The hold's deadline passed first.
+    pub const TIMED_OUT: u8 = 124;
+    /// Holdpoint could not ask: no server, a refused token, a request it rejected.
+    pub const ERROR: u8 = 125;
+    /// `exec`: the command was found but could not be run.
+    pub const CANNOT_RUN: u8 = 126;
+    /// `exec`: the command was not found.
+    pub const NOT_FOUND: u8 = 127;
+    /// Ctrl-C: the hold was withdrawn.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// Where the hold is raised, and how.
+#[derive(Args)]
+pub struct Target {
+    /// The world to ask in, by name or id [default: $HOLDPOINT_WORLD, else the token's world,
+    /// else the only world there is].
+    #[arg(long, value_name = "WORLD", env = "HOLDPOINT_WORLD")]
+    world: Option<String>,
+    /// Filed under this chat name, so that holds can be found and filtered by it.
+    #[arg(long, value_name = "NAME")]
+    chat: Option<String>,
+    #[command(flatten)]
+    pub connect: Connect,
+}
+
+/// Prints `message` as an error and fails with [`status::ERROR`].
+pub fn error(message: impl std::fmt::Display) -> Failure {
+    eprintln!("error: {message}");
+    Failure::Exit(status::ERROR)
+}
+
+impl Target {
+    pub fn client(&self) -> Result<Client, Failure> {
+        self.connect.client().map_err(|f| match f {
+            Failure::Check(m) | Failure::Usage(m) => error(m.trim_start_matches("error: ")),
+            other => other,
+        })
+    }
+
+    async fn world(&self, client: &Client) -> Result<String, Failure> {
+        if let Some(w) = &self.world {
+            return Ok(w.clone());
+        }
+        let me: SessionInfo = client.get("/api/v1/session").await.map_err(error)?;
+        if let Some(w) = me.world {
+            return Ok(w);
+        }
+        let worlds: Vec<World> = client.get("/api/v1/worlds").await.map_err(error)?;
+        match worlds.as_slice() {
+            [one] => Ok(one.id.to_string()),
+            [] => Err(error(
+                "there is no world to ask in: create one (POST /api/v1/worlds) or name one with --world",
+            )),
+            _ => Err(error("there are several worlds: name one with --world")),
+        }
+    }
+
+    /// Raises one item. The request carries an idempotency key, so a retried request raises
+    /// nothing twice.
+    pub async fn raise(&self, client: &Client, item: HoldRequest) -> Result<GateResult, Failure> {
+        let world = self.world(client).await?;
+        let body = NewHolds {
+            chat: self.chat.clone(),
+            items: vec![item],
+        };
+        let key = uuid::Uuid::now_v7().to_string();
+        let path = format!("/api/v1/worlds/{}/holds", seg(&world));
+        let response: GateResponse = client.post_once(&path, &body, &key).await.map_err(error)?;
+        response
+            .results
+            .into_iter()
+            .next()
+            .ok_or_else(|| error("the server answered with no result"))
+    }
+}
+
+/// Waits until `hold` is decided. On Ctrl-C the hold is withdrawn (so no one decides a
+/// question nobody waits for any more) and the wait fails with [`status::INTERRUPTED`].
+pub async fn outcome(client: &Client, hold: &Hold) -> Result<Hold, Failure> {
+    let path = format!("/api/v1/holds/{}/wait?timeout=30s", hold.id);
+    let wait = async {
+        loop {
+            let r: WaitResult = client.get(&path).await.map_err(error)?;
+            if r.decided {
+                return Ok(r.hold);
+            }
+        }
+    };
+    tokio::select! {
+        r = wait => r,
+        _ = tokio::signal::ctrl_c() => {
+            let body = Withdraw { reason: Some("the asking command was interrupted".into()) };
+            let path = format!("/api/v1/holds/{}/withdraw", hold.id);
+            match client.post::<Hold>(&path, &body).await {
+                Ok(_) => eprintln!("Interrupted; hold {} withdrawn.", hold.id),
+                Err(e) => eprintln!("Interrupted; hold {} not withdrawn: {e}", hold.id),
+            }
+            Err(Failure::Exit(status::INTERRUPTED))
+        }
+    }
+}
+
+/// The hint printed while waiting: where to answer.
+pub fn waiting_hint(hold: &Hold, client: &Client, what: &str) {
+    eprintln!(
+        "Waiting for a person to {what} (hold {}). Answer at {}, in `holdpoint holds watch`, or with `holdpoint holds {} {} …`.",
+        hold.id,
+        client.base(),
+        if what.starts_with("answer") {
+            "answer"
+        } else {
+            "approve"
+        },
+        hold.id
+    );
+}

@@ -1,0 +1,152 @@
+//! Finding the server and the token: `--server`, `HOLDPOINT_SERVER` or the configured
+//! address; `HOLDPOINT_TOKEN` or the admin token in the data directory. `chat` may instead run
+//! Holdpoint in this process, on the same data directory, when no server is running.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use clap::Args;
+use holdpoint_protocol::{Role, TokenId};
+use holdpoint_server::{ADMIN_TOKEN_FILE, LaunchError, Server};
+
+use crate::Failure;
+use crate::client::{Client, ClientError};
+use crate::paths::Files;
+
+/// How a command reaches Holdpoint.
+#[derive(Args)]
+pub struct Connect {
+    /// The server [default: $HOLDPOINT_SERVER, else server.bind of the configuration,
+    /// http://127.0.0.1:7717]. The token comes from $HOLDPOINT_TOKEN, else from the admin
+    /// token file in the data directory.
+    #[arg(long, value_name = "URL", env = "HOLDPOINT_SERVER")]
+    server: Option<String>,
+    #[command(flatten)]
+    files: Files,
+}
+
+/// A client, and the server this process runs when there was none to connect to.
+pub struct Connection {
+    pub client: Client,
+    embedded: Option<Embedded>,
+}
+
+struct Embedded {
+    server: Server,
+    /// A token made for this process, revoked when it ends.
+    minted: Option<TokenId>,
+}
+
+impl Connect {
+    fn url(&self) -> Result<String, Failure> {
+        if let Some(url) = &self.server {
+            return Ok(url.clone());
+        }
+        Ok(local_url(self.files.settings()?.server.bind))
+    }
+
+    fn token(&self) -> Result<String, Failure> {
+        if let Ok(token) = std::env::var("HOLDPOINT_TOKEN") {
+            return Ok(token.trim().to_owned());
+        }
+        let file = self.files.data_dir().join(ADMIN_TOKEN_FILE);
+        std::fs::read_to_string(&file)
+            .map(|t| t.trim().to_owned())
+            .map_err(|e| {
+                Failure::Usage(format!(
+                    "no token: set HOLDPOINT_TOKEN to an API token (an admin makes them with POST /api/v1/tokens), or run where the data directory holds the admin token ({}: {e})",
+                    file.display()
+                ))
+            })
+    }
+
+    /// A client for the running server.
+    pub fn client(&self) -> Result<Client, Failure> {
+        Client::new(&self.url()?, self.token()?).map_err(client_failure)
+    }
+
+    /// A client for the running server; when none runs and none was named, a server in this
+    /// process on the data directory (so one terminal is enough).
+    pub async fn client_or_embedded(&self) -> Result<Connection, Failure> {
+        let url = self.url()?;
+        if self.server.is_some() || reachable(&url).await {
+            return Ok(Connection {
+                client: self.client()?,
+                embedded: None,
+            });
+        }
+        let data = self.files.data_dir();
+        let mut settings = self.files.settings()?;
+        settings.server.bind = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let server = Server::start(&data, &settings)
+            .await
+            .map_err(|e| match e {
+                LaunchError::Store(holdpoint_store::OpenError::Locked { .. }) => Failure::Check(format!(
+                    "error: no server answers at {url}, and the data directory {} is in use by another Holdpoint process: name its server with --server URL",
+                    data.display()
+                )),
+                e => Failure::Check(format!("error: cannot run Holdpoint here: {e}")),
+            })?;
+        eprintln!(
+            "No server at {url}; running Holdpoint in this process on {}.",
+            data.display()
+        );
+        let (token, minted) = match (std::env::var("HOLDPOINT_TOKEN"), server.admin_token()) {
+            (Ok(t), _) => (t.trim().to_owned(), None),
+            (Err(_), Some(t)) => (t.to_owned(), None),
+            (Err(_), None) => {
+                // The data directory is this user's: they act as its admin, under their name.
+                let name = std::env::var("USER").unwrap_or_else(|_| "terminal".into());
+                let created = server
+                    .app()
+                    .create_token(&name, Role::Admin, None, None)
+                    .await
+                    .map_err(|e| Failure::Check(format!("error: {}", e.message)))?;
+                (created.token, Some(created.info.id))
+            }
+        };
+        let client = Client::new(&server.url(), token).map_err(client_failure)?;
+        Ok(Connection {
+            client,
+            embedded: Some(Embedded { server, minted }),
+        })
+    }
+}
+
+impl Connection {
+    /// Stops the server this process ran, if any; its turns stay stored.
+    pub async fn close(self) {
+        if let Some(e) = self.embedded {
+            if let Some(id) = e.minted {
+                let _ = e.server.app().revoke_token(id).await;
+            }
+            let _ = e.server.stop().await;
+        }
+    }
+}
+
+/// `http://` and the address, with an unspecified address replaced by loopback.
+fn local_url(mut bind: SocketAddr) -> String {
+    if bind.ip().is_unspecified() {
+        bind.set_ip(Ipv4Addr::LOCALHOST.into());
+    }
+    format!("http://{bind}")
+}
+
+/// Whether a server answers its health check at `url`.
+async fn reachable(url: &str) -> bool {
+    let Ok(http) = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+    else {
+        return false;
+    };
+    http.get(format!("{}/healthz", url.trim_end_matches('/')))
+        .send()
+        .await
+        .is_ok()
+}
+
+pub fn client_failure(e: ClientError) -> Failure {
+    Failure::Check(format!("error: {e}"))
+}

@@ -1,0 +1,587 @@
+//! Deciding holds at the terminal, as `chat` and `holds watch` do: a numbered menu of exactly
+//! the decisions a hold offers, "decide all" for batches, and the fail-closed default when no
+//! one is there to ask.
+
+use holdpoint_protocol::{
+    ApplyDefault, ApproveScope, DecideBatchResult, DecideOutcome, DecideResult, Decision,
+    DecisionKind, Hold, HoldKind, HoldSpec, QuestionSpec, SeenHold, Timestamp,
+};
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::client::{Client, ClientError};
+use crate::connect::client_failure;
+use crate::present;
+use crate::terminal::safe::clean_line as clean_line_of;
+use crate::terminal::{Console, Happened};
+
+/// How showing holds to a person ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// Every hold shown is decided (here or elsewhere).
+    Done,
+    /// Ctrl-C at a prompt.
+    Interrupted,
+    /// The input ended at a prompt.
+    Eof,
+}
+
+/// One line of a menu.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    Approve(ApproveScope),
+    Deny,
+    DenyStop,
+    Edit,
+    /// A question's option, by id.
+    Option(String),
+    Cancel,
+}
+
+impl Choice {
+    fn label(&self, hold: &Hold) -> String {
+        match self {
+            Choice::Approve(ApproveScope::Once) => "approve once".into(),
+            Choice::Approve(ApproveScope::Chat) => "approve for this chat".into(),
+            Choice::Approve(ApproveScope::AlwaysArgs) => {
+                "approve always (these exact arguments)".into()
+            }
+            Choice::Approve(ApproveScope::AlwaysTool) => {
+                "approve always (this tool, any arguments)".into()
+            }
+            Choice::Deny => "deny, with a reason".into(),
+            Choice::DenyStop => "deny and stop the turn".into(),
+            Choice::Edit => "edit the arguments, then approve once".into(),
+            Choice::Option(id) => option_label(hold, id),
+            Choice::Cancel => "cancel the question".into(),
+        }
+    }
+}
+
+fn option_label(hold: &Hold, id: &str) -> String {
+    let HoldSpec::Question(q) = &hold.spec else {
+        return id.to_owned();
+    };
+    let Some(o) = q.options.iter().find(|o| o.id == id) else {
+        return id.to_owned();
+    };
+    let mut label = clean_line_of(&o.label);
+    if let Some(d) = &o.description {
+        label.push_str(&format!(" — {}", clean_line_of(d)));
+    }
+    if q.default_option.as_deref() == Some(id) {
+        label.push_str(" (default)");
+    }
+    label
+}
+
+/// The menu of a hold: exactly what it offers, in a fixed order.
+pub fn menu(hold: &Hold) -> Vec<Choice> {
+    let offers = |k: DecisionKind| hold.offers.contains(&k);
+    match &hold.spec {
+        HoldSpec::Approval(_) => [
+            (
+                DecisionKind::ApproveOnce,
+                Choice::Approve(ApproveScope::Once),
+            ),
+            (
+                DecisionKind::ApproveChat,
+                Choice::Approve(ApproveScope::Chat),
+            ),
+            (
+                DecisionKind::ApproveAlwaysArgs,
+                Choice::Approve(ApproveScope::AlwaysArgs),
+            ),
+            (
+                DecisionKind::ApproveAlwaysTool,
+                Choice::Approve(ApproveScope::AlwaysTool),
+            ),
+            (DecisionKind::Deny, Choice::Deny),
+            (DecisionKind::DenyStop, Choice::DenyStop),
+            (DecisionKind::Edit, Choice::Edit),
+        ]
+        .into_iter()
+        .filter(|(k, _)| offers(*k))
+        .map(|(_, c)| c)
+        .collect(),
+        HoldSpec::Question(q) => {
+            let mut items: Vec<Choice> = if offers(DecisionKind::Answer) {
+                q.options
+                    .iter()
+                    .map(|o| Choice::Option(o.id.clone()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if offers(DecisionKind::Cancel) {
+                items.push(Choice::Cancel);
+            }
+            items
+        }
+    }
+}
+
+/// Reads menu input: one number from 1 to `n`, or several separated by commas where
+/// `several` is allowed. The error says what to type.
+pub fn parse_choice(input: &str, n: usize, several: bool) -> Result<Vec<usize>, String> {
+    let expected = if several {
+        format!("type a number from 1 to {n}, or several separated by commas")
+    } else {
+        format!("type a number from 1 to {n}")
+    };
+    let parts: Vec<&str> = input
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if parts.is_empty() || (parts.len() > 1 && !several) {
+        return Err(format!(
+            "{:?} is not one of the choices: {expected}",
+            present::short(input, 40)
+        ));
+    }
+    let mut picked = Vec::new();
+    for p in parts {
+        match p.parse::<usize>() {
+            Ok(i) if (1..=n).contains(&i) && !picked.contains(&(i - 1)) => picked.push(i - 1),
+            _ => {
+                return Err(format!(
+                    "{:?} is not one of the choices: {expected}",
+                    present::short(p, 40)
+                ));
+            }
+        }
+    }
+    Ok(picked)
+}
+
+/// Shows holds to a person and records what they decide, or applies the fail-closed default
+/// when no one is there.
+pub struct Decider<'a> {
+    pub client: &'a Client,
+    pub console: &'a mut Console,
+    /// Recorded as the reason when the default is applied.
+    pub no_one: &'a str,
+}
+
+impl Decider<'_> {
+    /// Decides a batch's open holds: "decide all" when several approvals are open, else one
+    /// by one.
+    pub async fn batch(&mut self, holds: Vec<Hold>) -> Result<Handled, Failure> {
+        if !self.console.interactive {
+            for hold in &holds {
+                self.apply_default(hold).await?;
+            }
+            return Ok(Handled::Done);
+        }
+        let approvals: Vec<&Hold> = holds
+            .iter()
+            .filter(|h| h.kind() == HoldKind::Approval)
+            .collect();
+        let mut rest = holds.clone();
+        if approvals.len() > 1 {
+            match self.decide_all(&approvals).await? {
+                Some(decided) => rest.retain(|h| !decided.contains(&h.id.to_string())),
+                None => return Ok(Handled::Interrupted),
+            }
+        }
+        for hold in rest {
+            match self.one(&hold).await? {
+                Handled::Done => {}
+                other => return Ok(other),
+            }
+        }
+        Ok(Handled::Done)
+    }
+
+    /// The fail-closed default for one hold, said on the terminal.
+    pub async fn apply_default(&mut self, hold: &Hold) -> Result<(), Failure> {
+        let body = ApplyDefault {
+            reason: Some(self.no_one.to_owned()),
+        };
+        let path = format!("/api/v1/holds/{}/default", hold.id);
+        let decided = match self.client.post::<DecideResult>(&path, &body).await {
+            Ok(r) => r.hold,
+            Err(e) => e.already_decided().ok_or_else(|| client_failure(e))?,
+        };
+        println!(
+            "Hold {} ({}): no one to ask here; {}",
+            hold.id,
+            present::summary(hold),
+            decided
+                .outcome
+                .as_ref()
+                .map(present::outcome)
+                .unwrap_or_default()
+        );
+        Ok(())
+    }
+
+    /// Offers one decision for every approval of a batch. Returns the ids it decided (none
+    /// when the person chose one by one), or `None` on Ctrl-C or the end of input.
+    async fn decide_all(&mut self, approvals: &[&Hold]) -> Result<Option<Vec<String>>, Failure> {
+        let now = Timestamp::now();
+        println!("\nThe agent asks for {} calls at once:", approvals.len());
+        for (i, h) in approvals.iter().enumerate() {
+            println!(
+                "\n[{}/{}] {}",
+                i + 1,
+                approvals.len(),
+                present::card(h, now)
+            );
+        }
+        let common = |k: DecisionKind| approvals.iter().all(|h| h.offers.contains(&k));
+        let mut items: Vec<(&str, Option<Decision>)> = Vec::new();
+        if common(DecisionKind::ApproveOnce) {
+            items.push((
+                "approve all once",
+                Some(Decision::Approve {
+                    scope: ApproveScope::Once,
+                    digest: None,
+                    reason: None,
+                }),
+            ));
+        }
+        if common(DecisionKind::Deny) {
+            items.push(("deny all", Some(Decision::Deny { reason: None })));
+        }
+        if common(DecisionKind::DenyStop) {
+            items.push((
+                "deny all and stop the turn",
+                Some(Decision::DenyStop { reason: None }),
+            ));
+        }
+        items.push(("decide one by one", None));
+        let batch = approvals[0].batch;
+        loop {
+            println!("Decide all:");
+            for (i, (label, _)) in items.iter().enumerate() {
+                println!("  {}) {label}", i + 1);
+            }
+            let line = match self
+                .console
+                .prompt(&format!("choose 1-{}: ", items.len()), None)
+                .await?
+            {
+                Happened::Line(l) => l,
+                Happened::Eof | Happened::Interrupted | Happened::Ended => return Ok(None),
+                Happened::Event(_) | Happened::Resolved(_) => continue,
+            };
+            let picked = match parse_choice(&line, items.len(), false) {
+                Ok(p) => p[0],
+                Err(e) => {
+                    println!("{e}");
+                    continue;
+                }
+            };
+            let Some(decision) = items[picked].1.clone() else {
+                return Ok(Some(Vec::new()));
+            };
+            let seen: Vec<SeenHold> = approvals
+                .iter()
+                .filter_map(|h| {
+                    Some(SeenHold {
+                        hold: h.id,
+                        digest: h.digest()?.to_owned(),
+                    })
+                })
+                .collect();
+            let body = json!({"seen": seen, "decision": decision});
+            let path = format!("/api/v1/batches/{batch}/decision");
+            match self.client.post::<DecideBatchResult>(&path, &body).await {
+                Ok(r) => {
+                    for d in &r.holds {
+                        println!("  {} → {}", present::summary(&d.hold), result_text(d));
+                    }
+                    return Ok(Some(
+                        r.holds.iter().map(|d| d.hold.id.to_string()).collect(),
+                    ));
+                }
+                Err(e @ ClientError::Api { status: 409, .. }) => {
+                    println!("{e}; deciding one by one instead");
+                    return Ok(Some(Vec::new()));
+                }
+                Err(ClientError::Api { message, .. }) => println!("{message}"),
+                Err(e) => return Err(client_failure(e)),
+            }
+        }
+    }
+
+    /// One hold's menu, asked until it is decided here or elsewhere.
+    pub async fn one(&mut self, hold: &Hold) -> Result<Handled, Failure> {
+        if !self.console.interactive {
+            self.apply_default(hold).await?;
+            return Ok(Handled::Done);
+        }
+        println!("\n{}", present::card(hold, Timestamp::now()));
+        let items = menu(hold);
+        let several = matches!(&hold.spec, HoldSpec::Question(q) if q.multiple);
+        loop {
+            for (i, c) in items.iter().enumerate() {
+                println!("  {}) {}", i + 1, c.label(hold));
+            }
+            let prompt = if several {
+                format!("choose 1-{} (several: 1,3): ", items.len())
+            } else {
+                format!("choose 1-{}: ", items.len())
+            };
+            let line = match self.ask(&prompt, hold).await? {
+                Asked::Line(l) => l,
+                Asked::Over(h) => return Ok(h),
+            };
+            let picked = match parse_choice(&line, items.len(), several) {
+                Ok(p) => p,
+                Err(e) => {
+                    println!("{e}");
+                    continue;
+                }
+            };
+            let chosen: Vec<&Choice> = picked.iter().map(|&i| &items[i]).collect();
+            let Some(decision) = self.decision(hold, &chosen).await? else {
+                continue;
+            };
+            match self.record(hold, &decision).await? {
+                Some(r) if r.result == DecideOutcome::AwaitingConfirm => {
+                    return self.confirm(&r.hold).await;
+                }
+                Some(_) => return Ok(Handled::Done),
+                None => continue,
+            }
+        }
+    }
+
+    /// The second step of a question with `confirm`.
+    async fn confirm(&mut self, hold: &Hold) -> Result<Handled, Failure> {
+        let chosen = hold
+            .pending_answer
+            .as_ref()
+            .map(|a| {
+                a.options
+                    .iter()
+                    .map(|o| clean_line_of(&o.label))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        loop {
+            println!("Confirm {chosen}?\n  1) confirm\n  2) cancel the question");
+            let line = match self.ask("choose 1-2: ", hold).await? {
+                Asked::Line(l) => l,
+                Asked::Over(h) => return Ok(h),
+            };
+            let decision = match parse_choice(&line, 2, false) {
+                Ok(p) if p[0] == 0 => Decision::Confirm,
+                Ok(_) => Decision::Cancel { reason: None },
+                Err(e) => {
+                    println!("{e}");
+                    continue;
+                }
+            };
+            if self.record(hold, &decision).await?.is_some() {
+                return Ok(Handled::Done);
+            }
+        }
+    }
+
+    /// The decision for what was picked, asking for what it needs (a reason, new
+    /// arguments); `None` to show the menu again.
+    async fn decision(
+        &mut self,
+        hold: &Hold,
+        chosen: &[&Choice],
+    ) -> Result<Option<Decision>, Failure> {
+        let digest = hold.digest().map(str::to_owned);
+        Ok(Some(match chosen {
+            [Choice::Approve(scope)] => Decision::Approve {
+                scope: *scope,
+                digest,
+                reason: None,
+            },
+            [Choice::Deny] => Decision::Deny {
+                reason: self.reason(hold).await?,
+            },
+            [Choice::DenyStop] => Decision::DenyStop {
+                reason: self.reason(hold).await?,
+            },
+            [Choice::Cancel] => Decision::Cancel { reason: None },
+            [Choice::Edit] => match self.new_arguments(hold).await? {
+                Some(arguments) => Decision::Edit {
+                    arguments,
+                    reason: None,
+                },
+                None => return Ok(None),
+            },
+            options if options.iter().all(|c| matches!(c, Choice::Option(_))) => Decision::Answer {
+                options: options
+                    .iter()
+                    .filter_map(|c| match c {
+                        Choice::Option(id) => Some(id.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            },
+            _ => {
+                println!("choose options only, or cancel on its own");
+                return Ok(None);
+            }
+        }))
+    }
+
+    async fn reason(&mut self, hold: &Hold) -> Result<Option<String>, Failure> {
+        match self
+            .console
+            .prompt(
+                "reason (told to the agent; Enter for none): ",
+                Some(hold.id),
+            )
+            .await?
+        {
+            Happened::Line(l) if !l.trim().is_empty() => Ok(Some(l.trim().to_owned())),
+            _ => Ok(None),
+        }
+    }
+
+    /// New arguments: in `$VISUAL` or `$EDITOR` on the JSON when one is set, else typed on
+    /// one line. `None` when nothing usable came back.
+    async fn new_arguments(&mut self, hold: &Hold) -> Result<Option<Value>, Failure> {
+        let HoldSpec::Approval(a) = &hold.spec else {
+            return Ok(None);
+        };
+        let text = match std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")) {
+            Ok(editor) if !editor.trim().is_empty() => {
+                match crate::editor::edit(&editor, &a.arguments).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        println!("{e}");
+                        return Ok(None);
+                    }
+                }
+            }
+            _ => match self
+                .console
+                .prompt(
+                    "new arguments as JSON on one line (Enter to go back): ",
+                    Some(hold.id),
+                )
+                .await?
+            {
+                Happened::Line(l) if !l.trim().is_empty() => l,
+                _ => return Ok(None),
+            },
+        };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(v) if v == a.arguments => {
+                println!("the arguments are unchanged; choose approve to run them as they are");
+                Ok(None)
+            }
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                println!("that is not JSON ({e}); the hold is unchanged");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Sends a decision. `None` when it was refused for a reason the person can fix (the
+    /// menu is shown again); a hold decided meanwhile counts as done.
+    async fn record(
+        &mut self,
+        hold: &Hold,
+        decision: &Decision,
+    ) -> Result<Option<DecideResult>, Failure> {
+        let path = format!("/api/v1/holds/{}/decision", hold.id);
+        match self.client.post::<DecideResult>(&path, decision).await {
+            Ok(r) => {
+                println!("→ {}", result_text(&r));
+                Ok(Some(r))
+            }
+            Err(e) => match e.already_decided() {
+                Some(h) => {
+                    let o = h.outcome.as_ref().map(present::outcome).unwrap_or_default();
+                    println!("already decided: {o}");
+                    Ok(Some(DecideResult {
+                        result: DecideOutcome::AlreadyDecided,
+                        hold: h,
+                    }))
+                }
+                None if matches!(
+                    e,
+                    ClientError::Api {
+                        status: 400..=499,
+                        ..
+                    }
+                ) =>
+                {
+                    println!("{e}");
+                    Ok(None)
+                }
+                None => Err(client_failure(e)),
+            },
+        }
+    }
+
+    /// A prompt about `hold`; a decision made elsewhere meanwhile ends it.
+    async fn ask(&mut self, prompt: &str, hold: &Hold) -> Result<Asked, Failure> {
+        loop {
+            return Ok(match self.console.prompt(prompt, Some(hold.id)).await? {
+                Happened::Line(l) => Asked::Line(l),
+                Happened::Resolved(e) => {
+                    let o = e.payload.resolution().map(present::outcome);
+                    println!("decided elsewhere: {}", o.unwrap_or_default());
+                    Asked::Over(Handled::Done)
+                }
+                Happened::Interrupted => Asked::Over(Handled::Interrupted),
+                Happened::Eof | Happened::Ended => Asked::Over(Handled::Eof),
+                Happened::Event(_) => continue,
+            });
+        }
+    }
+}
+
+enum Asked {
+    Line(String),
+    Over(Handled),
+}
+
+fn result_text(r: &DecideResult) -> String {
+    match r.result {
+        DecideOutcome::VoteRecorded => format!(
+            "approval recorded ({} of {} needed)",
+            r.hold.votes.len(),
+            r.hold.quorum
+        ),
+        DecideOutcome::AwaitingConfirm => "chosen; waiting for confirmation".to_owned(),
+        _ => r
+            .hold
+            .outcome
+            .as_ref()
+            .map(present::outcome)
+            .unwrap_or_default(),
+    }
+}
+
+/// A question's options, for the `answer` command's help and errors.
+pub fn option_ids(q: &QuestionSpec) -> String {
+    q.options
+        .iter()
+        .map(|o| clean_line_of(&o.id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn menu_input_is_checked() {
+        assert_eq!(parse_choice("2", 3, false), Ok(vec![1]));
+        assert_eq!(parse_choice(" 3 ", 3, false), Ok(vec![2]));
+        assert_eq!(parse_choice("1, 3", 3, true), Ok(vec![0, 2]));
+        for bad in ["", "0", "4", "x", "1,2", "-1", "1.5"] {
+            let e = parse_choice(bad, 3, false).unwrap_err();
+            assert!(e.contains("type a number from 1 to 3"), "{bad}: {e}");
+        }
+        assert!(parse_choice("1,1", 3, true).is_err());
+    }
+}
