@@ -74,6 +74,16 @@ impl fmt::Display for ClientError {
     }
 }
 
+/// The innermost cause (`Connection refused`), which says what went wrong without the layers
+/// of "error sending request" around it.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}
+
 /// A path segment, percent-encoded (world names may hold spaces and slashes).
 pub fn seg(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -155,7 +165,7 @@ impl Client {
     fn unreachable(&self, e: &reqwest::Error) -> ClientError {
         ClientError::Unreachable {
             url: self.base.clone(),
-            cause: holdpoint_protocol::error_chain(e),
+            cause: root_cause(e),
         }
     }
 
@@ -238,10 +248,7 @@ impl EventStream {
                 Err(e) => {
                     return Err(ClientError::Unreachable {
                         url: self.url.clone(),
-                        cause: format!(
-                            "the live stream broke: {}",
-                            holdpoint_protocol::error_chain(&e)
-                        ),
+                        cause: format!("the live stream broke: {}", root_cause(&e)),
                     });
                 }
             }

@@ -40,18 +40,27 @@ enum Command {
     /// the data directory. Prints a sign-in link while the first admin token file exists.
     Serve(commands::serve::ServeArgs),
     /// Check the configuration.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  holdpoint config check")]
     Config(commands::serve::ConfigCommand),
     /// Check a policy file, and what it decides for a tool call.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  holdpoint policy check --policy policy.toml --tool shell_cmd --args '{\"command\": \"git push\"}'"
+    )]
     Policy(commands::policy::PolicyCommand),
     /// Verify the tamper-evident audit log.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint audit verify\n  holdpoint audit head"
+    )]
     Audit(commands::audit::AuditCommand),
     /// Talk to an agent; decide its holds at a menu as they come.
     Chat(commands::chat::ChatArgs),
     /// List, show, decide and watch holds.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint holds list\n  holdpoint holds show ID\n  holdpoint holds approve ID\n  holdpoint holds watch"
+    )]
     Holds(commands::holds::HoldsCommand),
     /// Ask a person a question and print the answer (for scripts and CI jobs).
     Ask(commands::ask::AskArgs),
@@ -99,5 +108,33 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(Failure::Exit(status)) => ExitCode::from(status),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command's `--help` ends with at least one example.
+    #[test]
+    fn every_command_has_an_example_in_its_help() {
+        fn walk(cmd: &mut clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if !cmd.is_hide_set() {
+                let help = cmd.render_long_help().to_string();
+                if !help.contains("Example") {
+                    missing.push(path.clone());
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut cli = Cli::command();
+        cli.build();
+        walk(&mut cli, "", &mut missing);
+        missing.retain(|p| !p.contains(" help"));
+        assert!(missing.is_empty(), "no example in: {missing:#?}");
     }
 }

@@ -19,6 +19,7 @@ pub enum AuditCommand {
     Verify(VerifyArgs),
     /// Print the newest event's position and hash. Keep it somewhere else: a later
     /// `verify --expect-head` then detects even a rewritten chain.
+    #[command(after_help = "Example:\n  holdpoint audit head > /safe/place/holdpoint-head")]
     Head(DataArgs),
 }
 

@@ -164,8 +164,9 @@ async fn open_chat(client: &Client, args: &ChatArgs) -> Result<Place, Failure> {
                 [one] => one.name.clone(),
                 [] => {
                     return Err(Failure::Check(format!(
-                        "error: world {} has no agent to chat with: create one with POST {base}/agents (see the README)",
-                        clean(&world.name)
+                        "error: world {} has no agent to chat with: create one with POST /api/v1/worlds/{}/agents (see the README)",
+                        clean(&world.name),
+                        seg(&world.name)
                     )));
                 }
                 many => {

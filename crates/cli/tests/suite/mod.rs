@@ -1,6 +1,7 @@
 mod audit;
 mod lab;
 mod policy;
+mod scripts;
 mod serve;
 mod terminal;
 
