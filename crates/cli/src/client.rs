@@ -84,6 +84,22 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
+/// A refusal: the API's error body, or what came instead of one.
+fn api_error(status: reqwest::StatusCode, body: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(body) => ClientError::Api {
+            status: status.as_u16(),
+            code: body.error.code,
+            message: body.error.message,
+            details: body.error.details.unwrap_or(Value::Null),
+        },
+        Err(_) => {
+            let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
+            ClientError::Protocol(format!("{status}: {text}"))
+        }
+    }
+}
+
 /// A path segment, percent-encoded (world names may hold spaces and slashes).
 pub fn seg(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -138,21 +154,7 @@ impl Client {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| self.unreachable(&e))?;
         if !status.is_success() {
-            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(body) => ClientError::Api {
-                    status: status.as_u16(),
-                    code: body.error.code,
-                    message: body.error.message,
-                    details: body.error.details.unwrap_or(Value::Null),
-                },
-                Err(_) => ClientError::Protocol(format!(
-                    "{status}: {}",
-                    String::from_utf8_lossy(&bytes)
-                        .chars()
-                        .take(200)
-                        .collect::<String>()
-                )),
-            });
+            return Err(api_error(status, &bytes));
         }
         let bytes = if bytes.is_empty() {
             &b"null"[..]
@@ -206,16 +208,8 @@ impl Client {
             .map_err(|e| self.unreachable(&e))?;
         if !response.status().is_success() {
             let status = response.status();
-            let text = response.text().await.unwrap_or_default();
-            return Err(match serde_json::from_str::<ErrorBody>(&text) {
-                Ok(body) => ClientError::Api {
-                    status: status.as_u16(),
-                    code: body.error.code,
-                    message: body.error.message,
-                    details: Value::Null,
-                },
-                Err(_) => ClientError::Protocol(format!("{status}")),
-            });
+            let bytes = response.bytes().await.map_err(|e| self.unreachable(&e))?;
+            return Err(api_error(status, &bytes));
         }
         Ok(EventStream {
             response,

@@ -62,7 +62,11 @@ impl Connect {
 
     /// A client for the running server.
     pub fn client(&self) -> Result<Client, Failure> {
-        Client::new(&self.url()?, self.token()?).map_err(client_failure)
+        self.client_at(&self.url()?)
+    }
+
+    fn client_at(&self, url: &str) -> Result<Client, Failure> {
+        Client::new(url, self.token()?).map_err(client_failure)
     }
 
     /// A client for the running server; when none runs and none was named, a server in this
@@ -71,7 +75,7 @@ impl Connect {
         let url = self.url()?;
         if self.server.is_some() || reachable(&url).await {
             return Ok(Connection {
-                client: self.client()?,
+                client: self.client_at(&url)?,
                 embedded: None,
             });
         }

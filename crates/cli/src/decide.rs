@@ -522,19 +522,17 @@ impl Decider<'_> {
 
     /// A prompt about `hold`; a decision made elsewhere meanwhile ends it.
     async fn ask(&mut self, prompt: &str, hold: &Hold) -> Result<Asked, Failure> {
-        loop {
-            return Ok(match self.console.prompt(prompt, Some(hold.id)).await? {
-                Happened::Line(l) => Asked::Line(l),
-                Happened::Resolved(e) => {
-                    let o = e.payload.resolution().map(present::outcome);
-                    println!("decided elsewhere: {}", o.unwrap_or_default());
-                    Asked::Over(Handled::Done)
-                }
-                Happened::Interrupted => Asked::Over(Handled::Interrupted),
-                Happened::Eof | Happened::Ended => Asked::Over(Handled::Eof),
-                Happened::Event(_) => continue,
-            });
-        }
+        Ok(match self.console.prompt(prompt, Some(hold.id)).await? {
+            Happened::Line(l) => Asked::Line(l),
+            Happened::Resolved(e) => {
+                let o = e.payload.resolution().map(present::outcome);
+                println!("decided elsewhere: {}", o.unwrap_or_default());
+                Asked::Over(Handled::Done)
+            }
+            Happened::Interrupted => Asked::Over(Handled::Interrupted),
+            // A prompt keeps other events for later; it never returns one.
+            Happened::Eof | Happened::Ended | Happened::Event(_) => Asked::Over(Handled::Eof),
+        })
     }
 }
 
