@@ -10,15 +10,15 @@ mod pending;
 mod policy;
 mod stats;
 
-use std::alloc::System;
 use std::path::PathBuf;
 
 use cap::Cap;
 use clap::{Parser, Subcommand};
 
-/// Counts the Rust heap, so memory per pending hold can be measured exactly.
+/// Counts the Rust heap, so memory per pending hold can be measured exactly; underneath, the
+/// allocator the `holdpoint` binary uses.
 #[global_allocator]
-static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
+static ALLOCATOR: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::MAX);
 
 #[derive(Parser)]
 #[command(

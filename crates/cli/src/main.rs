@@ -13,6 +13,11 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// mimalloc rather than glibc's malloc: a busy server frees on one thread what another
+/// allocated, where glibc spends its time on arena locks and consolidation.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Holdpoint: a human-in-the-loop runtime for LLM agents.
 ///
 /// When an agent wants to do something a person must allow, its turn stops at a hold; a

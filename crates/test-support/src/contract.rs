@@ -51,6 +51,7 @@ macro_rules! store_contract {
             records_are_created_updated_and_listed,
             record_keys_are_unique_per_parent,
             records_are_deleted_one_by_one_or_by_parent,
+            every_read_sees_the_last_committed_change,
         );
     };
     (@cases $fresh:path; $($case:ident),* $(,)?) => {
@@ -662,9 +663,14 @@ fn record(
 }
 
 async fn put(store: &Arc<dyn Store>, r: &Record) -> Result<(), CommitError> {
+    apply(store, Write::PutRecord(Box::new(r.clone()))).await
+}
+
+/// Commits one write without events.
+async fn apply(store: &Arc<dyn Store>, w: Write) -> Result<(), CommitError> {
     store
         .commit(Transaction {
-            writes: vec![Write::PutRecord(Box::new(r.clone()))],
+            writes: vec![w],
             events: vec![],
         })
         .await
@@ -851,29 +857,32 @@ pub async fn records_are_deleted_one_by_one_or_by_parent(store: Arc<dyn Store>) 
     for r in [&a, &b, &keep] {
         put(&store, r).await.unwrap();
     }
-    let del = |w: Write| {
-        store.commit(Transaction {
-            writes: vec![w],
-            events: vec![],
-        })
-    };
-    del(Write::DeleteRecord {
-        kind: RecordKind::Message,
-        id: a.id,
-    })
+    apply(
+        &store,
+        Write::DeleteRecord {
+            kind: RecordKind::Message,
+            id: a.id,
+        },
+    )
     .await
     .unwrap();
     assert_eq!(store.record(RecordKind::Message, a.id).await.unwrap(), None);
-    del(Write::DeleteRecord {
-        kind: RecordKind::Message,
-        id: a.id,
-    })
+    apply(
+        &store,
+        Write::DeleteRecord {
+            kind: RecordKind::Message,
+            id: a.id,
+        },
+    )
     .await
     .unwrap();
-    del(Write::DeleteRecords {
-        kind: RecordKind::Message,
-        parent: chat,
-    })
+    apply(
+        &store,
+        Write::DeleteRecords {
+            kind: RecordKind::Message,
+            parent: chat,
+        },
+    )
     .await
     .unwrap();
     assert!(
@@ -890,10 +899,13 @@ pub async fn records_are_deleted_one_by_one_or_by_parent(store: Arc<dyn Store>) 
     // A deleted record's key is free again.
     let w = record(RecordKind::World, None, Some("again"), json!({}));
     put(&store, &w).await.unwrap();
-    del(Write::DeleteRecord {
-        kind: RecordKind::World,
-        id: w.id,
-    })
+    apply(
+        &store,
+        Write::DeleteRecord {
+            kind: RecordKind::World,
+            id: w.id,
+        },
+    )
     .await
     .unwrap();
     put(
@@ -902,4 +914,56 @@ pub async fn records_are_deleted_one_by_one_or_by_parent(store: Arc<dyn Store>) 
     )
     .await
     .unwrap();
+}
+
+/// Reads repeated between changes of the kinds a store may keep in memory (credentials,
+/// worlds, webhooks) each see the change just committed: nothing answers from before it.
+pub async fn every_read_sees_the_last_committed_change(store: Arc<dyn Store>) {
+    let world = uuid::Uuid::now_v7();
+    let token = record(RecordKind::Token, None, Some("digest"), json!({"v": 1}));
+    let hook = record(RecordKind::Webhook, Some(world), None, json!({}));
+    let by_key = || store.record_by_key(RecordKind::Token, None, "digest");
+    let by_id = || store.record(RecordKind::Token, token.id);
+    let hooks = || store.records(RecordKind::Webhook, Some(world), None, 10);
+    for _ in 0..2 {
+        assert_eq!(by_key().await.unwrap(), None);
+        assert_eq!(by_id().await.unwrap(), None);
+        assert!(hooks().await.unwrap().is_empty());
+    }
+    put(&store, &token).await.unwrap();
+    put(&store, &hook).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(by_key().await.unwrap(), Some(token.clone()));
+        assert_eq!(by_id().await.unwrap(), Some(token.clone()));
+        assert_eq!(hooks().await.unwrap().len(), 1);
+    }
+    let v2 = Record {
+        version: 2,
+        data: json!({"v": 2}),
+        ..token.clone()
+    };
+    put(&store, &v2).await.unwrap();
+    assert_eq!(by_key().await.unwrap(), Some(v2.clone()));
+    assert_eq!(by_id().await.unwrap(), Some(v2));
+    apply(
+        &store,
+        Write::DeleteRecord {
+            kind: RecordKind::Token,
+            id: token.id,
+        },
+    )
+    .await
+    .unwrap();
+    apply(
+        &store,
+        Write::DeleteRecords {
+            kind: RecordKind::Webhook,
+            parent: world,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(by_key().await.unwrap(), None);
+    assert_eq!(by_id().await.unwrap(), None);
+    assert!(hooks().await.unwrap().is_empty());
 }

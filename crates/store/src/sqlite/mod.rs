@@ -1,5 +1,7 @@
 //! The SQLite store.
 
+mod cache;
+mod checkpointer;
 mod reader;
 mod schema;
 mod syncer;
@@ -22,6 +24,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, oneshot};
 
+use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
 use writer::{HoldRow, Job, Message, PreparedWrite, RecordRow, Writer};
 
@@ -62,7 +65,9 @@ fn connect(path: &Path, reader: bool) -> Result<Connection, String> {
         // and only then acknowledges it (see syncer.rs). Checkpoints still sync.
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "busy_timeout", 5000)?;
-        conn.pragma_update(None, "cache_size", if reader { -8000 } else { -16000 })?;
+        // The writer's cache stays small: SQLite walks all of it at the end of every write
+        // transaction, which cost more than a larger cache saved.
+        conn.pragma_update(None, "cache_size", if reader { -8000 } else { -2000 })?;
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         if reader {
             conn.pragma_update(None, "query_only", true)?;
@@ -87,6 +92,8 @@ pub struct SqliteStore {
     writer: Option<Sender<Message>>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     readers: Arc<ReaderPool>,
+    /// Only while this process writes: another writer's changes would not clear it.
+    cache: Option<Arc<RecordCache>>,
     events: broadcast::Sender<Arc<Event>>,
 }
 
@@ -128,8 +135,8 @@ impl SqliteStore {
         };
         let mut conn = connect(&path, false).map_err(db)?;
         schema::migrate(&mut conn).map_err(db)?;
-        // The writer checkpoints by itself, when it is idle (this replaces SQLite's automatic
-        // checkpoint, which would run inside a commit).
+        // Checkpoints run on their own thread (see checkpointer.rs) instead of SQLite's
+        // automatic checkpoint, which would run inside a commit.
         let wal_frames = writer::watch_wal(&mut conn).map_err(|e| db(e.to_string()))?;
         let head = reader::audit_head(&conn)
             .map_err(|e| db(e.0))?
@@ -140,18 +147,20 @@ impl SqliteStore {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (tx, rx) = std::sync::mpsc::channel();
         let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cache = Arc::new(RecordCache::default());
         let mut wal = path.clone().into_os_string();
         wal.push("-wal");
-        let (durable, syncer) =
-            syncer::spawn(PathBuf::from(wal), events.clone(), failed.clone()).map_err(io)?;
+        let syncer = syncer::Syncer::spawn(PathBuf::from(wal), events.clone(), failed.clone())
+            .map_err(io)?;
         let mut writer = Writer {
             conn,
             _lock: lock,
             head,
-            durable,
             syncer,
             failed,
             wal_frames,
+            checkpointer: checkpointer::Checkpointer::spawn(&path).map_err(db)?,
+            cache: cache.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("holdpoint-sqlite-writer".into())
@@ -165,6 +174,7 @@ impl SqliteStore {
             path,
             writer: Some(tx),
             writer_thread: Mutex::new(Some(thread)),
+            cache: Some(cache),
             events,
         })
     }
@@ -190,6 +200,7 @@ impl SqliteStore {
             path,
             writer: None,
             writer_thread: Mutex::new(None),
+            cache: None,
             events,
         })
     }
@@ -219,6 +230,28 @@ impl SqliteStore {
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.readers.lookup(f).await
+    }
+
+    /// A records query, answered from the catalog cache when it can be.
+    async fn cached(
+        &self,
+        query: Query,
+        read: impl FnOnce(&Connection) -> Result<Answer, StoreError> + Send + 'static,
+    ) -> Result<Answer, StoreError> {
+        let generation = match self.cache.as_ref().map(|c| c.get(&query)) {
+            Some(Ok(answer)) => return Ok(answer),
+            Some(Err(generation)) => generation,
+            None => None,
+        };
+        // A listing may be long: it runs on a blocking thread, unlike a lookup by key.
+        let answer = match query {
+            Query::List(..) => self.readers.run(read).await?,
+            Query::ById(..) | Query::ByKey(..) => self.readers.lookup(read).await?,
+        };
+        if let (Some(cache), Some(generation)) = (&self.cache, generation) {
+            cache.put(generation, query, &answer);
+        }
+        Ok(answer)
     }
 
     async fn read<T: Send + 'static>(
@@ -367,7 +400,8 @@ impl Store for SqliteStore {
     }
 
     async fn record(&self, kind: RecordKind, id: uuid::Uuid) -> Result<Option<Record>, StoreError> {
-        self.lookup(move |c| reader::record(c, kind, id)).await
+        let read = move |c: &Connection| reader::record(c, kind, id).map(Answer::One);
+        Ok(self.cached(Query::ById(kind, id), read).await?.one())
     }
 
     async fn record_by_key(
@@ -376,9 +410,11 @@ impl Store for SqliteStore {
         parent: Option<uuid::Uuid>,
         name: &str,
     ) -> Result<Option<Record>, StoreError> {
+        let query = Query::ByKey(kind, parent, name.to_owned());
         let name = name.to_owned();
-        self.lookup(move |c| reader::record_by_key(c, kind, parent, &name))
-            .await
+        let read =
+            move |c: &Connection| reader::record_by_key(c, kind, parent, &name).map(Answer::One);
+        Ok(self.cached(query, read).await?.one())
     }
 
     async fn records(
@@ -388,8 +424,12 @@ impl Store for SqliteStore {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<Positioned<Record>>, StoreError> {
-        self.read(move |c| reader::records(c, kind, parent, after, limit))
-            .await
+        let read =
+            move |c: &Connection| reader::records(c, kind, parent, after, limit).map(Answer::Many);
+        Ok(self
+            .cached(Query::List(kind, parent, after, limit), read)
+            .await?
+            .many())
     }
 
     async fn events(

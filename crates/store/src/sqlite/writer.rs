@@ -10,8 +10,7 @@
 use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{Receiver, TryRecvError};
 
 use holdpoint_core::audit::{AuditHead, seal};
 use holdpoint_core::store::{CommitError, Conflict, PreparedEvent, StoreError};
@@ -21,15 +20,18 @@ use super::key;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::syncer::Answer;
+use super::cache::{self, RecordCache};
+use super::checkpointer::{self, Checkpointer};
+use super::syncer::Syncer;
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
-/// The writer checkpoints when idle once the WAL holds this many pages (4 MiB)…
-const CHECKPOINT_IDLE: i32 = 1024;
-/// …and even when busy once it holds this many (16 MiB), so the WAL stays bounded and no
-/// single checkpoint stalls commits for long.
-const CHECKPOINT_BUSY: i32 = 4096;
+/// Once the WAL holds this many pages (4 MiB), the checkpointer is asked to copy them into
+/// the database, concurrently with further commits…
+const CHECKPOINT_AT: i32 = 1024;
+/// …and once it holds this many (32 MiB), the writer finishes that copy itself between two
+/// commits, so that the WAL can start over and stays bounded under sustained load.
+const WAL_BOUND: i32 = 8192;
 
 /// Follows the WAL's size after each commit. Registering the hook also turns off SQLite's
 /// automatic checkpoint, which would otherwise run inside a commit.
@@ -110,35 +112,49 @@ pub(super) enum PreparedWrite {
     },
 }
 
+impl PreparedWrite {
+    /// Whether this write changes a record the catalog cache keeps.
+    fn changes_cached(&self) -> bool {
+        match self {
+            PreparedWrite::PutRecord(r) => cache::covers(r.kind),
+            PreparedWrite::DeleteRecord { kind, .. }
+            | PreparedWrite::DeleteRecords { kind, .. } => cache::covers(kind),
+            PreparedWrite::InsertHold(_)
+            | PreparedWrite::UpdateHold(_)
+            | PreparedWrite::InsertGrant { .. }
+            | PreparedWrite::RevokeGrant { .. }
+            | PreparedWrite::PutIdempotent { .. } => false,
+        }
+    }
+}
+
 pub(super) struct Writer {
     pub(super) conn: Connection,
     /// Held for as long as the writer runs: one writing process per database.
     pub(super) _lock: File,
     pub(super) head: AuditHead,
-    /// Committed groups go here to be made durable, then answered.
-    pub(super) durable: Sender<Vec<Answer>>,
-    pub(super) syncer: JoinHandle<()>,
+    /// Makes committed groups durable, then answers them.
+    pub(super) syncer: Syncer,
     /// Set once an fsync failed: nothing more is committed.
     pub(super) failed: Arc<AtomicBool>,
     /// Pages in the WAL after the last commit.
     pub(super) wal_frames: Arc<AtomicI32>,
+    pub(super) checkpointer: Checkpointer,
+    /// Cleared after each commit that changes a record it keeps.
+    pub(super) cache: Arc<RecordCache>,
 }
 
 impl Writer {
     /// Applies transactions until the store closes.
     pub(super) fn serve(&mut self, rx: Receiver<Message>) {
+        let mut next = None;
         loop {
-            let first = match rx.try_recv() {
-                Ok(message) => message,
-                Err(TryRecvError::Disconnected) => break,
-                Err(TryRecvError::Empty) => {
-                    // Nothing is waiting: a good moment to checkpoint.
-                    self.checkpoint_if_over(CHECKPOINT_IDLE);
-                    match rx.recv() {
-                        Ok(message) => message,
-                        Err(_) => break,
-                    }
-                }
+            let first = match next.take() {
+                Some(message) => message,
+                None => match rx.recv() {
+                    Ok(message) => message,
+                    Err(_) => break,
+                },
             };
             let Message::Commit(first) = first else { break };
             let mut jobs = vec![first];
@@ -153,24 +169,29 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            self.commit_group(jobs);
-            self.checkpoint_if_over(CHECKPOINT_BUSY);
+            // With more work waiting, the sync is left to the syncer thread, to overlap the
+            // next group; otherwise the writer syncs at once (see syncer.rs).
+            if !closing {
+                next = rx.try_recv().ok();
+            }
+            self.commit_group(jobs, next.is_some());
+            self.keep_wal_bounded();
             if closing {
                 break;
             }
         }
     }
 
-    fn checkpoint_if_over(&mut self, pages: i32) {
-        if self.wal_frames.load(Ordering::Relaxed) < pages {
-            return;
-        }
-        match self
-            .conn
-            .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE)
-        {
-            Ok(_) => self.wal_frames.store(0, Ordering::Relaxed),
-            Err(e) => tracing::warn!(error = %e, "checkpoint failed"),
+    fn keep_wal_bounded(&mut self) {
+        let pages = self.wal_frames.load(Ordering::Relaxed);
+        if pages >= WAL_BOUND {
+            match checkpointer::passive(&self.conn) {
+                // The next commit reports the WAL's size again.
+                Ok(()) => self.wal_frames.store(0, Ordering::Relaxed),
+                Err(e) => tracing::warn!(error = %e, "checkpoint failed"),
+            }
+        } else if pages >= CHECKPOINT_AT {
+            self.checkpointer.nudge();
         }
     }
 
@@ -179,18 +200,18 @@ impl Writer {
     pub(super) fn finish(self) {
         let Writer {
             conn,
-            durable,
             syncer,
+            checkpointer,
             ..
         } = self;
-        drop(durable);
-        let _ = syncer.join();
+        syncer.finish();
+        checkpointer.stop();
         if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
             tracing::warn!(error = %e, "checkpoint at close failed");
         }
     }
 
-    fn commit_group(&mut self, jobs: Vec<Job>) {
+    fn commit_group(&mut self, jobs: Vec<Job>, busy: bool) {
         if self.failed.load(Ordering::SeqCst) {
             let error = StoreError::new(
                 "an earlier commit could not be made durable; the store refuses further writes",
@@ -203,6 +224,12 @@ impl Writer {
         let start = self.head.clone();
         match self.try_group(&jobs) {
             Ok(results) => {
+                if jobs
+                    .iter()
+                    .any(|job| job.writes.iter().any(PreparedWrite::changes_cached))
+                {
+                    self.cache.invalidate();
+                }
                 let answers = jobs
                     .into_iter()
                     .zip(results)
@@ -217,15 +244,14 @@ impl Writer {
                         (job.reply, result)
                     })
                     .collect();
-                // The syncer outlives the writer's loop, so this only fails while closing.
-                let _ = self.durable.send(answers);
+                self.syncer.settle(answers, busy);
             }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 self.head = start;
                 if jobs.len() > 1 {
                     for job in jobs {
-                        self.commit_group(vec![job]);
+                        self.commit_group(vec![job], busy);
                     }
                 } else {
                     tracing::error!(error = %e, "a commit failed; nothing of it was applied");
