@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
-use super::{TestServer, held, question, raise};
+use super::{TestServer, answer, held, question, raise};
 
 #[tokio::test]
 async fn events_arrive_in_order_and_a_reconnect_replays_exactly_what_was_missed() {
@@ -34,13 +32,7 @@ async fn events_arrive_in_order_and_a_reconnect_replays_exactly_what_was_missed(
             created.data["payload"]["hold"]["spec"]["question"],
             format!("Q{i}?")
         );
-        alice
-            .post(
-                &format!("/api/v1/holds/{hold}/decision"),
-                json!({"action": "answer", "options": ["yes"]}),
-            )
-            .await
-            .expect(200);
+        answer(&alice, &hold, "yes").await.expect(200);
         let decided = stream.next().await;
         assert_eq!(
             (decided.event.as_str(), decided.data["hold"].as_str()),

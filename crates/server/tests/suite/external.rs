@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{TestServer, approval, held, question, raise};
+use super::{TestServer, answer, approval, held, question, raise};
 
 async fn lab(t: &TestServer) -> (super::Api, super::Api) {
     t.world("lab").await;
@@ -36,13 +36,7 @@ async fn a_waiting_agent_gets_the_answer_given_from_another_client() {
     // The approver finds it in the pending list, then answers.
     let pending = alice.get("/api/v1/holds?world=lab").await.expect(200);
     assert_eq!(pending["items"][0]["id"], hold.as_str());
-    alice
-        .post(
-            &format!("/api/v1/holds/{hold}/decision"),
-            json!({"action": "answer", "options": ["deploy"]}),
-        )
-        .await
-        .expect(200);
+    answer(&alice, &hold, "deploy").await.expect(200);
 
     let result = waiting.await.unwrap().expect(200);
     assert_eq!(result["decided"], true);
@@ -213,24 +207,21 @@ async fn malformed_holds_raise_nothing_and_name_the_field() {
     assert_eq!(listed["items"], json!([]), "nothing was raised");
 
     // Bodies that are not JSON, or too large.
-    let r = agent
-        .send(
-            agent
-                .request(Method::POST, "/api/v1/worlds/lab/holds")
-                .header("content-type", "application/json")
-                .body("{\"items\": ["),
-        )
-        .await;
-    assert_eq!(r.error(400).0, "malformed_json");
-    let r = agent
-        .send(
-            agent
-                .request(Method::POST, "/api/v1/worlds/lab/holds")
-                .header("content-type", "text/plain")
-                .body("hi"),
-        )
-        .await;
-    assert_eq!(r.error(415).0, "unsupported_media_type");
+    let unreadable = [
+        ("application/json", "{\"items\": [", 400, "malformed_json"),
+        ("text/plain", "hi", 415, "unsupported_media_type"),
+    ];
+    for (content_type, body, status, code) in unreadable {
+        let r = agent
+            .send(
+                agent
+                    .request(Method::POST, "/api/v1/worlds/lab/holds")
+                    .header("content-type", content_type)
+                    .body(body),
+            )
+            .await;
+        assert_eq!(r.error(status).0, code, "{content_type}: {body}");
+    }
     let huge = json!({"items": [question(&"x".repeat(2 * 1024 * 1024), &["a"])]});
     let r = agent.post("/api/v1/worlds/lab/holds", huge).await;
     assert_eq!(r.error(413).0, "body_too_large");
@@ -313,13 +304,7 @@ async fn holds_are_listed_with_filters_and_cursors() {
         &raise(&agent, "lab", vec![question("Decided?", &["yes"])]).await,
         0,
     );
-    alice
-        .post(
-            &format!("/api/v1/holds/{first}/decision"),
-            json!({"action": "answer", "options": ["yes"]}),
-        )
-        .await
-        .expect(200);
+    answer(&alice, &first, "yes").await.expect(200);
 
     let mut seen = Vec::new();
     let mut path = "/api/v1/holds?world=lab&limit=2".to_owned();
@@ -416,13 +401,7 @@ async fn one_hold_comes_with_its_history() {
         &raise(&agent, "lab", vec![question("Go?", &["yes", "no"])]).await,
         0,
     );
-    alice
-        .post(
-            &format!("/api/v1/holds/{hold}/decision"),
-            json!({"action": "answer", "options": ["no"]}),
-        )
-        .await
-        .expect(200);
+    answer(&alice, &hold, "no").await.expect(200);
     let detail = alice
         .get(&format!("/api/v1/holds/{hold}"))
         .await
@@ -508,13 +487,7 @@ async fn the_agent_that_raised_a_hold_may_withdraw_it() {
         .await
         .expect(200);
     assert_eq!(withdrawn["status"], "canceled");
-    let (code, _) = alice
-        .post(
-            &format!("/api/v1/holds/{hold}/decision"),
-            json!({"action": "answer", "options": ["yes"]}),
-        )
-        .await
-        .error(409);
+    let (code, _) = answer(&alice, &hold, "yes").await.error(409);
     assert_eq!(code, "already_decided");
     let waited = agent
         .get(&format!("/api/v1/holds/{hold}/wait"))

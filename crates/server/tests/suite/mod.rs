@@ -9,7 +9,7 @@ mod webhooks;
 use std::time::Duration;
 
 use holdpoint_server::{Server, Settings};
-pub use holdpoint_test_support::http::Api;
+pub use holdpoint_test_support::http::{Api, Reply};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -106,6 +106,16 @@ pub async fn raise(agent: &Api, world: &str, items: Vec<Value>) -> Value {
         )
         .await
         .expect(201)
+}
+
+/// `person` answers the question `hold` with `option`.
+pub async fn answer(person: &Api, hold: &str, option: &str) -> Reply {
+    person
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "answer", "options": [option]}),
+        )
+        .await
 }
 
 /// The id of the `i`th hold a gate response raised.

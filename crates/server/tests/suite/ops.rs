@@ -1,8 +1,6 @@
 //! Health, readiness, metrics and the OpenAPI document.
 
-use serde_json::json;
-
-use super::{TestServer, held, question, raise};
+use super::{TestServer, answer, held, question, raise};
 
 #[tokio::test]
 async fn the_committed_openapi_document_is_current() {
@@ -55,13 +53,7 @@ async fn metrics_count_pending_holds_decisions_and_requests() {
         0,
     );
     raise(&agent, "lab", vec![question("B?", &["yes"])]).await;
-    alice
-        .post(
-            &format!("/api/v1/holds/{first}/decision"),
-            json!({"action": "answer", "options": ["yes"]}),
-        )
-        .await
-        .expect(200);
+    answer(&alice, &first, "yes").await.expect(200);
     t.api.get("/api/v1/holds/not-a-hold").await.error(404);
 
     // The decision reaches the metrics through the log; wait for it there.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::mpsc;
 
-use super::{TestServer, held, question, raise};
+use super::{TestServer, answer, held, question, raise};
 
 /// What the receiver got.
 struct Received {
@@ -94,16 +94,20 @@ fn verify(secret: &str, r: &Received) {
     assert!(age < 60, "the timestamp is current");
 }
 
+/// Subscribes a receiver to the world `lab`; returns the created webhook and its secret.
+async fn subscribe(t: &TestServer, body: Value) -> Value {
+    t.api
+        .post("/api/v1/worlds/lab/webhooks", body)
+        .await
+        .expect(201)
+}
+
 #[tokio::test]
 async fn deliveries_are_signed_and_cover_created_and_decided() {
     let t = TestServer::start().await;
     t.world("lab").await;
     let (url, mut rx, _task) = receiver(0).await;
-    let created = t
-        .api
-        .post("/api/v1/worlds/lab/webhooks", json!({"url": url}))
-        .await
-        .expect(201);
+    let created = subscribe(&t, json!({"url": url})).await;
     let secret = created["secret"].as_str().unwrap().to_owned();
     assert_eq!(
         created["webhook"]["events"],
@@ -126,13 +130,7 @@ async fn deliveries_are_signed_and_cover_created_and_decided() {
         &raise(&agent, "lab", vec![question("Ship?", &["yes", "no"])]).await,
         0,
     );
-    alice
-        .post(
-            &format!("/api/v1/holds/{hold}/decision"),
-            json!({"action": "answer", "options": ["no"]}),
-        )
-        .await
-        .expect(200);
+    answer(&alice, &hold, "no").await.expect(200);
 
     let mut deliveries = Vec::new();
     for expected in ["hold.created", "hold.decided"] {
@@ -186,14 +184,7 @@ async fn a_receiver_that_fails_first_gets_the_retry() {
     let t = TestServer::start().await;
     t.world("lab").await;
     let (url, mut rx, _task) = receiver(2).await;
-    let created = t
-        .api
-        .post(
-            "/api/v1/worlds/lab/webhooks",
-            json!({"url": url, "events": ["hold.created"]}),
-        )
-        .await
-        .expect(201);
+    let created = subscribe(&t, json!({"url": url, "events": ["hold.created"]})).await;
     let secret = created["secret"].as_str().unwrap();
     let agent = t.caller("bot", "agent", None).await;
     let hold = held(
@@ -231,14 +222,7 @@ async fn a_receiver_that_never_answers_well_is_marked_failed() {
     let t = TestServer::with(super::ASK_ALL, |s| s.webhooks.attempts = 2).await;
     t.world("lab").await;
     let (url, mut rx, _task) = receiver(usize::MAX).await;
-    let created = t
-        .api
-        .post(
-            "/api/v1/worlds/lab/webhooks",
-            json!({"url": url, "events": ["hold.created"]}),
-        )
-        .await
-        .expect(201);
+    let created = subscribe(&t, json!({"url": url, "events": ["hold.created"]})).await;
     let agent = t.caller("bot", "agent", None).await;
     raise(&agent, "lab", vec![question("Ship?", &["yes"])]).await;
     next(&mut rx).await;

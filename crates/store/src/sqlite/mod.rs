@@ -245,8 +245,8 @@ impl SqliteStore {
         };
         // A listing may be long: it runs on a blocking thread, unlike a lookup by key.
         let answer = match query {
-            Query::List(..) => self.readers.run(read).await?,
-            Query::ById(..) | Query::ByKey(..) => self.readers.lookup(read).await?,
+            Query::List(..) => self.read(read).await?,
+            Query::ById(..) | Query::ByKey(..) => self.lookup(read).await?,
         };
         if let (Some(cache), Some(generation)) = (&self.cache, generation) {
             cache.put(generation, query, &answer);

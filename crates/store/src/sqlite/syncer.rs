@@ -43,12 +43,13 @@ impl Syncer {
     ) -> std::io::Result<Syncer> {
         let (handover, rx) = std::sync::mpsc::channel();
         let in_hand = Arc::new(AtomicUsize::new(0));
-        let mut durability = Durability {
-            wal: wal.clone(),
+        let inline = Durability {
+            wal,
             file: None,
-            events: events.clone(),
-            failed: failed.clone(),
+            events,
+            failed,
         };
+        let mut durability = inline.another();
         let counter = in_hand.clone();
         let thread = std::thread::Builder::new()
             .name("holdpoint-sqlite-sync".into())
@@ -57,12 +58,7 @@ impl Syncer {
             handover,
             thread,
             in_hand,
-            inline: Durability {
-                wal,
-                file: None,
-                events,
-                failed,
-            },
+            inline,
         })
     }
 
@@ -107,6 +103,16 @@ struct Durability {
 }
 
 impl Durability {
+    /// The same duty for another thread, with its own handle on the WAL.
+    fn another(&self) -> Durability {
+        Durability {
+            wal: self.wal.clone(),
+            file: None,
+            events: self.events.clone(),
+            failed: self.failed.clone(),
+        }
+    }
+
     fn sync(&mut self) -> std::io::Result<()> {
         match &self.file {
             Some(f) => f.sync_data(),
