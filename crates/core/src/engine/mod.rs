@@ -268,9 +268,17 @@ impl Engine {
         Ok(())
     }
 
-    /// One hold, if it exists in `scope`.
+    /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
+    /// from memory (it never changes again), such as the one a wait just saw resolved.
     pub async fn hold(&self, id: HoldId, scope: &Scope) -> Result<Hold, EngineError> {
-        match self.inner.store.hold(id).await? {
+        let resolved = lock(&self.inner.recent)
+            .get(id)
+            .filter(|h| h.outcome.is_some());
+        let hold = match resolved {
+            Some(h) => Some(Hold::clone(&h)),
+            None => self.inner.store.hold(id).await?,
+        };
+        match hold {
             Some(h) if scope.admits(&h) => Ok(h),
             _ => Err(EngineError::NotFound {
                 what: "hold",

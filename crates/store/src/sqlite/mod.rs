@@ -159,6 +159,7 @@ impl SqliteStore {
             syncer,
             failed,
             wal_frames,
+            nudged_at: 0,
             checkpointer: checkpointer::Checkpointer::spawn(&path).map_err(db)?,
             cache: cache.clone(),
         };

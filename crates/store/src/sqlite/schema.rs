@@ -3,7 +3,7 @@
 use rusqlite::Connection;
 
 /// Each entry moves the schema one version forward. Never edit a released entry; add one.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: holds, the event log with its head, grants, idempotency records. Ids are stored as
     // their 16 bytes: smaller indexes and cheaper comparisons than text.
     r#"
@@ -83,6 +83,17 @@ const MIGRATIONS: &[&str] = &[
         response    TEXT NOT NULL,
         created_at  INTEGER NOT NULL
     ) STRICT;
+    "#,
+    // 2: the chat indexes leave out what belongs to no chat (external agents' holds and their
+    // events), which nothing looks up by chat: one B-tree page fewer for each such write.
+    // (A query with `chat = ?` implies `chat IS NOT NULL`, so it still uses them.)
+    r#"
+    DROP INDEX holds_open_chat;
+    DROP INDEX holds_done_chat;
+    DROP INDEX events_chat;
+    CREATE INDEX holds_open_chat ON holds (world, chat, position) WHERE open = 1 AND chat IS NOT NULL;
+    CREATE INDEX holds_done_chat ON holds (world, chat, position) WHERE open = 0 AND chat IS NOT NULL;
+    CREATE INDEX events_chat ON events (world, chat, seq) WHERE chat IS NOT NULL;
     "#,
 ];
 

@@ -26,11 +26,13 @@ use super::syncer::Syncer;
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
-/// Once the WAL holds this many pages (4 MiB), the checkpointer is asked to copy them into
-/// the database, concurrently with further commits…
+/// Each time the WAL has grown by this many pages (4 MiB), the checkpointer is asked to copy
+/// them into the database, concurrently with further commits. (Asked after every commit, it
+/// would copy a few pages and fsync the database each time, contending with the writer for
+/// the WAL's locks and the disk.)…
 const CHECKPOINT_AT: i32 = 1024;
-/// …and once it holds this many (32 MiB), the writer finishes that copy itself between two
-/// commits, so that the WAL can start over and stays bounded under sustained load.
+/// …and once the WAL holds this many (32 MiB), the writer finishes that copy itself between
+/// two commits, so that the WAL can start over and stays bounded under sustained load.
 const WAL_BOUND: i32 = 8192;
 
 /// Follows the WAL's size after each commit. Registering the hook also turns off SQLite's
@@ -139,6 +141,8 @@ pub(super) struct Writer {
     pub(super) failed: Arc<AtomicBool>,
     /// Pages in the WAL after the last commit.
     pub(super) wal_frames: Arc<AtomicI32>,
+    /// The WAL's size when the checkpointer was last asked to run.
+    pub(super) nudged_at: i32,
     pub(super) checkpointer: Checkpointer,
     /// Cleared after each commit that changes a record it keeps.
     pub(super) cache: Arc<RecordCache>,
@@ -184,13 +188,18 @@ impl Writer {
 
     fn keep_wal_bounded(&mut self) {
         let pages = self.wal_frames.load(Ordering::Relaxed);
+        if pages < self.nudged_at {
+            // The WAL started over.
+            self.nudged_at = 0;
+        }
         if pages >= WAL_BOUND {
             match checkpointer::passive(&self.conn) {
                 // The next commit reports the WAL's size again.
                 Ok(()) => self.wal_frames.store(0, Ordering::Relaxed),
                 Err(e) => tracing::warn!(error = %e, "checkpoint failed"),
             }
-        } else if pages >= CHECKPOINT_AT {
+        } else if pages >= self.nudged_at + CHECKPOINT_AT {
+            self.nudged_at = pages;
             self.checkpointer.nudge();
         }
     }
