@@ -55,10 +55,10 @@ impl From<EventDraft> for PreparedEvent {
 #[derive(Debug, Clone)]
 pub enum Write {
     /// A new hold at version 1. Fails with [`Conflict::HoldExists`] if the id is taken.
-    InsertHold(Box<Hold>),
+    InsertHold(Arc<Hold>),
     /// Replaces a hold's state. Applies only if the stored version is `hold.version - 1`,
     /// otherwise fails with [`Conflict::StaleHold`]: this is what makes decisions exactly-once.
-    UpdateHold(Box<Hold>),
+    UpdateHold(Arc<Hold>),
     InsertGrant(Box<Grant>),
     /// Marks a grant revoked. Fails with [`Conflict::NoSuchGrant`] if it is unknown or revoked.
     RevokeGrant {

@@ -110,7 +110,7 @@ fn marker(world: &str) -> PreparedEvent {
 
 fn insert(hold: &Hold) -> Transaction {
     Transaction {
-        writes: vec![Write::InsertHold(Box::new(hold.clone()))],
+        writes: vec![Write::InsertHold(Arc::new(hold.clone()))],
         events: vec![created(hold)],
     }
 }
@@ -168,8 +168,8 @@ pub async fn a_failed_precondition_applies_nothing(store: Arc<dyn Store>) {
     // A new hold and a duplicate of an existing one: neither applies, no event is appended.
     let tx = Transaction {
         writes: vec![
-            Write::InsertHold(Box::new(other.clone())),
-            Write::InsertHold(Box::new(h.clone())),
+            Write::InsertHold(Arc::new(other.clone())),
+            Write::InsertHold(Arc::new(h.clone())),
         ],
         events: vec![created(&other), created(&h)],
     };
@@ -197,7 +197,7 @@ pub async fn updates_apply_only_at_the_version_read(store: Arc<dyn Store>) {
     let v2 = resolved(&h);
     store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(v2.clone()))],
+            writes: vec![Write::UpdateHold(Arc::new(v2.clone()))],
             events: vec![],
         })
         .await
@@ -206,7 +206,7 @@ pub async fn updates_apply_only_at_the_version_read(store: Arc<dyn Store>) {
     // The same change again was computed from version 1, which is gone.
     match store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(v2.clone()))],
+            writes: vec![Write::UpdateHold(Arc::new(v2.clone()))],
             events: vec![marker("w")],
         })
         .await
@@ -219,7 +219,7 @@ pub async fn updates_apply_only_at_the_version_read(store: Arc<dyn Store>) {
     assert!(matches!(
         store
             .commit(Transaction {
-                writes: vec![Write::UpdateHold(Box::new(unknown))],
+                writes: vec![Write::UpdateHold(Arc::new(unknown))],
                 events: vec![]
             })
             .await,
@@ -238,7 +238,7 @@ pub async fn lists_holds_by_filter_in_order(store: Arc<dyn Store>) {
     }
     store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(resolved(&d)))],
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&d)))],
             events: vec![],
         })
         .await
@@ -382,7 +382,7 @@ pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {
     assert!(!store.chat_has_open_hold("other", "c").await.unwrap());
     store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(resolved(&h)))],
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&h)))],
             events: vec![],
         })
         .await
@@ -401,14 +401,14 @@ pub async fn lists_the_timers_of_open_holds(store: Arc<dyn Store>) {
     b.reminded = true;
     store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(b.clone()))],
+            writes: vec![Write::UpdateHold(Arc::new(b.clone()))],
             events: vec![],
         })
         .await
         .unwrap();
     store
         .commit(Transaction {
-            writes: vec![Write::UpdateHold(Box::new(resolved(&c)))],
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&c)))],
             events: vec![],
         })
         .await
@@ -623,7 +623,7 @@ pub async fn concurrent_commits_all_land_in_one_chain(store: Arc<dyn Store>) {
             let v2 = resolved(&h);
             store
                 .commit(Transaction {
-                    writes: vec![Write::UpdateHold(Box::new(v2))],
+                    writes: vec![Write::UpdateHold(Arc::new(v2))],
                     events: vec![marker("w")],
                 })
                 .await

@@ -59,7 +59,7 @@ impl Idem {
 const KEY_TAKEN: &str = "idempotency_key_taken";
 
 fn transaction(t: Transition) -> Transaction {
-    let mut writes = vec![Write::UpdateHold(Box::new(t.hold))];
+    let mut writes = vec![Write::UpdateHold(Arc::new(t.hold))];
     writes.extend(
         t.grants
             .into_iter()

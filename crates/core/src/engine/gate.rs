@@ -1,6 +1,8 @@
 //! The gate: policy (with grants) decides each requested call; what must be asked becomes a
 //! hold, and the holds of one request form one batch. One commit records everything.
 
+use std::sync::Arc;
+
 use holdpoint_protocol::{
     Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, DecisionKind, EventPayload, Explanation,
     GateRequest, GateResponse, GateResult, Hold, HoldRequest, MatchedRule, Principal, Source,
@@ -321,7 +323,7 @@ fn raise(
         },
     };
     tx.events.push(PreparedEvent::from(event));
-    tx.writes.push(Write::InsertHold(Box::new(hold.clone())));
+    tx.writes.push(Write::InsertHold(Arc::new(hold.clone())));
     GateResult::Held {
         hold: Box::new(hold),
     }

@@ -466,11 +466,11 @@ impl Engine {
     /// a caller did is in force for its next call (a grant allows the next gate, say). The
     /// holds written are remembered for the hot path.
     pub(crate) async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
-        let written: Vec<Hold> = tx
+        let written: Vec<Arc<Hold>> = tx
             .writes
             .iter()
             .filter_map(|w| match w {
-                Write::InsertHold(h) | Write::UpdateHold(h) => Some((**h).clone()),
+                Write::InsertHold(h) | Write::UpdateHold(h) => Some(h.clone()),
                 _ => None,
             })
             .collect();

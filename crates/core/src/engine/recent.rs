@@ -31,13 +31,13 @@ impl RecentHolds {
     }
 
     /// Keeps `hold` unless a newer version is already kept; forgets the oldest beyond capacity.
-    pub(crate) fn put(&mut self, hold: Hold) {
+    pub(crate) fn put(&mut self, hold: Arc<Hold>) {
         if self.capacity == 0 {
             return;
         }
         if let Some(kept) = self.map.get(&hold.id) {
             if kept.version < hold.version {
-                self.map.insert(hold.id, Arc::new(hold));
+                self.map.insert(hold.id, hold);
             }
             return;
         }
@@ -47,7 +47,7 @@ impl RecentHolds {
             }
         }
         self.order.push_back(hold.id);
-        self.map.insert(hold.id, Arc::new(hold));
+        self.map.insert(hold.id, hold);
     }
 
     pub(crate) fn forget(&mut self, id: HoldId) {
@@ -78,16 +78,16 @@ mod tests {
         let (a, mut a2, b, c) = (hold(1), hold(1), hold(1), hold(1));
         a2.id = a.id;
         a2.version = 2;
-        r.put(a.clone());
-        r.put(a2.clone());
-        r.put(a.clone());
+        r.put(Arc::new(a.clone()));
+        r.put(Arc::new(a2.clone()));
+        r.put(Arc::new(a.clone()));
         assert_eq!(
             r.get(a.id).unwrap().version,
             2,
             "an older version does not replace a newer one"
         );
-        r.put(b.clone());
-        r.put(c.clone());
+        r.put(Arc::new(b.clone()));
+        r.put(Arc::new(c.clone()));
         assert!(r.get(a.id).is_none(), "the oldest is forgotten");
         assert!(r.get(b.id).is_some() && r.get(c.id).is_some());
         r.forget(b.id);

@@ -53,7 +53,7 @@ async fn child_writer() {
                     },
                 };
                 let tx = Transaction {
-                    writes: vec![Write::InsertHold(Box::new(hold.clone()))],
+                    writes: vec![Write::InsertHold(Arc::new(hold.clone()))],
                     events: vec![event.into()],
                 };
                 store.commit(tx).await.unwrap();
