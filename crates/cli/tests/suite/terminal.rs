@@ -4,7 +4,7 @@
 use holdpoint_test_support::llm::{Step, call};
 use serde_json::{Value, json};
 
-use super::lab::Lab;
+use super::lab::{Lab, Terminal};
 
 fn shell(id: &str, command: &str) -> holdpoint_test_support::llm::ScriptedCall {
     call(id, "shell_cmd", json!({ "command": command }))
@@ -17,6 +17,14 @@ async fn told(lab: &Lab, id: &str) -> Value {
         .unwrap()
 }
 
+/// Opens `holdpoint chat lab` (with `env` set) and sends the first message.
+async fn chat(lab: &Lab, env: &[(&str, &str)], message: &str) -> Terminal {
+    let mut t = lab.terminal(&["chat", "lab"], env);
+    t.expect("you> ").await;
+    t.line(message);
+    t
+}
+
 #[tokio::test]
 async fn approving_once_shows_the_call_without_escape_sequences() {
     let lab = Lab::start(vec![
@@ -24,9 +32,7 @@ async fn approving_once_shows_the_call_without_escape_sequences() {
         Step::text("All \u{1b}[31mdone\u{1b}[0m.\u{1b}[2J"),
     ])
     .await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("say hi");
+    let mut t = chat(&lab, &[], "say hi").await;
     let card = t.expect("choose 1-7: ").await;
     assert!(card.contains("Approval needed: shell_cmd"), "{card}");
     assert!(card.contains("no rule matched"), "{card}");
@@ -68,9 +74,7 @@ async fn denying_with_a_reason_tells_the_agent() {
         Step::text("OK, I will not."),
     ])
     .await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("clean up");
+    let mut t = chat(&lab, &[], "clean up").await;
     t.expect("choose 1-7: ").await;
     t.line("5");
     t.expect("reason (told to the agent; Enter for none): ")
@@ -89,9 +93,7 @@ async fn editing_in_the_editor_runs_the_edited_arguments() {
         Step::text("Ran it."),
     ])
     .await;
-    let mut t = lab.terminal(&["chat", "lab"], &[("EDITOR", "sed -i s/build/dist/")]);
-    t.expect("you> ").await;
-    t.line("go");
+    let mut t = chat(&lab, &[("EDITOR", "sed -i s/build/dist/")], "go").await;
     t.expect("choose 1-7: ").await;
     t.line("7");
     t.expect("approved with edited arguments by admin").await;
@@ -111,9 +113,7 @@ async fn editing_inline_takes_json_and_explains_bad_json() {
         Step::text("Ran it."),
     ])
     .await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("go");
+    let mut t = chat(&lab, &[], "go").await;
     t.expect("choose 1-7: ").await;
     t.line("7");
     t.expect("new arguments as JSON on one line").await;
@@ -138,9 +138,7 @@ async fn a_batch_is_decided_all_at_once() {
         Step::text("Both ran."),
     ])
     .await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("both");
+    let mut t = chat(&lab, &[], "both").await;
     let shown = t.expect("choose 1-4: ").await;
     assert!(
         shown.contains("The agent asks for 2 calls at once"),
@@ -171,9 +169,7 @@ fn deploy_question(id: &str) -> Step {
 #[tokio::test]
 async fn a_question_with_confirm_can_be_canceled_or_confirmed() {
     let lab = Lab::start(vec![deploy_question("q1"), Step::text("Canceled, then.")]).await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("deploy?");
+    let mut t = chat(&lab, &[], "deploy?").await;
     let shown = t.expect("choose 1-3: ").await;
     assert!(shown.contains("Question: Deploy now?"), "{shown}");
     assert!(shown.contains("1) Deploy") && shown.contains("3) cancel the question"));
@@ -199,9 +195,7 @@ async fn a_question_with_confirm_can_be_canceled_or_confirmed() {
 #[tokio::test]
 async fn ctrl_c_cancels_the_turn_and_the_chat_goes_on() {
     let lab = Lab::start(vec![Step::calls(vec![shell("c1", "echo x")])]).await;
-    let mut t = lab.terminal(&["chat", "lab"], &[]);
-    t.expect("you> ").await;
-    t.line("go");
+    let mut t = chat(&lab, &[], "go").await;
     t.expect("choose 1-7: ").await;
     let hold = lab.pending_hold().await;
     t.ctrl_c();
