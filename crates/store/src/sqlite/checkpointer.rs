@@ -24,7 +24,7 @@ impl Checkpointer {
         // One pending nudge is enough: the checkpoint it starts covers every commit so far.
         let (nudge, rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
-            .name("holdpoint-sqlite-checkpoint".into())
+            .name("holdpoint-ckpt".into())
             .spawn(move || run(&conn, &rx))
             .map_err(|e| e.to_string())?;
         Ok(Checkpointer { nudge, thread })

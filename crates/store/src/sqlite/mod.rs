@@ -164,7 +164,7 @@ impl SqliteStore {
             cache: cache.clone(),
         };
         let thread = std::thread::Builder::new()
-            .name("holdpoint-sqlite-writer".into())
+            .name("holdpoint-write".into())
             .spawn(move || {
                 writer.serve(rx);
                 writer.finish();

@@ -59,7 +59,7 @@ impl Syncer {
         let mut durability = inline.another();
         let counter = in_hand.clone();
         let thread = std::thread::Builder::new()
-            .name("holdpoint-sqlite-sync".into())
+            .name("holdpoint-sync".into())
             .spawn(move || run(&mut durability, &rx, &counter))?;
         Ok(Syncer {
             handover,
