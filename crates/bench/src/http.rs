@@ -9,9 +9,11 @@
 //! 4. **resume**: from the moment the decision is sent until the agent's wait returns.
 //!
 //! The server runs in this process (same SQLite durability as `holdpoint serve`) and is reached
-//! only through its socket.
+//! only through its socket. The cycles' requests go over lean keep-alive connections, two per
+//! caller (see wire.rs); setting up and the approver's stream use reqwest.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::stats::{Latencies, ms};
+use crate::wire::Connection;
 
 const WORLD: &str = "bench";
 
@@ -85,7 +88,7 @@ struct AboutHold {
     hold: String,
 }
 
-/// A caller of the server's API.
+/// A caller of the server's API, to set up (the cycles use [`Connection`]s).
 #[derive(Clone)]
 struct Caller {
     http: Client,
@@ -116,11 +119,6 @@ impl Caller {
     ) -> anyhow::Result<T> {
         let request = self.http.post(format!("{}{path}", self.base)).json(&body);
         self.send(request, expect).await
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
-        self.send(self.http.get(format!("{}{path}", self.base)), 200)
-            .await
     }
 
     async fn token(&self, name: &str, role: &str) -> anyhow::Result<Caller> {
@@ -197,25 +195,32 @@ async fn follow(mut stream: Response, sightings: Sightings) -> anyhow::Result<()
     Ok(())
 }
 
-fn question() -> Value {
-    json!({"items": [{
-        "kind": "question",
-        "question": "Proceed with the deployment?",
-        "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
-    }]})
+const QUESTION: &[u8] = br#"{"items": [{"kind": "question", "question": "Proceed with the deployment?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]}]}"#;
+const ANSWER: &[u8] = br#"{"action": "answer", "options": ["yes"]}"#;
+
+/// One caller's connections: the agent's (it creates, then waits) and the approver's.
+struct Lines {
+    agent: Connection,
+    approver: Connection,
 }
 
 async fn one_cycle(
-    agent: &Caller,
-    approver: &Caller,
+    lines: &mut Lines,
     sightings: &Sightings,
     samples: &mut Samples,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
-    let created: Raised = agent
-        .post(&format!("/api/v1/worlds/{WORLD}/holds"), question(), 201)
+    let created = lines
+        .agent
+        .send(
+            "POST",
+            &format!("/api/v1/worlds/{WORLD}/holds"),
+            Some(QUESTION),
+            201,
+        )
         .await?;
     let created_at = Instant::now();
+    let created: Raised = serde_json::from_slice(&created)?;
     let hold = created
         .results
         .into_iter()
@@ -224,28 +229,28 @@ async fn one_cycle(
         .context("no hold raised")?
         .id;
     let wait_path = format!("/api/v1/holds/{hold}/wait?timeout=30s");
-    let wait = agent.get::<Waited>(&wait_path);
+    let Lines { agent, approver } = lines;
+    let wait = async {
+        let waited = agent.send("GET", &wait_path, None, 200).await;
+        (waited, Instant::now())
+    };
     let answer = async {
         let seen = sightings.wait_for(&hold).await?;
         let sent = Instant::now();
         approver
-            .post::<IgnoredAny>(
+            .send(
+                "POST",
                 &format!("/api/v1/holds/{hold}/decision"),
-                json!({"action": "answer", "options": ["yes"]}),
+                Some(ANSWER),
                 200,
             )
             .await?;
         Ok::<_, anyhow::Error>((seen, sent, Instant::now()))
     };
-    let (waited, answered) = tokio::join!(
-        async {
-            let r = wait.await;
-            (r, Instant::now())
-        },
-        answer
-    );
+    let (waited, answered) = tokio::join!(wait, answer);
     let (outcome, returned) = waited;
-    if !outcome?.decided {
+    let outcome: Waited = serde_json::from_slice(&outcome?)?;
+    if !outcome.decided {
         bail!("the wait returned without the outcome");
     }
     let (seen, sent, decided) = answered?;
@@ -262,17 +267,25 @@ async fn one_cycle(
 }
 
 async fn level(
+    server: SocketAddr,
     agent: &Caller,
     approver: &Caller,
     sightings: &Sightings,
     concurrency: usize,
     seconds: f64,
 ) -> anyhow::Result<Samples> {
+    let mut callers = Vec::new();
+    for _ in 0..concurrency {
+        callers.push(Lines {
+            agent: Connection::open(server, &agent.token).await?,
+            approver: Connection::open(server, &approver.token).await?,
+        });
+    }
     let warmup = Instant::now() + Duration::from_millis(500);
     let end = warmup + Duration::from_secs_f64(seconds);
     let mut workers = Vec::new();
-    for _ in 0..concurrency {
-        let (agent, approver, sightings) = (agent.clone(), approver.clone(), sightings.clone());
+    for mut lines in callers {
+        let sightings = sightings.clone();
         workers.push(tokio::spawn(async move {
             let mut kept = Samples::default();
             loop {
@@ -281,7 +294,7 @@ async fn level(
                     return Ok::<_, anyhow::Error>(kept);
                 }
                 let mut one = Samples::default();
-                one_cycle(&agent, &approver, &sightings, &mut one).await?;
+                one_cycle(&mut lines, &sightings, &mut one).await?;
                 if start >= warmup {
                     kept.extend(one);
                 }
@@ -340,7 +353,7 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
             .await?
             .error_for_status()?;
         let follower = tokio::spawn(follow(stream, sightings.clone()));
-        let samples = level(&agent, &approver, &sightings, c, seconds).await?;
+        let samples = level(server.addr(), &agent, &approver, &sightings, c, seconds).await?;
         follower.abort();
         println!(
             "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",

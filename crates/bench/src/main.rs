@@ -9,11 +9,20 @@ mod http;
 mod pending;
 mod policy;
 mod stats;
+mod wire;
 
 use std::path::PathBuf;
 
 use cap::Cap;
 use clap::{Parser, Subcommand};
+
+/// Concurrent callers of the durable cycle: up to 256 shows latency under load; beyond, how far
+/// group commit takes throughput.
+const CYCLE_LEVELS: [usize; 6] = [1, 16, 64, 256, 512, 1024];
+/// Concurrent callers of the HTTP cycle.
+const HTTP_LEVELS: [usize; 2] = [1, 16];
+/// How long each level runs, after half a second of warm-up.
+const SECONDS: f64 = 4.0;
 
 /// Counts the Rust heap, so memory per pending hold can be measured exactly; underneath, the
 /// allocator the `holdpoint` binary uses.
@@ -43,17 +52,17 @@ enum Bench {
     /// Durable hold cycles (create → decide → outcome observed) on SQLite.
     Cycle {
         /// Concurrent callers (repeat for several runs).
-        #[arg(long = "concurrency", default_values_t = [1, 16, 64, 256])]
+        #[arg(long = "concurrency", default_values_t = CYCLE_LEVELS)]
         concurrency: Vec<usize>,
-        #[arg(long, default_value_t = 4.0)]
+        #[arg(long, default_value_t = SECONDS)]
         seconds: f64,
     },
     /// Full cycles over HTTP on loopback against an in-process `holdpoint serve`.
     Http {
         /// Concurrent callers (repeat for several runs).
-        #[arg(long = "concurrency", default_values_t = [1, 16])]
+        #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
         concurrency: Vec<usize>,
-        #[arg(long, default_value_t = 4.0)]
+        #[arg(long, default_value_t = SECONDS)]
         seconds: f64,
     },
     /// Memory per pending hold and first-page latency with many pending.
@@ -96,10 +105,14 @@ fn main() -> anyhow::Result<()> {
             policy::run(3.0);
             runtime.block_on(cycle::run(
                 &bench_dir(cli.dir.clone())?,
-                &[1, 16, 64, 256],
-                4.0,
+                &CYCLE_LEVELS,
+                SECONDS,
             ))?;
-            runtime.block_on(http::run(&bench_dir(cli.dir.clone())?, &[1, 16], 4.0))?;
+            runtime.block_on(http::run(
+                &bench_dir(cli.dir.clone())?,
+                &HTTP_LEVELS,
+                SECONDS,
+            ))?;
             runtime.block_on(pending::run(&bench_dir(cli.dir)?, 100_000))?;
         }
     }
