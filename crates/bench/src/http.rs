@@ -321,14 +321,35 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
     println!(
         "== HTTP cycles: agent creates a question -> approver's stream receives it -> approver decides -> agent's wait returns"
     );
+    println!(
+        "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL, synchronous=FULL)",
+        dir.path().display()
+    );
+    for (c, samples) in measure(dir, levels, seconds).await? {
+        println!(
+            "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
+            samples.cycle.len() as f64 / seconds,
+            samples.cycle.len()
+        );
+        report("create", samples.create);
+        report("notify", samples.notify);
+        report("decide", samples.decide);
+        report("resume", samples.resume);
+        report("cycle", samples.cycle);
+    }
+    println!();
+    Ok(())
+}
+
+/// Starts a server in `dir` and runs each level of concurrency against it in turn.
+async fn measure(
+    dir: &tempfile::TempDir,
+    levels: &[usize],
+    seconds: f64,
+) -> anyhow::Result<Vec<(usize, Samples)>> {
     let mut settings = Settings::default();
     settings.server.bind = "127.0.0.1:0".parse()?;
     let server = Server::start(dir.path(), &settings).await?;
-    println!(
-        "   holdpoint serve on {} (SQLite in {}, WAL, synchronous=FULL)",
-        server.url(),
-        dir.path().display()
-    );
     let http = Client::builder().pool_max_idle_per_host(1024).build()?;
     let admin = Caller {
         http: http.clone(),
@@ -344,6 +365,7 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
     let agent = admin.token("bench-agent", "agent").await?;
     let approver = admin.token("bench-approver", "approver").await?;
 
+    let mut measured = Vec::new();
     for &c in levels {
         let sightings = Sightings::default();
         let stream = http
@@ -355,18 +377,34 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
         let follower = tokio::spawn(follow(stream, sightings.clone()));
         let samples = level(server.addr(), &agent, &approver, &sightings, c, seconds).await?;
         follower.abort();
-        println!(
-            "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
-            samples.cycle.len() as f64 / seconds,
-            samples.cycle.len()
-        );
-        report("create", samples.create);
-        report("notify", samples.notify);
-        report("decide", samples.decide);
-        report("resume", samples.resume);
-        report("cycle", samples.cycle);
+        measured.push((c, samples));
     }
     server.stop().await?;
-    println!();
-    Ok(())
+    Ok(measured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The load generator against a real server: every cycle it counts went through all four
+    /// legs (a failed request, an unseen event or a wait without the outcome stops it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_load_generator_runs_full_cycles_over_loopback() {
+        let dir = tempfile::tempdir().unwrap();
+        let measured = measure(&dir, &[1, 4], 0.3).await.unwrap();
+        assert_eq!(measured.len(), 2);
+        for (c, samples) in measured {
+            let n = samples.cycle.len();
+            assert!(n >= c, "{c} callers completed only {n} cycles");
+            for leg in [
+                &samples.create,
+                &samples.notify,
+                &samples.decide,
+                &samples.resume,
+            ] {
+                assert_eq!(leg.len(), n);
+            }
+        }
+    }
 }
