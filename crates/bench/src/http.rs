@@ -97,28 +97,25 @@ struct Caller {
 }
 
 impl Caller {
-    async fn send<T: DeserializeOwned>(
-        &self,
-        request: reqwest::RequestBuilder,
-        expect: u16,
-    ) -> anyhow::Result<T> {
-        let response = request.bearer_auth(&self.token).send().await?;
-        let status = response.status().as_u16();
-        let text = response.text().await?;
-        if status != expect {
-            bail!("expected status {expect}, got {status}: {text}");
-        }
-        Ok(serde_json::from_str(&text)?)
-    }
-
     async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: Value,
         expect: u16,
     ) -> anyhow::Result<T> {
-        let request = self.http.post(format!("{}{path}", self.base)).json(&body);
-        self.send(request, expect).await
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .bearer_auth(&self.token)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        if status != expect {
+            bail!("expected status {expect}, got {status}: {text}");
+        }
+        Ok(serde_json::from_str(&text)?)
     }
 
     async fn token(&self, name: &str, role: &str) -> anyhow::Result<Caller> {
@@ -268,8 +265,8 @@ async fn one_cycle(
 
 async fn level(
     server: SocketAddr,
-    agent: &Caller,
-    approver: &Caller,
+    agent: &str,
+    approver: &str,
     sightings: &Sightings,
     concurrency: usize,
     seconds: f64,
@@ -277,8 +274,8 @@ async fn level(
     let mut callers = Vec::new();
     for _ in 0..concurrency {
         callers.push(Lines {
-            agent: Connection::open(server, &agent.token).await?,
-            approver: Connection::open(server, &approver.token).await?,
+            agent: Connection::open(server, agent).await?,
+            approver: Connection::open(server, approver).await?,
         });
     }
     let warmup = Instant::now() + Duration::from_millis(500);
@@ -375,7 +372,15 @@ async fn measure(
             .await?
             .error_for_status()?;
         let follower = tokio::spawn(follow(stream, sightings.clone()));
-        let samples = level(server.addr(), &agent, &approver, &sightings, c, seconds).await?;
+        let samples = level(
+            server.addr(),
+            &agent.token,
+            &approver.token,
+            &sightings,
+            c,
+            seconds,
+        )
+        .await?;
         follower.abort();
         measured.push((c, samples));
     }
@@ -387,8 +392,9 @@ async fn measure(
 mod tests {
     use super::*;
 
-    /// The load generator against a real server: every cycle it counts went through all four
-    /// legs (a failed request, an unseen event or a wait without the outcome stops it).
+    /// The load generator against a real server. A cycle is counted only once it went through
+    /// all four legs: a failed request, an unseen event or a wait without the outcome ends the
+    /// run with an error.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_load_generator_runs_full_cycles_over_loopback() {
         let dir = tempfile::tempdir().unwrap();
@@ -397,14 +403,6 @@ mod tests {
         for (c, samples) in measured {
             let n = samples.cycle.len();
             assert!(n >= c, "{c} callers completed only {n} cycles");
-            for leg in [
-                &samples.create,
-                &samples.notify,
-                &samples.decide,
-                &samples.resume,
-            ] {
-                assert_eq!(leg.len(), n);
-            }
         }
     }
 }

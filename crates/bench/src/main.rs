@@ -23,6 +23,8 @@ const CYCLE_LEVELS: [usize; 6] = [1, 16, 64, 256, 512, 1024];
 const HTTP_LEVELS: [usize; 2] = [1, 16];
 /// How long each level runs, after half a second of warm-up.
 const SECONDS: f64 = 4.0;
+/// How long policy evaluation runs.
+const POLICY_SECONDS: f64 = 3.0;
 
 /// Counts the Rust heap, so memory per pending hold can be measured exactly; underneath, the
 /// allocator the `holdpoint` binary uses.
@@ -46,7 +48,7 @@ struct Cli {
 enum Bench {
     /// Policy evaluation with 100 rules, on one core.
     Policy {
-        #[arg(long, default_value_t = 3.0)]
+        #[arg(long, default_value_t = POLICY_SECONDS)]
         seconds: f64,
     },
     /// Durable hold cycles (create → decide → outcome observed) on SQLite.
@@ -102,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         } => runtime.block_on(http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
         Bench::All => {
-            policy::run(3.0);
+            policy::run(POLICY_SECONDS);
             runtime.block_on(cycle::run(
                 &bench_dir(cli.dir.clone())?,
                 &CYCLE_LEVELS,

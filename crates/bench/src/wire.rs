@@ -7,6 +7,7 @@
 //! header maps; this one writes the request's bytes and parses the answer with `httparse`,
 //! which is what a load generator such as `wrk` does.
 
+use std::io::Write;
 use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
@@ -55,17 +56,14 @@ impl Connection {
         self.write.extend_from_slice(b" HTTP/1.1\r\n");
         self.write.extend_from_slice(self.preamble.as_bytes());
         if let Some(body) = body {
-            self.write.extend_from_slice(
-                format!(
-                    "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                    body.len()
-                )
-                .as_bytes(),
-            );
-        }
-        self.write.extend_from_slice(b"\r\n");
-        if let Some(body) = body {
+            write!(
+                self.write,
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )?;
             self.write.extend_from_slice(body);
+        } else {
+            self.write.extend_from_slice(b"\r\n");
         }
         self.stream.write_all(&self.write).await?;
         let (status, body) = self.answer().await?;
