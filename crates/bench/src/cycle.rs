@@ -1,5 +1,5 @@
 //! The durable cycle: an agent raises a question, a person answers it, the agent observes the
-//! outcome. Every step is committed to SQLite (WAL, synchronous = FULL) before it is
+//! outcome. Every step is committed to SQLite and its WAL fsynced before it is
 //! acknowledged.
 
 use std::sync::Arc;
@@ -101,9 +101,10 @@ async fn level(
 pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> anyhow::Result<()> {
     println!("== durable cycles: raise a question -> answer it -> outcome observed");
     println!(
-        "   SQLite in {} (WAL, synchronous=FULL: acknowledged = on disk)",
+        "   SQLite in {} (WAL fsynced before each acknowledgement: acknowledged = on disk)",
         dir.path().display()
     );
+    crate::disk::describe(dir.path());
     for &c in levels {
         let store = Arc::new(SqliteStore::open(dir.path().join(format!("cycle-{c}.db")))?);
         let engine = Engine::builder(store.clone())

@@ -319,9 +319,10 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
         "== HTTP cycles: agent creates a question -> approver's stream receives it -> approver decides -> agent's wait returns"
     );
     println!(
-        "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL, synchronous=FULL)",
+        "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL fsynced before each acknowledgement)",
         dir.path().display()
     );
+    crate::disk::describe(dir.path());
     for (c, samples) in measure(dir, levels, seconds).await? {
         println!(
             "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
