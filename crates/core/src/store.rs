@@ -73,6 +73,12 @@ pub enum Write {
         response: Value,
         at: Timestamp,
     },
+    /// Forgets the response recorded under `key` if it was recorded before `before` (and does
+    /// nothing otherwise): a retry with that key is then a new request.
+    ForgetIdempotent {
+        key: String,
+        before: Timestamp,
+    },
     /// Creates a record (version 1; fails with [`Conflict::RecordExists`] if its id or its
     /// key is taken) or replaces version `n - 1` with version `n` (fails with
     /// [`Conflict::StaleRecord`] otherwise, or [`Conflict::RecordExists`] if a new key is
@@ -265,6 +271,12 @@ pub trait Store: Send + Sync + 'static {
     async fn grant(&self, id: GrantId) -> Result<Option<Grant>, StoreError>;
 
     async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError>;
+    /// Keys of the idempotency records made before `before`, oldest first, at most `limit`.
+    async fn idempotent_keys_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
 
     async fn record(&self, kind: RecordKind, id: Uuid) -> Result<Option<Record>, StoreError>;
     async fn record_by_key(

@@ -36,6 +36,12 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(ms))
     }
 
+    /// `self - d`, saturating at the start of representable time.
+    pub fn saturating_sub(self, d: Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_sub(ms))
+    }
+
     /// The time from `earlier` to `self`, or zero when `earlier` is later.
     pub fn duration_since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))

@@ -25,6 +25,8 @@ pub struct ServerConfig {
     pub max_wait: Duration,
     /// How long a client may take to send a request's headers.
     pub header_timeout: Duration,
+    /// How long the response to a request with an `Idempotency-Key` is kept for its retries.
+    pub idempotency_retention: Duration,
 }
 
 impl ServerConfig {
@@ -48,9 +50,14 @@ impl ServerConfig {
             webhooks: WebhookSettings::default(),
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
+            idempotency_retention: IDEMPOTENCY_RETENTION,
         }
     }
 }
+
+/// The default of `server.idempotency_retention`: a week, for clients that retry after a
+/// long outage (an hour or a day is common elsewhere).
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Cheap to clone.
 #[derive(Clone)]
@@ -152,6 +159,7 @@ impl App {
     pub async fn start_background(&self) -> Result<(), ApiError> {
         crate::metrics::follow(self.clone()).await?;
         crate::webhooks::start(self.clone()).await?;
+        crate::housekeeping::start(self.clone());
         Ok(())
     }
 }

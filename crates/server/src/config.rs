@@ -25,6 +25,9 @@ pub struct Settings {
     pub log: LogSettings,
 }
 
+/// Shorter, and a client retrying a slow request could find its key forgotten.
+const MIN_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(3600);
+
 /// The sections, as environment variables name them.
 const SECTIONS: [&str; 6] = ["server", "policy", "llm", "shell", "webhooks", "log"];
 
@@ -47,6 +50,10 @@ pub struct ServerSettings {
     /// them in, or sends nothing, is closed.
     #[serde(with = "duration")]
     pub header_timeout: Duration,
+    /// How long the response to a request with an `Idempotency-Key` is kept, so that a retry
+    /// with that key gets it again instead of acting twice.
+    #[serde(with = "duration")]
+    pub idempotency_retention: Duration,
 }
 
 impl Default for ServerSettings {
@@ -57,6 +64,7 @@ impl Default for ServerSettings {
             max_body: 1024 * 1024,
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
+            idempotency_retention: crate::app::IDEMPOTENCY_RETENTION,
         }
     }
 }
@@ -267,6 +275,12 @@ impl Settings {
         if self.server.header_timeout.is_zero() {
             return bad("server.header_timeout", "must be longer than zero");
         }
+        if self.server.idempotency_retention < MIN_IDEMPOTENCY_RETENTION {
+            return bad(
+                "server.idempotency_retention",
+                "must be at least 1h (clients retry a request within that long)",
+            );
+        }
         if let Some(h) = self
             .server
             .allowed_hosts
@@ -410,5 +424,23 @@ mod tests {
             assert_eq!(keys(&shown), keys(&all), "the keys of [{section}]");
         }
         assert!(block.contains("# file = "), "policy.file is not documented");
+    }
+
+    #[test]
+    fn idempotency_retention_is_at_least_an_hour() {
+        let env = |v: &str| {
+            [(
+                "HOLDPOINT_SERVER_IDEMPOTENCY_RETENTION".to_owned(),
+                v.to_owned(),
+            )]
+        };
+        let e = Settings::load(None, env("10m")).unwrap_err();
+        assert_eq!(e.key, "server.idempotency_retention");
+        assert!(e.message.contains("at least 1h"), "{e}");
+        let ok = Settings::load(None, env("1day")).unwrap();
+        assert_eq!(
+            ok.server.idempotency_retention,
+            Duration::from_secs(24 * 3600)
+        );
     }
 }

@@ -10,6 +10,7 @@ mod auth;
 pub mod config;
 mod error;
 mod extract;
+pub mod housekeeping;
 mod launch;
 mod metrics;
 mod routes;

@@ -45,6 +45,7 @@ macro_rules! store_contract {
             lists_the_timers_of_open_holds,
             grants_are_listed_until_revoked,
             idempotency_keys_are_recorded_once,
+            idempotency_records_are_forgotten_oldest_first,
             events_filter_and_report_how_far_they_scanned,
             subscribers_see_committed_events_in_order,
             concurrent_commits_all_land_in_one_chain,
@@ -505,6 +506,68 @@ pub async fn idempotency_keys_are_recorded_once(store: Arc<dyn Store>) {
             .await,
         Err(CommitError::Conflict(Conflict::KeyTaken(_)))
     ));
+}
+
+pub async fn idempotency_records_are_forgotten_oldest_first(store: Arc<dyn Store>) {
+    // Recorded out of time order: the listing follows the time, not the order of writing.
+    let minute = |m: u64| START.saturating_add(Duration::from_secs(60 * m));
+    for (i, m) in [3, 1, 4, 2].into_iter().enumerate() {
+        apply(
+            &store,
+            Write::PutIdempotent {
+                key: format!("k{m}"),
+                fingerprint: "f".into(),
+                response: json!({ "n": i }),
+                at: minute(m),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let before = |m, limit| {
+        let store = store.clone();
+        async move {
+            store
+                .idempotent_keys_before(minute(m), limit)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(before(4, 10).await, ["k1", "k2", "k3"]);
+    assert_eq!(before(4, 2).await, ["k1", "k2"]);
+    assert_eq!(before(1, 10).await, Vec::<String>::new());
+
+    // A key is forgotten only if it was recorded before the time given.
+    for key in ["k1", "k4"] {
+        apply(
+            &store,
+            Write::ForgetIdempotent {
+                key: key.into(),
+                before: minute(3),
+            },
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(store.idempotent("k1").await.unwrap(), None);
+    assert!(store.idempotent("k4").await.unwrap().is_some());
+    assert_eq!(before(5, 10).await, ["k2", "k3", "k4"]);
+    // A forgotten key can be recorded again.
+    apply(
+        &store,
+        Write::PutIdempotent {
+            key: "k1".into(),
+            fingerprint: "g".into(),
+            response: json!({ "n": 9 }),
+            at: minute(10),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.idempotent("k1").await.unwrap().unwrap().fingerprint,
+        "g"
+    );
 }
 
 pub async fn events_filter_and_report_how_far_they_scanned(store: Arc<dyn Store>) {

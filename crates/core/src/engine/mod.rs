@@ -12,6 +12,7 @@ mod gate;
 mod grants;
 mod progress;
 mod recent;
+mod retention;
 mod stream;
 mod timers;
 

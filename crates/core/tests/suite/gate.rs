@@ -215,6 +215,53 @@ async fn the_same_idempotency_key_raises_one_hold() {
 }
 
 #[tokio::test]
+async fn a_forgotten_key_raises_anew_and_a_backlog_is_forgotten_in_pages() {
+    use holdpoint_core::store::{Transaction, Write};
+    let t = TestEngine::new(Policy::default()).await;
+    let mut req = gate(
+        "w",
+        None,
+        vec![HoldRequest::Question(question("Deploy?", &["yes", "no"]))],
+    );
+    req.idempotency_key = Some("deploy-42".into());
+    let first = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
+    // More than one transaction's worth of keys, recorded a minute later.
+    t.clock.advance(std::time::Duration::from_secs(60));
+    let backlog = 1_234;
+    let writes = (0..backlog)
+        .map(|i| Write::PutIdempotent {
+            key: format!("old-{i}"),
+            fingerprint: "f".into(),
+            response: json!(i),
+            at: t.engine.clock().now(),
+        })
+        .collect();
+    t.engine
+        .store()
+        .commit(Transaction {
+            writes,
+            events: vec![],
+        })
+        .await
+        .unwrap();
+
+    // Forgetting what came before the backlog leaves the backlog.
+    let forgotten = t.engine.forget_idempotency(t.engine.clock().now()).await;
+    assert_eq!(forgotten.unwrap(), 1);
+    let again = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
+    assert_ne!(again.batch, first.batch);
+
+    t.clock.advance(std::time::Duration::from_secs(60));
+    let forgotten = t.engine.forget_idempotency(t.engine.clock().now()).await;
+    assert_eq!(forgotten.unwrap(), backlog + 1);
+    let left = t
+        .engine
+        .store()
+        .idempotent_keys_before(t.engine.clock().now(), 10);
+    assert_eq!(left.await.unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn always_ask_holds_even_where_policy_allows() {
     let t = TestEngine::new(
         Policy::from_toml("mode = \"auto_approve\"\n[[rules]]\ntools = [\"x\"]\naction = \"ask\"")

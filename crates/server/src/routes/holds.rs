@@ -259,7 +259,8 @@ pub async fn wait(
 /// Raise holds in a world, as an agent: approvals (policy decides first: allowed and denied
 /// calls are answered at once) and questions. The holds of one request form one batch. A
 /// malformed item raises nothing at all (422 naming it). Repeating a request with the same
-/// `Idempotency-Key` raises nothing new and answers as the first time.
+/// `Idempotency-Key` raises nothing new and answers as the first time (keys are remembered for
+/// `server.idempotency_retention`, 7 days by default).
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/holds", tag = "holds", request_body = NewHolds,
     params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),

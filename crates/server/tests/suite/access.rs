@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{TestServer, held, question, raise};
+use super::{TestServer, browser, held, question, raise};
 
 #[tokio::test]
 async fn the_first_start_writes_an_admin_token_only_its_owner_can_read() {
@@ -209,37 +209,6 @@ async fn holds_of_other_worlds_and_made_up_ids_are_not_found() {
             .error(404);
         t.api.get(&format!("/api/v1/holds/{id}")).await.error(404);
     }
-}
-
-/// Signs a browser in; returns its cookie header and CSRF token.
-async fn browser(t: &TestServer, token: &str) -> (String, String) {
-    let reply = t
-        .api
-        .anonymous()
-        .get(&format!("/login?token={token}"))
-        .await;
-    assert_eq!(reply.status, 303, "{}", reply.text);
-    assert_eq!(reply.headers.get("location").unwrap(), "/");
-    let set = reply
-        .headers
-        .get("set-cookie")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set.contains(attribute), "{set}");
-    }
-    let cookie = set.split(';').next().unwrap().to_owned();
-    let api = t.api.anonymous();
-    let session = api
-        .send(
-            api.request(Method::GET, "/api/v1/session")
-                .header("cookie", &cookie),
-        )
-        .await
-        .expect(200);
-    (cookie, session["csrf_token"].as_str().unwrap().to_owned())
 }
 
 #[tokio::test]

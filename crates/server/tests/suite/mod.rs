@@ -2,6 +2,7 @@ mod access;
 mod catalog;
 mod events;
 mod external;
+mod housekeeping;
 mod ops;
 mod turns;
 mod webhooks;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use holdpoint_server::{Server, Settings};
 pub use holdpoint_test_support::http::{Api, Reply};
+use reqwest::Method;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -124,4 +126,35 @@ pub fn held(response: &Value, i: usize) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// Signs a browser in; returns its cookie header and CSRF token.
+pub async fn browser(t: &TestServer, token: &str) -> (String, String) {
+    let reply = t
+        .api
+        .anonymous()
+        .get(&format!("/login?token={token}"))
+        .await;
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    assert_eq!(reply.headers.get("location").unwrap(), "/");
+    let set = reply
+        .headers
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let api = t.api.anonymous();
+    let session = api
+        .send(
+            api.request(Method::GET, "/api/v1/session")
+                .header("cookie", &cookie),
+        )
+        .await
+        .expect(200);
+    (cookie, session["csrf_token"].as_str().unwrap().to_owned())
 }

@@ -19,7 +19,7 @@ use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
     Record, RecordKind, Store, StoreError, Transaction, Write,
 };
-use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, oneshot};
@@ -328,6 +328,7 @@ fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
             response: serde_json::to_string(&response).map_err(StoreError::new)?,
             at,
         },
+        Write::ForgetIdempotent { key, before } => PreparedWrite::ForgetIdempotent { key, before },
     })
 }
 
@@ -398,6 +399,15 @@ impl Store for SqliteStore {
             })
         })
         .transpose()
+    }
+
+    async fn idempotent_keys_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(move |c| reader::idempotent_keys_before(c, before, limit))
+            .await
     }
 
     async fn record(&self, kind: RecordKind, id: uuid::Uuid) -> Result<Option<Record>, StoreError> {

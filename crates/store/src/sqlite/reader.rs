@@ -279,6 +279,21 @@ pub(super) fn idempotent(
         .map_err(sql_error)
 }
 
+pub(super) fn idempotent_keys_before(
+    conn: &Connection,
+    before: Timestamp,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    conn.prepare_cached(
+        "SELECT key FROM idempotency WHERE created_at < ? ORDER BY created_at LIMIT ?",
+    )
+    .and_then(|mut s| {
+        s.query_map(params![before.as_millis(), limit as i64], |r| r.get(0))?
+            .collect()
+    })
+    .map_err(sql_error)
+}
+
 pub(super) fn audit_head(conn: &Connection) -> Result<Option<AuditHead>, StoreError> {
     conn.prepare_cached("SELECT seq, hash FROM audit_head WHERE id = 1")
         .and_then(|mut s| {

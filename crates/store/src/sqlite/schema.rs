@@ -95,6 +95,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX holds_done_chat ON holds (world, chat, position) WHERE open = 0 AND chat IS NOT NULL;
     CREATE INDEX events_chat ON events (world, chat, seq) WHERE chat IS NOT NULL;
     "#,
+    // 3: idempotency records are forgotten once their retention has passed, oldest first.
+    // Records are made in time order, so each insertion lands on the index's last page.
+    r#"
+    CREATE INDEX idempotency_age ON idempotency (created_at);
+    "#,
 ];
 
 /// Brings the schema up to date. Refuses a database written by a newer Holdpoint.

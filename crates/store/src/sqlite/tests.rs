@@ -99,6 +99,10 @@ fn open_hold_lookups_use_the_open_indexes() {
             "SELECT seq FROM events WHERE seq > 5 AND world = 'w' AND chat = 'c' ORDER BY seq",
             "events_chat",
         ),
+        (
+            "SELECT key FROM idempotency WHERE created_at < 5 ORDER BY created_at LIMIT 10",
+            "idempotency_age",
+        ),
     ] {
         let plan: Vec<String> = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))

@@ -103,6 +103,10 @@ pub(super) enum PreparedWrite {
         response: String,
         at: Timestamp,
     },
+    ForgetIdempotent {
+        key: String,
+        before: Timestamp,
+    },
     PutRecord(RecordRow),
     DeleteRecord {
         kind: &'static str,
@@ -125,7 +129,8 @@ impl PreparedWrite {
             | PreparedWrite::UpdateHold(_)
             | PreparedWrite::InsertGrant { .. }
             | PreparedWrite::RevokeGrant { .. }
-            | PreparedWrite::PutIdempotent { .. } => false,
+            | PreparedWrite::PutIdempotent { .. }
+            | PreparedWrite::ForgetIdempotent { .. } => false,
         }
     }
 }
@@ -334,7 +339,9 @@ impl Writer {
                     (!active).then_some(Conflict::NoSuchGrant(*id))
                 }
                 PreparedWrite::PutRecord(r) => self.check_record(r)?,
-                PreparedWrite::DeleteRecord { .. } | PreparedWrite::DeleteRecords { .. } => None,
+                PreparedWrite::DeleteRecord { .. }
+                | PreparedWrite::DeleteRecords { .. }
+                | PreparedWrite::ForgetIdempotent { .. } => None,
                 PreparedWrite::PutIdempotent { key, .. } => {
                     let taken = self
                         .conn
@@ -506,6 +513,11 @@ impl Writer {
                 self.conn
                     .prepare_cached("INSERT INTO idempotency (key, fingerprint, response, created_at) VALUES (?, ?, ?, ?)")?
                     .execute(params![key, fingerprint, response, at.as_millis()])?;
+            }
+            PreparedWrite::ForgetIdempotent { key, before } => {
+                self.conn
+                    .prepare_cached("DELETE FROM idempotency WHERE key = ? AND created_at < ?")?
+                    .execute(params![key, before.as_millis()])?;
             }
         }
         Ok(())
