@@ -192,15 +192,21 @@ async fn requested_deadlines_respect_the_policy() {
     );
 }
 
-#[tokio::test]
-async fn the_same_idempotency_key_raises_one_hold() {
-    let t = TestEngine::new(Policy::default()).await;
+/// A question sent with an idempotency key.
+fn keyed_question() -> holdpoint_protocol::GateRequest {
     let mut req = gate(
         "w",
         None,
         vec![HoldRequest::Question(question("Deploy?", &["yes", "no"]))],
     );
     req.idempotency_key = Some("deploy-42".into());
+    req
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_raises_one_hold() {
+    let t = TestEngine::new(Policy::default()).await;
+    let mut req = keyed_question();
     let first = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
     let again = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
     assert_eq!(first, again);
@@ -218,12 +224,7 @@ async fn the_same_idempotency_key_raises_one_hold() {
 async fn a_forgotten_key_raises_anew_and_a_backlog_is_forgotten_in_pages() {
     use holdpoint_core::store::{Transaction, Write};
     let t = TestEngine::new(Policy::default()).await;
-    let mut req = gate(
-        "w",
-        None,
-        vec![HoldRequest::Question(question("Deploy?", &["yes", "no"]))],
-    );
-    req.idempotency_key = Some("deploy-42".into());
+    let req = keyed_question();
     let first = t.engine.gate(&agent("bot"), req.clone()).await.unwrap();
     // More than one transaction's worth of keys, recorded a minute later.
     t.clock.advance(std::time::Duration::from_secs(60));
