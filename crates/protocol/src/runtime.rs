@@ -201,6 +201,14 @@ pub enum ToolResult {
         reason: Option<String>,
         decided_by: Vec<String>,
     },
+    /// Nobody decided: a client that could not ask anyone (no terminal, say) applied the
+    /// fail-closed default, which denies. The call did not run; asked again, a person may
+    /// allow it. `applied_by` names whose client applied the default.
+    DeniedByDefault {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        applied_by: Vec<String>,
+    },
     /// Policy denied the call; it did not run.
     DeniedByPolicy { rule: String },
     /// Nobody decided before the deadline; the call was denied and did not run.
@@ -219,6 +227,10 @@ pub enum ToolResult {
         options: Vec<ChosenOption>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         decided_by: Vec<String>,
+        /// The options are the question's fail-closed default, applied by a client that could
+        /// not ask anyone (`decided_by` names whose): no person chose them.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_default: bool,
     },
 }
 

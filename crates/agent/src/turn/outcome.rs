@@ -1,8 +1,8 @@
 //! What a hold's outcome means for its call.
 
 use holdpoint_protocol::{
-    CallRecord, CallState, DecidedBy, EventPayload, Outcome, OutcomeStatus, ToolResult, TurnId,
-    Verdict,
+    CallRecord, CallState, DecidedBy, EventPayload, Outcome, OutcomeStatus, Source, ToolResult,
+    TurnId, Verdict,
 };
 
 use super::finished;
@@ -48,6 +48,7 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
                 outcome: o.status,
                 options: o.options.clone(),
                 decided_by: o.decided_by.clone(),
+                by_default: o.source == Source::Default,
             };
             applied.finished = done(rec, result);
         }
@@ -83,10 +84,7 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
                     }
                 }
                 _ => {
-                    let result = ToolResult::DeniedByPerson {
-                        reason: Some("the person chose not to load the skill".into()),
-                        decided_by: o.decided_by.clone(),
-                    };
+                    let result = denied(o, Some("the person chose not to load the skill"));
                     applied.finished = done(rec, result);
                 }
             }
@@ -117,13 +115,27 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
             }
             _ => {
                 applied.stop = o.stop_turn;
-                let result = ToolResult::DeniedByPerson {
-                    reason: o.reason.clone(),
-                    decided_by: o.decided_by.clone(),
-                };
+                let result = denied(o, None);
                 applied.finished = done(rec, result);
             }
         },
     }
     applied
+}
+
+/// A denial, as the LLM hears it: by a person, or by the fail-closed default that a client
+/// applied because it could ask no one (the LLM must not believe someone looked and refused).
+/// `otherwise` stands in for a person's reason when they gave none.
+fn denied(o: &Outcome, otherwise: Option<&str>) -> ToolResult {
+    if o.source == Source::Default {
+        ToolResult::DeniedByDefault {
+            reason: o.reason.clone(),
+            applied_by: o.decided_by.clone(),
+        }
+    } else {
+        ToolResult::DeniedByPerson {
+            reason: o.reason.clone().or(otherwise.map(str::to_owned)),
+            decided_by: o.decided_by.clone(),
+        }
+    }
 }

@@ -352,6 +352,10 @@ fn tool_result(r: &ToolResult) -> String {
                 .map(|r| format!(": {}", present::short(r, 80)))
                 .unwrap_or_default()
         ),
+        ToolResult::DeniedByDefault { applied_by, .. } => format!(
+            "✗ denied: the fail-closed default, applied by {}",
+            applied_by.join(", ")
+        ),
         ToolResult::DeniedByPolicy { rule } => {
             format!("✗ denied by policy ({})", present::short(rule, 60))
         }
@@ -362,18 +366,26 @@ fn tool_result(r: &ToolResult) -> String {
             format!("✗ invalid arguments: {}", present::short(error, 80))
         }
         ToolResult::Answer {
-            outcome, options, ..
+            outcome,
+            options,
+            by_default,
+            ..
         } => {
             let labels: Vec<String> = options
                 .iter()
                 .map(|o| present::short(&o.label, 40))
                 .collect();
             format!(
-                "answer: {} {}",
+                "answer: {} {}{}",
                 serde_json::to_string(outcome)
                     .unwrap_or_default()
                     .trim_matches('"'),
-                labels.join(", ")
+                labels.join(", "),
+                if *by_default {
+                    " (the fail-closed default)"
+                } else {
+                    ""
+                }
             )
         }
     }

@@ -295,11 +295,15 @@ async fn chat_without_a_terminal_applies_and_records_the_fail_closed_default() {
     for hold in items {
         assert_eq!(hold["outcome"]["source"], "default", "{hold}");
     }
+    // The LLM hears that nobody was asked, not that someone refused.
     let request = &lab.llm.wait_for_requests(2).await[1];
     assert_eq!(
-        request.tool_result("c1").unwrap()["status"],
-        "denied_by_person"
+        request.tool_result("c1").unwrap(),
+        json!({"status": "denied_by_default", "reason": "no terminal: holdpoint chat ran without one", "applied_by": ["admin"]})
     );
+    let answer = request.tool_result("q1").unwrap();
+    assert_eq!(answer["options"][0]["id"], "no", "{answer}");
+    assert_eq!(answer["by_default"], true, "{answer}");
 }
 
 #[tokio::test]
