@@ -25,8 +25,9 @@ pub struct Settings {
     pub log: LogSettings,
 }
 
-/// Shorter, and a client retrying a slow request could find its key forgotten.
-const MIN_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(3600);
+/// The shortest time anything is kept for (housekeeping runs hourly). Shorter idempotency
+/// retention, and a client retrying a slow request could find its key forgotten.
+const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The sections, as environment variables name them.
 const SECTIONS: [&str; 6] = ["server", "policy", "llm", "shell", "webhooks", "log"];
@@ -139,6 +140,9 @@ pub struct WebhookSettings {
     /// Per attempt.
     #[serde(with = "duration")]
     pub timeout: Duration,
+    /// How long the record of a finished delivery (delivered or failed) is kept.
+    #[serde(with = "duration")]
+    pub keep_deliveries: Duration,
 }
 
 impl Default for WebhookSettings {
@@ -147,6 +151,7 @@ impl Default for WebhookSettings {
             attempts: 6,
             backoff: Duration::from_secs(1),
             timeout: Duration::from_secs(10),
+            keep_deliveries: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -275,11 +280,14 @@ impl Settings {
         if self.server.header_timeout.is_zero() {
             return bad("server.header_timeout", "must be longer than zero");
         }
-        if self.server.idempotency_retention < MIN_IDEMPOTENCY_RETENTION {
+        if self.server.idempotency_retention < MIN_RETENTION {
             return bad(
                 "server.idempotency_retention",
                 "must be at least 1h (clients retry a request within that long)",
             );
+        }
+        if self.webhooks.keep_deliveries < MIN_RETENTION {
+            return bad("webhooks.keep_deliveries", "must be at least 1h");
         }
         if let Some(h) = self
             .server

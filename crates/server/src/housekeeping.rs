@@ -4,6 +4,7 @@
 //! - Responses recorded for idempotency keys are forgotten after
 //!   `server.idempotency_retention`: a client that retries after that makes a new request.
 //! - Browser sessions are deleted once they have ended (they are refused from then on anyway).
+//! - Finished webhook deliveries are deleted after `webhooks.keep_deliveries`.
 //!
 //! It runs every [`EVERY`], the first time one period after the server starts: turns resumed
 //! at start may repeat their last gate with its idempotency key, and must find its record.
@@ -23,6 +24,7 @@ pub const EVERY: Duration = Duration::from_secs(3600);
 pub struct Swept {
     pub idempotency_records: usize,
     pub sessions: usize,
+    pub deliveries: usize,
 }
 
 /// Deletes what has expired by `now`.
@@ -31,6 +33,11 @@ pub async fn sweep(app: &App, now: Timestamp) -> Result<Swept, ApiError> {
     Ok(Swept {
         idempotency_records: app.engine().forget_idempotency(before).await?,
         sessions: app.end_expired_sessions(now).await?,
+        deliveries: crate::webhooks::forget_deliveries(
+            app,
+            now.saturating_sub(app.config().webhooks.keep_deliveries),
+        )
+        .await?,
     })
 }
 
@@ -48,6 +55,7 @@ pub fn start(app: App) {
                 Ok(swept) if swept != Swept::default() => tracing::info!(
                     idempotency_records = swept.idempotency_records,
                     sessions = swept.sessions,
+                    deliveries = swept.deliveries,
                     "housekeeping deleted what had expired"
                 ),
                 Ok(_) => {}

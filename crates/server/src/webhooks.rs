@@ -15,7 +15,9 @@
 
 use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_core::store::{EventFilter, Record, RecordKind, Transaction, Write};
-use holdpoint_protocol::{DeliveryStatus, Event, Webhook, WebhookDelivery, WebhookId, WorldId};
+use holdpoint_protocol::{
+    DeliveryStatus, Event, Timestamp, Webhook, WebhookDelivery, WebhookId, WorldId,
+};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
@@ -126,6 +128,16 @@ pub(crate) async fn save_subscription(
 }
 
 pub(crate) async fn deliveries(app: &App, id: WebhookId) -> Result<Vec<WebhookDelivery>, ApiError> {
+    Ok(stored(app, id)
+        .await?
+        .into_iter()
+        .map(|d| d.delivery)
+        .collect())
+}
+
+/// Every delivery to webhook `id`, oldest first.
+async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
+    const PAGE: usize = 1000;
     let mut out = Vec::new();
     let mut after = None;
     loop {
@@ -135,19 +147,51 @@ pub(crate) async fn deliveries(app: &App, id: WebhookId) -> Result<Vec<WebhookDe
                 RecordKind::WebhookDelivery,
                 Some(*id.as_uuid()),
                 after,
-                1000,
+                PAGE,
             )
             .await?;
         let n = page.len();
         after = page.last().map(|p| p.position);
         for p in page {
-            let d: Delivery = serde_json::from_value(p.item.data).map_err(store_err)?;
-            out.push(d.delivery);
+            out.push(serde_json::from_value(p.item.data).map_err(store_err)?);
         }
-        if n < 1000 {
+        if n < PAGE {
             return Ok(out);
         }
     }
+}
+
+/// Deletes the finished deliveries (delivered or failed) last changed before `before`;
+/// returns how many. Pending ones stay, whatever their age: they are still to be sent.
+pub(crate) async fn forget_deliveries(app: &App, before: Timestamp) -> Result<usize, ApiError> {
+    const PER_TRANSACTION: usize = 500;
+    let mut forgotten = 0;
+    for world in app.runtime().worlds().await.map_err(ApiError::from)? {
+        for sub in subscriptions(app, world.id).await? {
+            let old: Vec<Write> = stored(app, sub.webhook.id)
+                .await?
+                .into_iter()
+                .filter(|d| {
+                    d.delivery.status != DeliveryStatus::Pending && d.delivery.updated_at < before
+                })
+                .map(|d| Write::DeleteRecord {
+                    kind: RecordKind::WebhookDelivery,
+                    id: d.delivery.id,
+                })
+                .collect();
+            forgotten += old.len();
+            for chunk in old.chunks(PER_TRANSACTION) {
+                app.store()
+                    .commit(Transaction {
+                        writes: chunk.to_vec(),
+                        events: vec![],
+                    })
+                    .await
+                    .map_err(store_err)?;
+            }
+        }
+    }
+    Ok(forgotten)
 }
 
 /// The signature header's value for `body` signed at `timestamp`.
@@ -183,17 +227,7 @@ pub async fn start(app: App) -> Result<(), ApiError> {
     };
     for world in app.runtime().worlds().await.map_err(ApiError::from)? {
         for sub in subscriptions(&app, world.id).await? {
-            let page = app
-                .store()
-                .records(
-                    RecordKind::WebhookDelivery,
-                    Some(*sub.webhook.id.as_uuid()),
-                    None,
-                    10_000,
-                )
-                .await?;
-            for p in page {
-                let d: Delivery = serde_json::from_value(p.item.data).map_err(store_err)?;
+            for d in stored(&app, sub.webhook.id).await? {
                 if d.delivery.status == DeliveryStatus::Pending {
                     tokio::spawn(send(app.clone(), sub.clone(), d));
                 }

@@ -136,7 +136,8 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Every delivery to this webhook, with its attempts and status.
+/// Every delivery to this webhook, oldest first, with its attempts and status. Finished ones
+/// are kept for `webhooks.keep_deliveries` (30 days by default).
 #[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path)),
     responses((status = 200, body = Vec<WebhookDelivery>), (status = 404, body = ErrorBody)))]
 pub async fn deliveries(

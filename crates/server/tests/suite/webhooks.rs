@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, KeyInit, Mac};
+use holdpoint_server::housekeeping::sweep;
 use holdpoint_test_support::PATIENCE;
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -239,6 +241,42 @@ async fn a_receiver_that_never_answers_well_is_marked_failed() {
         recorded[0]["last_error"].as_str().unwrap().contains("500"),
         "{recorded}"
     );
+}
+
+#[tokio::test]
+async fn finished_deliveries_are_forgotten_after_their_retention_and_pending_ones_kept() {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let t = TestServer::with(super::ASK_ALL, |s| s.webhooks.backoff = HOUR).await;
+    t.world("lab").await;
+    let (good_url, mut good_rx, _good) = receiver(0).await;
+    let (bad_url, mut bad_rx, _bad) = receiver(usize::MAX).await;
+    let good = subscribe(&t, json!({"url": good_url, "events": ["hold.created"]})).await;
+    let bad = subscribe(&t, json!({"url": bad_url, "events": ["hold.created"]})).await;
+    let (good, bad) = (
+        good["webhook"]["id"].as_str().unwrap(),
+        bad["webhook"]["id"].as_str().unwrap(),
+    );
+    let agent = t.caller("bot", "agent", None).await;
+    raise(&agent, "lab", vec![question("Ship?", &["yes"])]).await;
+    next(&mut good_rx).await;
+    next(&mut bad_rx).await;
+    wait_for(&t, good, |d| {
+        d.first().is_some_and(|d| d["status"] == "delivered")
+    })
+    .await;
+    // The failed first attempt is recorded; the next one is an hour away.
+    wait_for(&t, bad, |d| d.first().is_some_and(|d| d["attempts"] == 1)).await;
+
+    let app = t.server.app();
+    let keep = app.config().webhooks.keep_deliveries;
+    let swept = sweep(app, app.now().saturating_add(keep - HOUR));
+    assert_eq!(swept.await.unwrap().deliveries, 0);
+    let swept = sweep(app, app.now().saturating_add(keep + HOUR));
+    assert_eq!(swept.await.unwrap().deliveries, 1);
+    let listed = |id: &str| format!("/api/v1/webhooks/{id}/deliveries");
+    assert_eq!(t.api.get(&listed(good)).await.expect(200), json!([]));
+    let pending = t.api.get(&listed(bad)).await.expect(200);
+    assert_eq!(pending[0]["status"], "pending", "{pending}");
 }
 
 #[tokio::test]
