@@ -25,6 +25,8 @@ pub struct ServerConfig {
     pub max_wait: Duration,
     /// How long a client may take to send a request's headers.
     pub header_timeout: Duration,
+    /// How often an idle live event stream gets a heartbeat.
+    pub heartbeat: Duration,
     /// How long the response to a request with an `Idempotency-Key` is kept for its retries.
     pub idempotency_retention: Duration,
 }
@@ -50,6 +52,7 @@ impl ServerConfig {
             webhooks: WebhookSettings::default(),
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(15),
             idempotency_retention: IDEMPOTENCY_RETENTION,
         }
     }

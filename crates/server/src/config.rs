@@ -51,6 +51,10 @@ pub struct ServerSettings {
     /// them in, or sends nothing, is closed.
     #[serde(with = "duration")]
     pub header_timeout: Duration,
+    /// How often an idle live event stream gets a heartbeat (a comment line), so that proxies
+    /// and clients can tell a quiet stream from a dead one.
+    #[serde(with = "duration")]
+    pub heartbeat: Duration,
     /// How long the response to a request with an `Idempotency-Key` is kept, so that a retry
     /// with that key gets it again instead of acting twice.
     #[serde(with = "duration")]
@@ -65,6 +69,7 @@ impl Default for ServerSettings {
             max_body: 1024 * 1024,
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(15),
             idempotency_retention: crate::app::IDEMPOTENCY_RETENTION,
         }
     }
@@ -279,6 +284,9 @@ impl Settings {
         }
         if self.server.header_timeout.is_zero() {
             return bad("server.header_timeout", "must be longer than zero");
+        }
+        if self.server.heartbeat.is_zero() {
+            return bad("server.heartbeat", "must be longer than zero");
         }
         if self.server.idempotency_retention < MIN_RETENTION {
             return bad(

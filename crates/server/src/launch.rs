@@ -128,6 +128,7 @@ impl Server {
         config.max_body = settings.server.max_body;
         config.max_wait = settings.server.max_wait;
         config.header_timeout = settings.server.header_timeout;
+        config.heartbeat = settings.server.heartbeat;
         config.idempotency_retention = settings.server.idempotency_retention;
         config.webhooks = settings.webhooks.clone();
         let app = App::new(runtime, config);

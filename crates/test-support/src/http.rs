@@ -180,6 +180,26 @@ impl Sse {
         }
     }
 
+    /// Waits for a heartbeat (a comment line), keeping any message that comes with it for
+    /// [`Sse::next`]; `false` if none came within `patience`.
+    pub async fn heartbeat(&mut self, patience: Duration) -> bool {
+        loop {
+            let Ok(chunk) = tokio::time::timeout(patience, self.response.chunk()).await else {
+                return false;
+            };
+            let Some(chunk) = chunk.expect("the stream broke") else {
+                return false;
+            };
+            self.frames.push(&chunk);
+            if String::from_utf8_lossy(&chunk)
+                .lines()
+                .any(|l| l.starts_with(':'))
+            {
+                return true;
+            }
+        }
+    }
+
     pub async fn next(&mut self) -> SseMessage {
         self.try_next(PATIENCE)
             .await

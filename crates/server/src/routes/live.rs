@@ -1,7 +1,6 @@
 //! `GET /api/v1/events`: committed events as server-sent events, resumable.
 
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -16,9 +15,6 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Params;
-
-/// Heartbeats keep idle connections (and proxies) open.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -35,7 +31,8 @@ pub struct StreamQuery {
 
 /// Live events. Each SSE message has `id` (the event's position), `event` (its type) and
 /// `data` (the event as JSON). Reconnecting with `Last-Event-ID` replays exactly what was
-/// missed. A comment line is sent every 15 seconds as a heartbeat.
+/// missed. On an idle stream a comment line is sent as a heartbeat every `server.heartbeat`
+/// (15 seconds by default), which keeps proxies from closing it.
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamQuery, ("Last-Event-ID" = Option<u64>, Header)),
     responses((status = 200, description = "text/event-stream of Event", content_type = "text/event-stream", body = holdpoint_protocol::Event),
         (status = 400, body = ErrorBody)))]
@@ -98,6 +95,6 @@ pub async fn stream(
         Some((Ok::<_, Infallible>(message), (events, shutdown)))
     });
     Ok(axum::response::Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
+        .keep_alive(KeepAlive::new().interval(app.config().heartbeat))
         .into_response())
 }

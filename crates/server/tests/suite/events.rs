@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use holdpoint_test_support::PATIENCE;
+
 use super::{TestServer, answer, held, question, raise};
 
 #[tokio::test]
@@ -98,6 +100,27 @@ async fn a_stream_without_a_position_starts_with_what_happens_next() {
     );
     let m = stream.next_of("hold.created").await;
     assert_eq!(m.data["hold"], new.as_str());
+}
+
+#[tokio::test]
+async fn an_idle_stream_gets_heartbeats_and_stays_open() {
+    let t = TestServer::with(super::ASK_ALL, |s| {
+        s.server.heartbeat = Duration::from_millis(50);
+    })
+    .await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let mut stream = alice.events("?world=lab", None).await;
+    for _ in 0..3 {
+        assert!(stream.heartbeat(PATIENCE).await, "no heartbeat came");
+    }
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Go?", &["yes"])]).await,
+        0,
+    );
+    let created = stream.next().await;
+    assert_eq!(created.data["hold"], hold.as_str());
 }
 
 #[tokio::test]
