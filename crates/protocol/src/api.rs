@@ -95,6 +95,15 @@ pub struct MessagesPage {
     pub next: Option<u64>,
 }
 
+/// A page of a webhook's deliveries, oldest first.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeliveriesPage {
+    pub items: Vec<WebhookDelivery>,
+    /// Pass as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
 /// A hold with every event about it.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HoldDetail {

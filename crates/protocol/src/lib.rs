@@ -17,10 +17,10 @@ pub mod sse;
 mod time;
 
 pub use api::{
-    ApplyDefault, AskInfo, AuditReport, ChatMessage, CreatedToken, CreatedWebhook, DeliveryStatus,
-    ErrorBody, ErrorDetail, EventsPage, ExplainRequest, Explanation, HoldDetail, MatchedRule,
-    MessagesPage, NewHolds, NewToken, NewWebhook, SendMessage, SessionInfo, TokenInfo, TurnStarted,
-    WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
+    ApplyDefault, AskInfo, AuditReport, ChatMessage, CreatedToken, CreatedWebhook, DeliveriesPage,
+    DeliveryStatus, ErrorBody, ErrorDetail, EventsPage, ExplainRequest, Explanation, HoldDetail,
+    MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, SendMessage, SessionInfo, TokenInfo,
+    TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,

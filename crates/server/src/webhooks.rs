@@ -16,7 +16,7 @@
 use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_core::store::{EventFilter, Record, RecordKind, Transaction, Write};
 use holdpoint_protocol::{
-    DeliveryStatus, Event, Timestamp, Webhook, WebhookDelivery, WebhookId, WorldId,
+    DeliveriesPage, DeliveryStatus, Event, Timestamp, Webhook, WebhookDelivery, WebhookId, WorldId,
 };
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -127,12 +127,31 @@ pub(crate) async fn save_subscription(
     Ok(())
 }
 
-pub(crate) async fn deliveries(app: &App, id: WebhookId) -> Result<Vec<WebhookDelivery>, ApiError> {
-    Ok(stored(app, id)
-        .await?
+/// A page of webhook `id`'s deliveries, oldest first, after position `after`.
+pub(crate) async fn deliveries(
+    app: &App,
+    id: WebhookId,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<DeliveriesPage, ApiError> {
+    let page = app
+        .store()
+        .records(
+            RecordKind::WebhookDelivery,
+            Some(*id.as_uuid()),
+            after,
+            limit,
+        )
+        .await?;
+    let next = (page.len() == limit)
+        .then(|| page.last().map(|p| p.position))
+        .flatten();
+    let items = page
         .into_iter()
-        .map(|d| d.delivery)
-        .collect())
+        .map(|p| serde_json::from_value::<Delivery>(p.item.data).map(|d| d.delivery))
+        .collect::<Result<_, _>>()
+        .map_err(store_err)?;
+    Ok(DeliveriesPage { items, next })
 }
 
 /// Every delivery to webhook `id`, oldest first.

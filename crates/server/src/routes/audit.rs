@@ -44,11 +44,7 @@ pub async fn events(
     };
     let page = app
         .store()
-        .events(
-            q.after.unwrap_or(0),
-            &filter,
-            q.limit.unwrap_or(100).clamp(1, 1000),
-        )
+        .events(q.after.unwrap_or(0), &filter, super::page_limit(q.limit)?)
         .await?;
     Ok(Json(EventsPage {
         next: page.scanned_to,

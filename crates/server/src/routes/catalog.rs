@@ -231,7 +231,7 @@ pub async fn messages(
     Params(q): Params<MessagesQuery>,
 ) -> Result<Json<MessagesPage>, ApiError> {
     let w = app.world(&caller, &world).await?;
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let limit = super::page_limit(q.limit)?;
     let page = app
         .runtime()
         .messages(w.id, chat_id(&chat)?, q.after, limit)

@@ -5,13 +5,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_core::store::{RecordKind, Transaction, Write};
 use holdpoint_protocol::{
-    CreatedWebhook, ErrorBody, NewWebhook, Role, Webhook, WebhookDelivery, WebhookId,
+    CreatedWebhook, DeliveriesPage, ErrorBody, NewWebhook, Role, Webhook, WebhookId,
 };
+use serde::Deserialize;
 
 use crate::app::App;
 use crate::auth::{Caller, secret};
 use crate::error::ApiError;
-use crate::extract::Body;
+use crate::extract::{Body, Params};
 use crate::webhooks::{self, DEFAULT_EVENTS, EVENT_TYPES, Subscription};
 
 /// A world's webhook subscriptions (admins), without their secrets.
@@ -136,15 +137,30 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Every delivery to this webhook, oldest first, with its attempts and status. Finished ones
-/// are kept for `webhooks.keep_deliveries` (30 days by default).
-#[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path)),
-    responses((status = 200, body = Vec<WebhookDelivery>), (status = 404, body = ErrorBody)))]
+/// Paging through deliveries.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveriesQuery {
+    /// The `next` of the previous page.
+    after: Option<u64>,
+    /// At most 1000; 100 by default.
+    limit: Option<usize>,
+}
+
+/// The deliveries to this webhook, oldest first, a page at a time, with their attempts and
+/// status. Finished ones are kept for `webhooks.keep_deliveries` (30 days by default).
+#[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path), DeliveriesQuery),
+    responses((status = 200, body = DeliveriesPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn deliveries(
     State(app): State<App>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Vec<WebhookDelivery>>, ApiError> {
+    Params(q): Params<DeliveriesQuery>,
+) -> Result<Json<DeliveriesPage>, ApiError> {
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
-    Ok(Json(webhooks::deliveries(&app, sub.webhook.id).await?))
+    let limit = super::page_limit(q.limit)?;
+    Ok(Json(
+        webhooks::deliveries(&app, sub.webhook.id, q.after, limit).await?,
+    ))
 }

@@ -17,9 +17,21 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use crate::app::App;
+use crate::error::ApiError;
 use crate::{auth, metrics};
 
 /// The whole HTTP interface. Tests call it directly; `serve` puts it on a socket.
+/// A listing's page size: `limit`, 100 when left out, at most 1000.
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    match limit.unwrap_or(100) {
+        n @ 1..=1000 => Ok(n),
+        n => Err(ApiError::param(
+            "limit",
+            format!("{n} is not from 1 to 1000"),
+        )),
+    }
+}
+
 pub fn router(app: App) -> Router {
     let max_body = app.config().max_body;
     Router::new()

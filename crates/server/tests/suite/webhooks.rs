@@ -161,9 +161,37 @@ async fn deliveries_are_signed_and_cover_created_and_decided() {
         );
         assert!(deliveries.contains(&d["id"].as_str().unwrap().to_owned()));
     }
+
+    // The listing comes a page at a time.
+    let path = format!("/api/v1/webhooks/{id}/deliveries");
+    let first = t.api.get(&format!("{path}?limit=1")).await.expect(200);
+    let after = first["next"].as_u64().unwrap();
+    let second = t
+        .api
+        .get(&format!("{path}?limit=1&after={after}"))
+        .await
+        .expect(200);
+    assert_eq!(
+        [first["items"][0].clone(), second["items"][0].clone()],
+        [recorded[0].clone(), recorded[1].clone()]
+    );
+    let rest = t
+        .api
+        .get(&format!("{path}?after={}", second["next"]))
+        .await
+        .expect(200);
+    assert_eq!(rest, json!({"items": []}));
+    for bad in ["limit=0", "limit=5000", "colour=red"] {
+        let (_, message) = t.api.get(&format!("{path}?{bad}")).await.error(400);
+        assert!(
+            message.starts_with(bad.split('=').next().unwrap()),
+            "{message}"
+        );
+    }
 }
 
-/// The deliveries of webhook `id`, once `done` holds for them (polled up to PATIENCE).
+/// The deliveries of webhook `id` (a first page), once `done` holds for them (polled up to
+/// PATIENCE).
 async fn wait_for(t: &TestServer, id: &str, done: impl Fn(&Vec<Value>) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
@@ -171,7 +199,8 @@ async fn wait_for(t: &TestServer, id: &str, done: impl Fn(&Vec<Value>) -> bool) 
             .api
             .get(&format!("/api/v1/webhooks/{id}/deliveries"))
             .await
-            .expect(200);
+            .expect(200)["items"]
+            .clone();
         if done(d.as_array().unwrap()) {
             return d;
         }
@@ -274,9 +303,12 @@ async fn finished_deliveries_are_forgotten_after_their_retention_and_pending_one
     let swept = sweep(app, app.now().saturating_add(keep + HOUR));
     assert_eq!(swept.await.unwrap().deliveries, 1);
     let listed = |id: &str| format!("/api/v1/webhooks/{id}/deliveries");
-    assert_eq!(t.api.get(&listed(good)).await.expect(200), json!([]));
+    assert_eq!(
+        t.api.get(&listed(good)).await.expect(200),
+        json!({"items": []})
+    );
     let pending = t.api.get(&listed(bad)).await.expect(200);
-    assert_eq!(pending[0]["status"], "pending", "{pending}");
+    assert_eq!(pending["items"][0]["status"], "pending", "{pending}");
 }
 
 #[tokio::test]
