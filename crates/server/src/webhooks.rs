@@ -134,6 +134,33 @@ pub(crate) async fn deliveries(
     after: Option<u64>,
     limit: usize,
 ) -> Result<DeliveriesPage, ApiError> {
+    let (page, next) = page_of(app, id, after, limit).await?;
+    let items = page.into_iter().map(|d| d.delivery).collect();
+    Ok(DeliveriesPage { items, next })
+}
+
+/// Every delivery to webhook `id`, oldest first.
+async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
+    let mut out = Vec::new();
+    let mut after = None;
+    loop {
+        let (page, next) = page_of(app, id, after, 1000).await?;
+        out.extend(page);
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Up to `limit` deliveries after position `after`, and the position to go on from when the
+/// page is full.
+async fn page_of(
+    app: &App,
+    id: WebhookId,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<(Vec<Delivery>, Option<u64>), ApiError> {
     let page = app
         .store()
         .records(
@@ -148,36 +175,10 @@ pub(crate) async fn deliveries(
         .flatten();
     let items = page
         .into_iter()
-        .map(|p| serde_json::from_value::<Delivery>(p.item.data).map(|d| d.delivery))
+        .map(|p| serde_json::from_value(p.item.data))
         .collect::<Result<_, _>>()
         .map_err(store_err)?;
-    Ok(DeliveriesPage { items, next })
-}
-
-/// Every delivery to webhook `id`, oldest first.
-async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
-    const PAGE: usize = 1000;
-    let mut out = Vec::new();
-    let mut after = None;
-    loop {
-        let page = app
-            .store()
-            .records(
-                RecordKind::WebhookDelivery,
-                Some(*id.as_uuid()),
-                after,
-                PAGE,
-            )
-            .await?;
-        let n = page.len();
-        after = page.last().map(|p| p.position);
-        for p in page {
-            out.push(serde_json::from_value(p.item.data).map_err(store_err)?);
-        }
-        if n < PAGE {
-            return Ok(out);
-        }
-    }
+    Ok((items, next))
 }
 
 /// Deletes the finished deliveries (delivered or failed) last changed before `before`;
