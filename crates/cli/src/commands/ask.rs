@@ -90,8 +90,7 @@ async fn ask(args: AskArgs) -> Result<(), Failure> {
             )));
         }
     };
-    raise::waiting_hint(&hold, &client, "answer it");
-    let decided = raise::outcome(&client, &hold).await?;
+    let decided = raise::outcome(&client, &hold, "answer it").await?;
     let Some(outcome) = decided.outcome else {
         return Err(raise::error("the hold was decided without an outcome"));
     };

@@ -83,8 +83,7 @@ async fn exec(args: ExecArgs) -> Result<(), Failure> {
             return Err(raise::error(format!("{field}: {message}")));
         }
         GateResult::Held { hold } => {
-            raise::waiting_hint(&hold, &client, "approve the command");
-            let decided = raise::outcome(&client, &hold).await?;
+            let decided = raise::outcome(&client, &hold, "approve the command").await?;
             let Some(outcome) = decided.outcome else {
                 return Err(raise::error("the hold was decided without an outcome"));
             };

@@ -5,6 +5,7 @@ use clap::Args;
 use holdpoint_protocol::{
     GateResponse, GateResult, Hold, HoldRequest, NewHolds, SessionInfo, WaitResult, Withdraw, World,
 };
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::Failure;
 use crate::client::{Client, seg};
@@ -92,9 +93,21 @@ impl Target {
     }
 }
 
-/// Waits until `hold` is decided. On Ctrl-C the hold is withdrawn (so no one decides a
-/// question nobody waits for any more) and the wait fails with [`status::INTERRUPTED`].
-pub async fn outcome(client: &Client, hold: &Hold) -> Result<Hold, Failure> {
+/// Says where to answer, then waits until `hold` is decided. On Ctrl-C the hold is withdrawn
+/// (so no one decides a question nobody waits for any more) and the wait fails with
+/// [`status::INTERRUPTED`].
+pub async fn outcome(client: &Client, hold: &Hold, what: &str) -> Result<Hold, Failure> {
+    // Ctrl-C is caught from before the hint on: whoever reacts to the hint (a person, a
+    // script) interrupts a process that withdraws its hold, rather than one that dies and
+    // leaves the hold waiting for its deadline.
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    waiting_hint(hold, client, what);
+    let interrupted = async {
+        match &mut interrupt {
+            Some(s) => s.recv().await,
+            None => std::future::pending().await,
+        }
+    };
     let path = format!("/api/v1/holds/{}/wait?timeout=30s", hold.id);
     let wait = async {
         loop {
@@ -106,7 +119,7 @@ pub async fn outcome(client: &Client, hold: &Hold) -> Result<Hold, Failure> {
     };
     tokio::select! {
         r = wait => r,
-        _ = tokio::signal::ctrl_c() => {
+        Some(()) = interrupted => {
             let body = Withdraw { reason: Some("the asking command was interrupted".into()) };
             let path = format!("/api/v1/holds/{}/withdraw", hold.id);
             match client.post::<Hold>(&path, &body).await {
@@ -119,7 +132,7 @@ pub async fn outcome(client: &Client, hold: &Hold) -> Result<Hold, Failure> {
 }
 
 /// The hint printed while waiting: where to answer.
-pub fn waiting_hint(hold: &Hold, client: &Client, what: &str) {
+fn waiting_hint(hold: &Hold, client: &Client, what: &str) {
     eprintln!(
         "Waiting for a person to {what} (hold {}). Answer at {}, in `holdpoint holds watch`, or with `holdpoint holds {} {} …`.",
         hold.id,

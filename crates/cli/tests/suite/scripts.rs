@@ -8,7 +8,7 @@ use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::Api;
 use holdpoint_test_support::llm::{Step, call};
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::lab::Lab;
 
@@ -251,6 +251,61 @@ async fn exec_exits_123_when_denied_and_124_when_timed_out_and_runs_nothing() {
     let (code, _, stderr) = finish(child).await;
     assert_eq!(code, 124, "{stderr}");
     assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn ctrl_c_withdraws_the_hold_and_exits_130() {
+    let lab = Lab::start(vec![]).await;
+    let marker = lab.data().join("marker");
+    let exec = ["exec", "--", "touch", marker.to_str().unwrap()];
+    for args in [&["ask", "Go?", "--option", "yes"][..], &exec[..]] {
+        let (mut child, _) = start(&lab, args).await;
+        // Interrupted once it says where to answer, as a person would.
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let hint = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let line = stderr
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("no hint was printed");
+                if line.starts_with("Waiting for a person") {
+                    return line;
+                }
+            }
+        })
+        .await
+        .expect("no hint in time");
+        let hold = hint
+            .split_once("(hold ")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(id, _)| id.to_owned())
+            .unwrap_or_else(|| panic!("no hold id in {hint:?}"));
+        let pid = child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+
+        let status = tokio::time::timeout(PATIENCE, child.wait())
+            .await
+            .expect("the command did not stop in time")
+            .unwrap();
+        assert_eq!(status.code(), Some(130), "{args:?}");
+        let mut rest = String::new();
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            rest.push_str(&line);
+        }
+        assert!(rest.contains(&format!("hold {hold} withdrawn")), "{rest}");
+        let withdrawn = lab.hold(&hold).await;
+        assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+        assert_eq!(
+            withdrawn["outcome"]["reason"], "the asking command was interrupted",
+            "{withdrawn}"
+        );
+    }
+    assert!(!marker.exists(), "the interrupted command ran");
 }
 
 #[tokio::test]
