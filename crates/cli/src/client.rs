@@ -183,6 +183,19 @@ impl Client {
         self.send(self.request(Method::POST, path).json(body)).await
     }
 
+    pub async fn patch<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ClientError> {
+        self.send(self.request(Method::PATCH, path).json(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
+        self.send(self.request(Method::DELETE, path)).await
+    }
+
     /// A POST that the server records under `key`, so that sending it again (after a lost
     /// answer) does not do it twice.
     pub async fn post_once<T: DeserializeOwned>(

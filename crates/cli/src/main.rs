@@ -61,6 +61,24 @@ enum Command {
     Audit(commands::audit::AuditCommand),
     /// Talk to an agent; decide its holds at a menu as they come.
     Chat(commands::chat::ChatArgs),
+    /// Create, list, change and delete worlds.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint worlds create lab\n  holdpoint worlds list"
+    )]
+    Worlds(commands::catalog::WorldsCommand),
+    /// Create, list, change and delete a world's agents.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint agents create lab helper --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n  holdpoint agents list lab"
+    )]
+    Agents(commands::catalog::AgentsCommand),
+    /// Create, list and delete a world's chats.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint chats create lab --agent helper\n  holdpoint chats list lab"
+    )]
+    Chats(commands::catalog::ChatsCommand),
     /// List, show, decide and watch holds.
     #[command(
         subcommand,
@@ -98,6 +116,9 @@ fn main() -> ExitCode {
         Command::Audit(cmd) => commands::audit::run(cmd),
         Command::Chat(args) => commands::chat::run(args),
         Command::Holds(cmd) => commands::holds::run(cmd),
+        Command::Worlds(cmd) => commands::catalog::worlds(cmd),
+        Command::Agents(cmd) => commands::catalog::agents(cmd),
+        Command::Chats(cmd) => commands::catalog::chats(cmd),
         Command::Ask(args) => commands::ask::run(args),
         Command::Exec(args) => commands::exec::run(args),
         Command::Completions(args) => commands::completions::run(args, Cli::command()),

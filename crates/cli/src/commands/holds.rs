@@ -7,9 +7,8 @@ use holdpoint_protocol::{
     ApproveScope, DecideOutcome, DecideResult, Decision, Event, EventPayload, Hold, HoldDetail,
     HoldId, HoldKind, HoldSpec, Page, Timestamp,
 };
-use serde::Serialize;
 
-use super::runtime;
+use super::{print_json, runtime};
 use crate::Failure;
 use crate::client::{Client, query, seg};
 use crate::connect::{Connect, client_failure};
@@ -203,13 +202,6 @@ pub fn run(cmd: HoldsCommand) -> Result<(), Failure> {
             HoldsCommand::Watch(a) => watch(a).await,
         }
     })
-}
-
-fn print_json(value: &impl Serialize) -> Result<(), Failure> {
-    let text =
-        serde_json::to_string_pretty(value).map_err(|e| Failure::Check(format!("error: {e}")))?;
-    println!("{text}");
-    Ok(())
 }
 
 async fn list(a: ListArgs) -> Result<(), Failure> {

@@ -1,4 +1,5 @@
 mod audit;
+mod catalog;
 mod lab;
 mod policy;
 mod scripts;

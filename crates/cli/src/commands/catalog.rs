@@ -1,0 +1,433 @@
+//! `holdpoint worlds`, `agents` and `chats`: creating, listing, changing and deleting them from
+//! the terminal, through the same API the web UI uses.
+
+use clap::{Args, Subcommand};
+use holdpoint_protocol::{
+    Agent, AgentChanges, Chat, LlmSettings, NewAgent, NewChat, NewWorld, World, WorldChanges,
+};
+use serde::Serialize;
+
+use super::{print_json, runtime};
+use crate::Failure;
+use crate::client::seg;
+use crate::connect::{Connect, client_failure};
+use crate::present;
+use crate::terminal::safe::clean_line;
+
+#[derive(Subcommand)]
+pub enum WorldsCommand {
+    /// List the worlds this token may use.
+    #[command(after_help = "Example:\n  holdpoint worlds list")]
+    List(Common),
+    /// Create a world (admins).
+    #[command(after_help = "Example:\n  holdpoint worlds create lab --description 'experiments'")]
+    Create {
+        /// Unique among worlds.
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Rename a world or change its description (admins).
+    #[command(after_help = "Example:\n  holdpoint worlds change lab --name research")]
+    Change {
+        /// The world (name or id).
+        world: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete a world with its agents and chats (admins; refused while a turn runs in it).
+    #[command(after_help = "Example:\n  holdpoint worlds delete lab")]
+    Delete {
+        /// The world (name or id).
+        world: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AgentsCommand {
+    /// List a world's agents.
+    #[command(after_help = "Example:\n  holdpoint agents list lab")]
+    List {
+        /// The world (name or id).
+        world: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Create an agent on any OpenAI-compatible endpoint (admins).
+    #[command(
+        after_help = "Examples:\n  holdpoint agents create lab helper --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n  holdpoint agents create lab local --base-url http://localhost:11434/v1 --model llama3.1 --tool read_file --tool shell_cmd"
+    )]
+    Create {
+        /// The world (name or id).
+        world: String,
+        /// Unique within the world.
+        name: String,
+        #[command(flatten)]
+        settings: AgentSettings,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Change an agent; what is not given stays (admins).
+    #[command(
+        after_help = "Example:\n  holdpoint agents change lab helper --model gpt-4o --max-steps 40"
+    )]
+    Change {
+        /// The world (name or id).
+        world: String,
+        /// The agent (name or id).
+        agent: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        settings: AgentSettings,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete an agent (admins; refused while chats use it).
+    #[command(after_help = "Example:\n  holdpoint agents delete lab helper")]
+    Delete {
+        /// The world (name or id).
+        world: String,
+        /// The agent (name or id).
+        agent: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// An agent's settings, as flags; each is optional so that `change` can leave it alone.
+#[derive(Args)]
+pub struct AgentSettings {
+    /// The LLM endpoint, up to the API version (`https://api.openai.com/v1`).
+    #[arg(long)]
+    base_url: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// The environment variable of the server that holds the API key (never the key itself).
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// The agent's instructions.
+    #[arg(long, value_name = "TEXT")]
+    system_prompt: Option<String>,
+    /// A tool it may call, by name or glob (repeat; without any, every built-in tool).
+    #[arg(long = "tool", value_name = "TOOL")]
+    tools: Vec<String>,
+    /// LLM calls per turn before the turn ends.
+    #[arg(long)]
+    max_steps: Option<u32>,
+}
+
+#[derive(Subcommand)]
+pub enum ChatsCommand {
+    /// List a world's chats.
+    #[command(after_help = "Example:\n  holdpoint chats list lab")]
+    List {
+        /// The world (name or id).
+        world: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Start a chat with one of the world's agents (then `holdpoint chat WORLD --chat ID`).
+    #[command(
+        after_help = "Example:\n  holdpoint chats create lab --agent helper --title 'release notes'"
+    )]
+    Create {
+        /// The world (name or id).
+        world: String,
+        /// The agent (name or id).
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete a chat with its messages (refused while a turn runs in it).
+    #[command(after_help = "Example:\n  holdpoint chats delete lab 0193c2a4-…")]
+    Delete {
+        /// The world (name or id).
+        world: String,
+        /// The chat's id.
+        chat: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// What every catalog command takes.
+#[derive(Args)]
+pub struct Common {
+    /// Print JSON (the API's own shapes) instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    connect: Connect,
+}
+
+pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
+    runtime()?.block_on(async move {
+        match cmd {
+            WorldsCommand::List(common) => {
+                let worlds: Vec<World> = get(&common, "/api/v1/worlds").await?;
+                show_all(&common, &worlds, "No worlds.", world_line)
+            }
+            WorldsCommand::Create {
+                name,
+                description,
+                common,
+            } => {
+                let body = NewWorld { name, description };
+                let w: World = common
+                    .connect
+                    .client()?
+                    .post("/api/v1/worlds", &body)
+                    .await
+                    .map_err(client_failure)?;
+                show(&common, &w, world_line)
+            }
+            WorldsCommand::Change {
+                world,
+                name,
+                description,
+                common,
+            } => {
+                let body = WorldChanges { name, description };
+                let path = world_path(&world);
+                let w: World = common
+                    .connect
+                    .client()?
+                    .patch(&path, &body)
+                    .await
+                    .map_err(client_failure)?;
+                show(&common, &w, world_line)
+            }
+            WorldsCommand::Delete { world, common } => {
+                let path = world_path(&world);
+                common
+                    .connect
+                    .client()?
+                    .delete(&path)
+                    .await
+                    .map_err(client_failure)?;
+                deleted(&common, &format!("world {world}"))
+            }
+        }
+    })
+}
+
+pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
+    runtime()?.block_on(async move {
+        match cmd {
+            AgentsCommand::List { world, common } => {
+                let path = format!("{}/agents", world_path(&world));
+                let agents: Vec<Agent> = get(&common, &path).await?;
+                show_all(&common, &agents, "No agents.", agent_line)
+            }
+            AgentsCommand::Create {
+                world,
+                name,
+                settings,
+                common,
+            } => {
+                let (Some(base_url), Some(model)) = (settings.base_url, settings.model) else {
+                    return Err(Failure::Usage(
+                        "an agent needs --base-url and --model (its LLM endpoint)".into(),
+                    ));
+                };
+                let body = NewAgent {
+                    name,
+                    llm: LlmSettings {
+                        base_url,
+                        model,
+                        api_key_env: settings.api_key_env,
+                        headers: Default::default(),
+                        temperature: None,
+                    },
+                    system_prompt: settings.system_prompt.unwrap_or_default(),
+                    tools: (!settings.tools.is_empty()).then_some(settings.tools),
+                    max_steps: settings.max_steps,
+                };
+                let path = format!("{}/agents", world_path(&world));
+                let a: Agent = common
+                    .connect
+                    .client()?
+                    .post(&path, &body)
+                    .await
+                    .map_err(client_failure)?;
+                show(&common, &a, agent_line)
+            }
+            AgentsCommand::Change {
+                world,
+                agent,
+                name,
+                settings,
+                common,
+            } => {
+                let path = format!("{}/agents/{}", world_path(&world), seg(&agent));
+                let llm = if settings.base_url.is_some()
+                    || settings.model.is_some()
+                    || settings.api_key_env.is_some()
+                {
+                    // The LLM settings change as a whole: start from the agent's own.
+                    let current: Agent = get(&common, &path).await?;
+                    let mut llm = current.llm;
+                    llm.base_url = settings.base_url.unwrap_or(llm.base_url);
+                    llm.model = settings.model.unwrap_or(llm.model);
+                    llm.api_key_env = settings.api_key_env.or(llm.api_key_env);
+                    Some(llm)
+                } else {
+                    None
+                };
+                let body = AgentChanges {
+                    name,
+                    llm,
+                    system_prompt: settings.system_prompt,
+                    tools: (!settings.tools.is_empty()).then_some(settings.tools),
+                    max_steps: settings.max_steps,
+                };
+                let a: Agent = common
+                    .connect
+                    .client()?
+                    .patch(&path, &body)
+                    .await
+                    .map_err(client_failure)?;
+                show(&common, &a, agent_line)
+            }
+            AgentsCommand::Delete {
+                world,
+                agent,
+                common,
+            } => {
+                let path = format!("{}/agents/{}", world_path(&world), seg(&agent));
+                common
+                    .connect
+                    .client()?
+                    .delete(&path)
+                    .await
+                    .map_err(client_failure)?;
+                deleted(&common, &format!("agent {agent}"))
+            }
+        }
+    })
+}
+
+pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
+    runtime()?.block_on(async move {
+        match cmd {
+            ChatsCommand::List { world, common } => {
+                let path = format!("{}/chats", world_path(&world));
+                let chats: Vec<Chat> = get(&common, &path).await?;
+                show_all(&common, &chats, "No chats.", chat_line)
+            }
+            ChatsCommand::Create {
+                world,
+                agent,
+                title,
+                common,
+            } => {
+                let body = NewChat { agent, title };
+                let path = format!("{}/chats", world_path(&world));
+                let chat: Chat = common
+                    .connect
+                    .client()?
+                    .post(&path, &body)
+                    .await
+                    .map_err(client_failure)?;
+                show(&common, &chat, chat_line)
+            }
+            ChatsCommand::Delete {
+                world,
+                chat,
+                common,
+            } => {
+                let path = format!("{}/chats/{}", world_path(&world), seg(&chat));
+                common
+                    .connect
+                    .client()?
+                    .delete(&path)
+                    .await
+                    .map_err(client_failure)?;
+                deleted(&common, &format!("chat {chat}"))
+            }
+        }
+    })
+}
+
+fn world_path(world: &str) -> String {
+    format!("/api/v1/worlds/{}", seg(world))
+}
+
+async fn get<T: serde::de::DeserializeOwned>(common: &Common, path: &str) -> Result<T, Failure> {
+    common
+        .connect
+        .client()?
+        .get(path)
+        .await
+        .map_err(client_failure)
+}
+
+fn show<T: Serialize>(common: &Common, item: &T, line: fn(&T) -> String) -> Result<(), Failure> {
+    if common.json {
+        return print_json(item);
+    }
+    println!("{}", line(item));
+    Ok(())
+}
+
+fn show_all<T: Serialize>(
+    common: &Common,
+    items: &[T],
+    none: &str,
+    line: fn(&T) -> String,
+) -> Result<(), Failure> {
+    if common.json {
+        return print_json(&items);
+    }
+    if items.is_empty() {
+        println!("{none}");
+    }
+    for item in items {
+        println!("{}", line(item));
+    }
+    Ok(())
+}
+
+fn deleted(common: &Common, what: &str) -> Result<(), Failure> {
+    if common.json {
+        return print_json(&serde_json::json!({ "deleted": true }));
+    }
+    println!("Deleted {}.", clean_line(what));
+    Ok(())
+}
+
+fn world_line(w: &World) -> String {
+    let description = w
+        .description
+        .as_deref()
+        .map(|d| format!("  {}", present::short(d, 60)))
+        .unwrap_or_default();
+    format!("{}  {}{description}", w.id, clean_line(&w.name))
+}
+
+fn agent_line(a: &Agent) -> String {
+    format!(
+        "{}  {}  {} at {}",
+        a.id,
+        clean_line(&a.name),
+        clean_line(&a.llm.model),
+        clean_line(&a.llm.base_url)
+    )
+}
+
+fn chat_line(c: &Chat) -> String {
+    format!("{}  {}  (agent {})", c.id, clean_line(&c.title), c.agent)
+}
