@@ -5,12 +5,10 @@ use clap::{Args, Subcommand};
 use holdpoint_protocol::{
     Agent, AgentChanges, Chat, LlmSettings, NewAgent, NewChat, NewWorld, World, WorldChanges,
 };
-use serde::Serialize;
 
-use super::{print_json, runtime};
+use super::{Common, runtime};
 use crate::Failure;
 use crate::client::seg;
-use crate::connect::{Connect, client_failure};
 use crate::present;
 use crate::terminal::safe::clean_line;
 
@@ -163,22 +161,12 @@ pub enum ChatsCommand {
     },
 }
 
-/// What every catalog command takes.
-#[derive(Args)]
-pub struct Common {
-    /// Print JSON (the API's own shapes) instead of text.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    connect: Connect,
-}
-
 pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             WorldsCommand::List(common) => {
-                let worlds: Vec<World> = get(&common, "/api/v1/worlds").await?;
-                show_all(&common, &worlds, "No worlds.", world_line)
+                let worlds: Vec<World> = common.get("/api/v1/worlds").await?;
+                common.show_all(&worlds, "No worlds.", world_line)
             }
             WorldsCommand::Create {
                 name,
@@ -186,13 +174,8 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewWorld { name, description };
-                let w: World = common
-                    .connect
-                    .client()?
-                    .post("/api/v1/worlds", &body)
-                    .await
-                    .map_err(client_failure)?;
-                show(&common, &w, world_line)
+                let w: World = common.post("/api/v1/worlds", &body).await?;
+                common.show(&w, world_line)
             }
             WorldsCommand::Change {
                 world,
@@ -202,23 +185,12 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
             } => {
                 let body = WorldChanges { name, description };
                 let path = world_path(&world);
-                let w: World = common
-                    .connect
-                    .client()?
-                    .patch(&path, &body)
-                    .await
-                    .map_err(client_failure)?;
-                show(&common, &w, world_line)
+                let w: World = common.patch(&path, &body).await?;
+                common.show(&w, world_line)
             }
             WorldsCommand::Delete { world, common } => {
                 let path = world_path(&world);
-                common
-                    .connect
-                    .client()?
-                    .delete(&path)
-                    .await
-                    .map_err(client_failure)?;
-                deleted(&common, &format!("world {world}"))
+                common.delete(&path, &format!("world {world}")).await
             }
         }
     })
@@ -229,8 +201,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
         match cmd {
             AgentsCommand::List { world, common } => {
                 let path = format!("{}/agents", world_path(&world));
-                let agents: Vec<Agent> = get(&common, &path).await?;
-                show_all(&common, &agents, "No agents.", agent_line)
+                let agents: Vec<Agent> = common.get(&path).await?;
+                common.show_all(&agents, "No agents.", agent_line)
             }
             AgentsCommand::Create {
                 world,
@@ -257,13 +229,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     max_steps: settings.max_steps,
                 };
                 let path = format!("{}/agents", world_path(&world));
-                let a: Agent = common
-                    .connect
-                    .client()?
-                    .post(&path, &body)
-                    .await
-                    .map_err(client_failure)?;
-                show(&common, &a, agent_line)
+                let a: Agent = common.post(&path, &body).await?;
+                common.show(&a, agent_line)
             }
             AgentsCommand::Change {
                 world,
@@ -278,7 +245,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     || settings.api_key_env.is_some()
                 {
                     // The LLM settings change as a whole: start from the agent's own.
-                    let current: Agent = get(&common, &path).await?;
+                    let current: Agent = common.get(&path).await?;
                     let mut llm = current.llm;
                     llm.base_url = settings.base_url.unwrap_or(llm.base_url);
                     llm.model = settings.model.unwrap_or(llm.model);
@@ -294,13 +261,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     tools: (!settings.tools.is_empty()).then_some(settings.tools),
                     max_steps: settings.max_steps,
                 };
-                let a: Agent = common
-                    .connect
-                    .client()?
-                    .patch(&path, &body)
-                    .await
-                    .map_err(client_failure)?;
-                show(&common, &a, agent_line)
+                let a: Agent = common.patch(&path, &body).await?;
+                common.show(&a, agent_line)
             }
             AgentsCommand::Delete {
                 world,
@@ -308,13 +270,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let path = format!("{}/agents/{}", world_path(&world), seg(&agent));
-                common
-                    .connect
-                    .client()?
-                    .delete(&path)
-                    .await
-                    .map_err(client_failure)?;
-                deleted(&common, &format!("agent {agent}"))
+                common.delete(&path, &format!("agent {agent}")).await
             }
         }
     })
@@ -325,8 +281,8 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
         match cmd {
             ChatsCommand::List { world, common } => {
                 let path = format!("{}/chats", world_path(&world));
-                let chats: Vec<Chat> = get(&common, &path).await?;
-                show_all(&common, &chats, "No chats.", chat_line)
+                let chats: Vec<Chat> = common.get(&path).await?;
+                common.show_all(&chats, "No chats.", chat_line)
             }
             ChatsCommand::Create {
                 world,
@@ -336,13 +292,8 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
             } => {
                 let body = NewChat { agent, title };
                 let path = format!("{}/chats", world_path(&world));
-                let chat: Chat = common
-                    .connect
-                    .client()?
-                    .post(&path, &body)
-                    .await
-                    .map_err(client_failure)?;
-                show(&common, &chat, chat_line)
+                let chat: Chat = common.post(&path, &body).await?;
+                common.show(&chat, chat_line)
             }
             ChatsCommand::Delete {
                 world,
@@ -350,13 +301,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let path = format!("{}/chats/{}", world_path(&world), seg(&chat));
-                common
-                    .connect
-                    .client()?
-                    .delete(&path)
-                    .await
-                    .map_err(client_failure)?;
-                deleted(&common, &format!("chat {chat}"))
+                common.delete(&path, &format!("chat {chat}")).await
             }
         }
     })
@@ -364,49 +309,6 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
 
 fn world_path(world: &str) -> String {
     format!("/api/v1/worlds/{}", seg(world))
-}
-
-async fn get<T: serde::de::DeserializeOwned>(common: &Common, path: &str) -> Result<T, Failure> {
-    common
-        .connect
-        .client()?
-        .get(path)
-        .await
-        .map_err(client_failure)
-}
-
-fn show<T: Serialize>(common: &Common, item: &T, line: fn(&T) -> String) -> Result<(), Failure> {
-    if common.json {
-        return print_json(item);
-    }
-    println!("{}", line(item));
-    Ok(())
-}
-
-fn show_all<T: Serialize>(
-    common: &Common,
-    items: &[T],
-    none: &str,
-    line: fn(&T) -> String,
-) -> Result<(), Failure> {
-    if common.json {
-        return print_json(&items);
-    }
-    if items.is_empty() {
-        println!("{none}");
-    }
-    for item in items {
-        println!("{}", line(item));
-    }
-    Ok(())
-}
-
-fn deleted(common: &Common, what: &str) -> Result<(), Failure> {
-    if common.json {
-        return print_json(&serde_json::json!({ "deleted": true }));
-    }
-    println!("Deleted {}.", clean_line(what));
-    Ok(())
 }
 
 fn world_line(w: &World) -> String {

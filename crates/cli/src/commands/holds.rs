@@ -8,10 +8,10 @@ use holdpoint_protocol::{
     HoldId, HoldKind, HoldSpec, Page, Timestamp,
 };
 
-use super::{print_json, runtime};
+use super::{Common, print_json, runtime};
 use crate::Failure;
 use crate::client::{Client, query, seg};
-use crate::connect::{Connect, client_failure};
+use crate::connect::client_failure;
 use crate::decide::{Decider, Handled, option_ids};
 use crate::present;
 use crate::terminal::{self, Console, Happened};
@@ -55,16 +55,6 @@ terminal (or with --non-interactive or --json) watch only reports: it never appl
 to other people's holds. Ctrl-C stops watching; holds not decided stay pending."
     )]
     Watch(WatchArgs),
-}
-
-/// What every `holds` command takes.
-#[derive(Args)]
-pub struct Common {
-    /// Print JSON (the API's own shapes) instead of text.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    connect: Connect,
 }
 
 #[derive(Args)]

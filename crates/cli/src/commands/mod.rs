@@ -10,8 +10,97 @@ pub mod raise;
 pub mod serve;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::Failure;
+use crate::connect::{Connect, client_failure};
+use crate::terminal::safe::clean_line;
+
+/// What every command that reads or changes the API's resources takes.
+#[derive(clap::Args)]
+pub struct Common {
+    /// Print JSON (the API's own shapes) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connect: Connect,
+}
+
+impl Common {
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Failure> {
+        self.connect
+            .client()?
+            .get(path)
+            .await
+            .map_err(client_failure)
+    }
+
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, Failure> {
+        self.connect
+            .client()?
+            .post(path, body)
+            .await
+            .map_err(client_failure)
+    }
+
+    pub async fn patch<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, Failure> {
+        self.connect
+            .client()?
+            .patch(path, body)
+            .await
+            .map_err(client_failure)
+    }
+
+    /// Deletes what `path` names, then says so (`what`: "world lab").
+    pub async fn delete(&self, path: &str, what: &str) -> Result<(), Failure> {
+        self.connect
+            .client()?
+            .delete(path)
+            .await
+            .map_err(client_failure)?;
+        if self.json {
+            return print_json(&serde_json::json!({ "deleted": true }));
+        }
+        println!("Deleted {}.", clean_line(what));
+        Ok(())
+    }
+
+    /// One item: its JSON, or `line` of it.
+    pub fn show<T: Serialize>(&self, item: &T, line: fn(&T) -> String) -> Result<(), Failure> {
+        if self.json {
+            return print_json(item);
+        }
+        println!("{}", line(item));
+        Ok(())
+    }
+
+    /// A listing: its JSON, or a `line` per item (`none` when there are none).
+    pub fn show_all<T: Serialize>(
+        &self,
+        items: &[T],
+        none: &str,
+        line: fn(&T) -> String,
+    ) -> Result<(), Failure> {
+        if self.json {
+            return print_json(&items);
+        }
+        if items.is_empty() {
+            println!("{none}");
+        }
+        for item in items {
+            println!("{}", line(item));
+        }
+        Ok(())
+    }
+}
 
 /// Prints `value` as the API's own JSON (for `--json`).
 pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
