@@ -180,16 +180,17 @@ impl Client {
         path: &str,
         body: &impl Serialize,
     ) -> Result<T, ClientError> {
-        self.send(self.request(Method::POST, path).json(body)).await
+        self.with_body(Method::POST, path, body).await
     }
 
-    pub async fn patch<T: DeserializeOwned>(
+    /// A request with a JSON body.
+    pub async fn with_body<T: DeserializeOwned>(
         &self,
+        method: Method,
         path: &str,
         body: &impl Serialize,
     ) -> Result<T, ClientError> {
-        self.send(self.request(Method::PATCH, path).json(body))
-            .await
+        self.send(self.request(method, path).json(body)).await
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {

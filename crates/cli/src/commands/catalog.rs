@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 use holdpoint_protocol::{
     Agent, AgentChanges, Chat, LlmSettings, NewAgent, NewChat, NewWorld, World, WorldChanges,
 };
+use reqwest::Method;
 
 use super::{Common, runtime};
 use crate::Failure;
@@ -174,7 +175,7 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewWorld { name, description };
-                let w: World = common.post("/api/v1/worlds", &body).await?;
+                let w: World = common.send(Method::POST, "/api/v1/worlds", &body).await?;
                 common.show(&w, world_line)
             }
             WorldsCommand::Change {
@@ -185,7 +186,7 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
             } => {
                 let body = WorldChanges { name, description };
                 let path = world_path(&world);
-                let w: World = common.patch(&path, &body).await?;
+                let w: World = common.send(Method::PATCH, &path, &body).await?;
                 common.show(&w, world_line)
             }
             WorldsCommand::Delete { world, common } => {
@@ -229,7 +230,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     max_steps: settings.max_steps,
                 };
                 let path = format!("{}/agents", world_path(&world));
-                let a: Agent = common.post(&path, &body).await?;
+                let a: Agent = common.send(Method::POST, &path, &body).await?;
                 common.show(&a, agent_line)
             }
             AgentsCommand::Change {
@@ -261,7 +262,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     tools: (!settings.tools.is_empty()).then_some(settings.tools),
                     max_steps: settings.max_steps,
                 };
-                let a: Agent = common.patch(&path, &body).await?;
+                let a: Agent = common.send(Method::PATCH, &path, &body).await?;
                 common.show(&a, agent_line)
             }
             AgentsCommand::Delete {
@@ -292,7 +293,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
             } => {
                 let body = NewChat { agent, title };
                 let path = format!("{}/chats", world_path(&world));
-                let chat: Chat = common.post(&path, &body).await?;
+                let chat: Chat = common.send(Method::POST, &path, &body).await?;
                 common.show(&chat, chat_line)
             }
             ChatsCommand::Delete {

@@ -9,6 +9,7 @@ pub mod policy;
 pub mod raise;
 pub mod serve;
 
+use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -35,26 +36,16 @@ impl Common {
             .map_err(client_failure)
     }
 
-    pub async fn post<T: DeserializeOwned>(
+    /// A POST or a PATCH of `body`.
+    pub async fn send<T: DeserializeOwned>(
         &self,
+        method: Method,
         path: &str,
         body: &impl Serialize,
     ) -> Result<T, Failure> {
         self.connect
             .client()?
-            .post(path, body)
-            .await
-            .map_err(client_failure)
-    }
-
-    pub async fn patch<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &impl Serialize,
-    ) -> Result<T, Failure> {
-        self.connect
-            .client()?
-            .patch(path, body)
+            .with_body(method, path, body)
             .await
             .map_err(client_failure)
     }
