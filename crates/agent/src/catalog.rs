@@ -2,8 +2,8 @@
 
 use holdpoint_core::store::{HoldFilter, RecordKind, Write};
 use holdpoint_protocol::{
-    Agent, AgentChanges, AgentId, Chat, ChatId, EventPayload, LlmSettings, Message, NewAgent,
-    NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
+    Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LlmSettings, Message,
+    NewAgent, NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
 };
 use uuid::Uuid;
 
@@ -50,6 +50,10 @@ fn check_text(field: &str, text: &str, max: usize) -> Result<(), RuntimeError> {
         ));
     }
     Ok(())
+}
+
+fn check_title(title: &str) -> Result<(), RuntimeError> {
+    check_text("title", title, 200)
 }
 
 fn check_llm(llm: &LlmSettings) -> Result<(), RuntimeError> {
@@ -407,7 +411,7 @@ impl Runtime {
         let title = new
             .title
             .unwrap_or_else(|| format!("Chat with {}", agent.name));
-        check_text("title", &title, 200)?;
+        check_title(&title)?;
         let chat = Chat {
             id: ChatId::random(),
             world,
@@ -446,6 +450,44 @@ impl Runtime {
         let chat: Option<Chat> = r.map(value).transpose()?;
         chat.filter(|c| c.world == world)
             .ok_or_else(|| RuntimeError::not_found("chat", id))
+    }
+
+    /// Renames a chat, or hands it to another of the world's agents (refused while a turn
+    /// runs in it: the turn keeps the agent it started with).
+    pub async fn update_chat(
+        &self,
+        world: WorldId,
+        id: ChatId,
+        changes: ChatChanges,
+    ) -> Result<Chat, RuntimeError> {
+        let mut chat = self.chat(world, id).await?;
+        if let Some(title) = changes.title {
+            check_title(&title)?;
+            chat.title = title;
+        }
+        if let Some(agent) = changes.agent {
+            let agent = self.find_agent(world, &agent).await?;
+            if agent.id != chat.agent {
+                self.refuse_if_busy(id).await?;
+                chat.agent = agent.id;
+            }
+        }
+        chat.version += 1;
+        let write = put(
+            RecordKind::Chat,
+            *chat.id.as_uuid(),
+            Some(*world.as_uuid()),
+            None,
+            chat.version,
+            &chat,
+        )?;
+        let event = self.event(
+            world,
+            Some(chat.id.to_string()),
+            EventPayload::ChatUpdated { chat: chat.clone() },
+        );
+        self.commit(vec![write], vec![event]).await?;
+        Ok(chat)
     }
 
     /// Deletes a chat and its messages. Refused while a turn runs in it.

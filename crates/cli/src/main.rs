@@ -73,7 +73,7 @@ enum Command {
         after_help = "Examples:\n  holdpoint agents create lab helper --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n  holdpoint agents list lab"
     )]
     Agents(commands::catalog::AgentsCommand),
-    /// Create, list and delete a world's chats.
+    /// Create, list, change and delete a world's chats.
     #[command(
         subcommand,
         after_help = "Examples:\n  holdpoint chats create lab --agent helper\n  holdpoint chats list lab"

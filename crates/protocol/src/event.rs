@@ -91,6 +91,9 @@ pub enum EventPayload {
     AgentDeleted { agent: AgentId },
     #[serde(rename = "chat.created")]
     ChatCreated { chat: Chat },
+    /// A chat's title or agent changed.
+    #[serde(rename = "chat.updated")]
+    ChatUpdated { chat: Chat },
     #[serde(rename = "chat.deleted")]
     ChatDeleted { chat: ChatId },
     /// A message was added to a chat (a user's, the agent's answer, a tool result).
@@ -154,6 +157,7 @@ impl EventPayload {
             EventPayload::AgentUpdated { .. } => "agent.updated",
             EventPayload::AgentDeleted { .. } => "agent.deleted",
             EventPayload::ChatCreated { .. } => "chat.created",
+            EventPayload::ChatUpdated { .. } => "chat.updated",
             EventPayload::ChatDeleted { .. } => "chat.deleted",
             EventPayload::MessageCreated { .. } => "message.created",
             EventPayload::TurnStarted { .. } => "turn.started",

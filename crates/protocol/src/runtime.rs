@@ -283,6 +283,18 @@ pub struct AgentChanges {
     pub max_steps: Option<u32>,
 }
 
+/// Changes to a chat; what is left out stays.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Another of the world's agents (by id or name) takes the conversation over from the
+    /// next message on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
 /// A new chat with one of the world's agents (by id or name).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

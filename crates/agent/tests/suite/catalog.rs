@@ -1,4 +1,4 @@
-use holdpoint_protocol::{AgentChanges, NewAgent, NewChat, NewWorld, WorldChanges};
+use holdpoint_protocol::{AgentChanges, ChatChanges, NewAgent, NewChat, NewWorld, WorldChanges};
 use holdpoint_test_support::llm::Step;
 use pretty_assertions::assert_eq;
 
@@ -211,7 +211,7 @@ async fn bad_input_names_the_field() {
 }
 
 #[tokio::test]
-async fn a_busy_chat_cannot_be_deleted() {
+async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
     let h = Harness::new(
         "",
         vec![Step::Delay(
@@ -235,8 +235,40 @@ async fn a_busy_chat_cannot_be_deleted() {
             .code(),
         "turn_in_progress"
     );
+    // The running turn keeps its agent; a new title is fine meanwhile.
+    let scout = NewAgent {
+        name: "scout".into(),
+        llm: llm_settings(&h.llm),
+        system_prompt: String::new(),
+        tools: None,
+        max_steps: None,
+    };
+    h.rt.create_agent(h.world.id, scout).await.unwrap();
+    let handover = ChatChanges {
+        title: None,
+        agent: Some("scout".into()),
+    };
+    let err =
+        h.rt.update_chat(h.world.id, h.chat.id, handover.clone())
+            .await;
+    assert_eq!(err.unwrap_err().code(), "turn_in_progress");
+    let renamed = ChatChanges {
+        title: Some("renamed".into()),
+        agent: None,
+    };
+    let chat =
+        h.rt.update_chat(h.world.id, h.chat.id, renamed)
+            .await
+            .unwrap();
+    assert_eq!((chat.title.as_str(), chat.agent), ("renamed", h.agent.id));
     let mut events = h.events().await;
     h.rt.cancel_turn(h.world.id, turn.id).await.unwrap();
     let _ = &mut events;
+    // Once the turn is over, the chat can change hands.
+    let chat =
+        h.rt.update_chat(h.world.id, h.chat.id, handover)
+            .await
+            .unwrap();
+    assert_ne!(chat.agent, h.agent.id);
     h.rt.delete_chat(h.world.id, h.chat.id).await.unwrap();
 }

@@ -3,7 +3,8 @@
 
 use clap::{Args, Subcommand};
 use holdpoint_protocol::{
-    Agent, AgentChanges, Chat, LlmSettings, NewAgent, NewChat, NewWorld, World, WorldChanges,
+    Agent, AgentChanges, Chat, ChatChanges, LlmSettings, NewAgent, NewChat, NewWorld, World,
+    WorldChanges,
 };
 use reqwest::Method;
 
@@ -147,6 +148,23 @@ pub enum ChatsCommand {
         agent: String,
         #[arg(long)]
         title: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Rename a chat, or hand it to another of the world's agents.
+    #[command(
+        after_help = "Examples:\n  holdpoint chats change lab 0193c2a4-… --title 'release 2'\n  holdpoint chats change lab 0193c2a4-… --agent reviewer   (refused while a turn runs)"
+    )]
+    Change {
+        /// The world (name or id).
+        world: String,
+        /// The chat's id.
+        chat: String,
+        #[arg(long)]
+        title: Option<String>,
+        /// The agent (name or id) that answers from the next message on.
+        #[arg(long)]
+        agent: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -294,6 +312,18 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 let body = NewChat { agent, title };
                 let path = format!("{}/chats", world_path(&world));
                 let chat: Chat = common.send(Method::POST, &path, &body).await?;
+                common.show(&chat, chat_line)
+            }
+            ChatsCommand::Change {
+                world,
+                chat,
+                title,
+                agent,
+                common,
+            } => {
+                let body = ChatChanges { title, agent };
+                let path = format!("{}/chats/{}", world_path(&world), seg(&chat));
+                let chat: Chat = common.send(Method::PATCH, &path, &body).await?;
                 common.show(&chat, chat_line)
             }
             ChatsCommand::Delete {

@@ -100,14 +100,19 @@ async fn worlds_agents_and_chats_are_managed_from_the_terminal() {
         (chat["title"].as_str(), chat["agent"].clone()),
         (Some("night"), agent["id"].clone())
     );
+    let id = chat["id"].as_str().unwrap().to_owned();
+    let chat = json(&lab, &["chats", "change", "oncall", &id, "--title", "day"]).await;
+    assert_eq!(
+        (chat["title"].as_str(), chat["agent"].clone()),
+        (Some("day"), agent["id"].clone())
+    );
     let chats = json(&lab, &["chats", "list", "oncall"]).await;
     assert_eq!(chats, json!([chat.clone()]));
 
     // Chats use the agent: it stays until they are gone.
     let (code, _, err) = run(&lab, &lab.token, &["agents", "delete", "oncall", "pager"]).await;
     assert_eq!(code, 1, "{err}");
-    let id = chat["id"].as_str().unwrap();
-    let (code, out, err) = run(&lab, &lab.token, &["chats", "delete", "oncall", id]).await;
+    let (code, out, err) = run(&lab, &lab.token, &["chats", "delete", "oncall", &id]).await;
     assert_eq!(
         (code, out.trim()),
         (0, format!("Deleted chat {id}.").as_str()),

@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
-    Agent, AgentChanges, Chat, ChatId, ChatMessage, ErrorBody, MessagesPage, NewAgent, NewChat,
-    NewWorld, Role, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
+    Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessagesPage, NewAgent,
+    NewChat, NewWorld, Role, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
 };
 use serde::Deserialize;
 
@@ -194,6 +194,23 @@ pub async fn chat(
 ) -> Result<Json<Chat>, ApiError> {
     let w = app.world(&caller, &world).await?;
     Ok(Json(app.runtime().chat(w.id, chat_id(&chat)?).await?))
+}
+
+/// Rename a chat, or hand it to another of the world's agents (refused while a turn runs in
+/// it).
+#[utoipa::path(patch, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", request_body = ChatChanges, params(("world" = String, Path), ("chat" = ChatId, Path)),
+    responses((status = 200, body = Chat), (status = 404, body = ErrorBody), (status = 409, description = "A turn runs in it", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn update_chat(
+    State(app): State<App>,
+    caller: Caller,
+    Path((world, chat)): Path<(String, String)>,
+    Body(changes): Body<ChatChanges>,
+) -> Result<Json<Chat>, ApiError> {
+    caller.require(PEOPLE_AND_AGENTS)?;
+    let w = app.world(&caller, &world).await?;
+    let id = chat_id(&chat)?;
+    Ok(Json(app.runtime().update_chat(w.id, id, changes).await?))
 }
 
 /// Delete a chat with its messages.

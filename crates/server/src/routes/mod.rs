@@ -74,7 +74,9 @@ pub fn router(app: App) -> Router {
         )
         .route(
             "/api/v1/worlds/{world}/chats/{chat}",
-            get(catalog::chat).delete(catalog::delete_chat),
+            get(catalog::chat)
+                .patch(catalog::update_chat)
+                .delete(catalog::delete_chat),
         )
         .route(
             "/api/v1/worlds/{world}/chats/{chat}/messages",
@@ -166,7 +168,7 @@ impl utoipa::Modify for Security {
         access::login, access::session, access::logout, access::tokens, access::create_token, access::revoke_token,
         catalog::worlds, catalog::create_world, catalog::world, catalog::update_world, catalog::delete_world,
         catalog::agents, catalog::create_agent, catalog::agent, catalog::update_agent, catalog::delete_agent,
-        catalog::chats, catalog::create_chat, catalog::chat, catalog::delete_chat, catalog::messages, catalog::send,
+        catalog::chats, catalog::create_chat, catalog::chat, catalog::update_chat, catalog::delete_chat, catalog::messages, catalog::send,
         catalog::turn, catalog::cancel,
         holds::list, holds::get, holds::decide, holds::decide_default, holds::decide_batch, holds::wait, holds::create, holds::withdraw,
         grants::list, grants::revoke, grants::explain,

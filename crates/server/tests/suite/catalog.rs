@@ -219,6 +219,42 @@ async fn chats_are_created_listed_read_and_deleted() {
         .await
         .error(400);
 
+    // Renamed, then handed to another agent; a change names what is wrong with it.
+    t.api
+        .post("/api/v1/worlds/lab/agents", agent("reviewer"))
+        .await
+        .expect(201);
+    let path = format!("/api/v1/worlds/lab/chats/{id}");
+    let renamed = alice
+        .patch(&path, json!({"title": "Release 2"}))
+        .await
+        .expect(200);
+    assert_eq!(
+        (renamed["title"].as_str(), renamed["agent"].clone()),
+        (Some("Release 2"), chat["agent"].clone())
+    );
+    let handed = alice
+        .patch(&path, json!({"agent": "reviewer"}))
+        .await
+        .expect(200);
+    assert_ne!(handed["agent"], chat["agent"]);
+    assert_eq!(handed["title"], "Release 2");
+    assert_eq!(alice.get(&path).await.expect(200), handed);
+    alice
+        .patch(&path, json!({"agent": "nobody"}))
+        .await
+        .error(404);
+    let (_, message) = alice
+        .patch(&path, json!({"title": "x".repeat(201)}))
+        .await
+        .error(422);
+    assert!(message.starts_with("title:"), "{message}");
+    let (_, message) = alice
+        .patch(&path, json!({"colour": "red"}))
+        .await
+        .error(422);
+    assert!(message.contains("colour"), "{message}");
+
     alice
         .delete(&format!("/api/v1/worlds/lab/chats/{id}"))
         .await
