@@ -420,21 +420,30 @@ impl Runtime {
             created_at: self.now(),
             version: 1,
         };
+        self.save_chat(&chat, true).await?;
+        Ok(chat)
+    }
+
+    /// Stores a chat at its version, with the event that says so.
+    async fn save_chat(&self, chat: &Chat, created: bool) -> Result<(), RuntimeError> {
         let write = put(
             RecordKind::Chat,
             *chat.id.as_uuid(),
-            Some(*world.as_uuid()),
+            Some(*chat.world.as_uuid()),
             None,
-            1,
-            &chat,
+            chat.version,
+            chat,
         )?;
-        let event = self.event(
-            world,
-            Some(chat.id.to_string()),
-            EventPayload::ChatCreated { chat: chat.clone() },
-        );
-        self.commit(vec![write], vec![event]).await?;
-        Ok(chat)
+        let (world, id) = (chat.world, Some(chat.id.to_string()));
+        let chat = chat.clone();
+        let payload = if created {
+            EventPayload::ChatCreated { chat }
+        } else {
+            EventPayload::ChatUpdated { chat }
+        };
+        self.commit(vec![write], vec![self.event(world, id, payload)])
+            .await?;
+        Ok(())
     }
 
     pub async fn chats(&self, world: WorldId) -> Result<Vec<Chat>, RuntimeError> {
@@ -473,20 +482,7 @@ impl Runtime {
             }
         }
         chat.version += 1;
-        let write = put(
-            RecordKind::Chat,
-            *chat.id.as_uuid(),
-            Some(*world.as_uuid()),
-            None,
-            chat.version,
-            &chat,
-        )?;
-        let event = self.event(
-            world,
-            Some(chat.id.to_string()),
-            EventPayload::ChatUpdated { chat: chat.clone() },
-        );
-        self.commit(vec![write], vec![event]).await?;
+        self.save_chat(&chat, false).await?;
         Ok(chat)
     }
 
