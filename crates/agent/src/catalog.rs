@@ -152,11 +152,29 @@ impl Runtime {
     }
 
     pub async fn worlds(&self) -> Result<Vec<World>, RuntimeError> {
-        let page = self
-            .store()
-            .records(RecordKind::World, None, None, LISTING)
-            .await?;
-        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+        self.all(RecordKind::World, None).await
+    }
+
+    /// Every record of `kind` under `parent`, oldest first, read a page at a time: whatever
+    /// acts on all of them (deleting a world, following webhooks) must not stop at a page.
+    async fn all<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+    ) -> Result<Vec<T>, RuntimeError> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.store().records(kind, parent, after, LISTING).await?;
+            let n = page.len();
+            after = page.last().map(|p| p.position);
+            for p in page {
+                out.push(value(p.item)?);
+            }
+            if n < LISTING {
+                return Ok(out);
+            }
+        }
     }
 
     pub async fn world(&self, id: WorldId) -> Result<World, RuntimeError> {
@@ -312,11 +330,7 @@ impl Runtime {
 
     pub async fn agents(&self, world: WorldId) -> Result<Vec<Agent>, RuntimeError> {
         self.world(world).await?;
-        let page = self
-            .store()
-            .records(RecordKind::Agent, Some(*world.as_uuid()), None, LISTING)
-            .await?;
-        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+        self.all(RecordKind::Agent, Some(*world.as_uuid())).await
     }
 
     /// An agent of `world`, by id or name.
@@ -447,11 +461,7 @@ impl Runtime {
     }
 
     pub async fn chats(&self, world: WorldId) -> Result<Vec<Chat>, RuntimeError> {
-        let page = self
-            .store()
-            .records(RecordKind::Chat, Some(*world.as_uuid()), None, LISTING)
-            .await?;
-        page.into_iter().map(|p| Ok(value(p.item)?)).collect()
+        self.all(RecordKind::Chat, Some(*world.as_uuid())).await
     }
 
     pub async fn chat(&self, world: WorldId, id: ChatId) -> Result<Chat, RuntimeError> {
@@ -529,22 +539,7 @@ impl Runtime {
 
     /// The whole conversation, for the LLM.
     pub(crate) async fn history(&self, chat: ChatId) -> Result<Vec<Message>, RuntimeError> {
-        let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self
-                .store()
-                .records(RecordKind::Message, Some(*chat.as_uuid()), after, LISTING)
-                .await?;
-            let n = page.len();
-            after = page.last().map(|p| p.position);
-            for p in page {
-                out.push(value(p.item)?);
-            }
-            if n < LISTING {
-                return Ok(out);
-            }
-        }
+        self.all(RecordKind::Message, Some(*chat.as_uuid())).await
     }
 
     pub async fn turn(&self, id: TurnId) -> Result<Turn, RuntimeError> {

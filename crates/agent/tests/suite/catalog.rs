@@ -272,3 +272,33 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
     assert_ne!(chat.agent, h.agent.id);
     h.rt.delete_chat(h.world.id, h.chat.id).await.unwrap();
 }
+
+/// Listings read every page: an agent used only by a chat past the first thousand is still
+/// in use.
+#[tokio::test]
+async fn more_chats_than_a_page_are_all_counted() {
+    let h = Harness::new("", vec![]).await;
+    let late = NewAgent {
+        name: "late".into(),
+        llm: llm_settings(&h.llm),
+        system_prompt: String::new(),
+        tools: None,
+        max_steps: None,
+    };
+    h.rt.create_agent(h.world.id, late).await.unwrap();
+    let chat = |agent: &str| NewChat {
+        agent: agent.into(),
+        title: None,
+    };
+    for _ in 0..1000 {
+        h.rt.create_chat(h.world.id, chat(&h.agent.name))
+            .await
+            .unwrap();
+    }
+    let last = h.rt.create_chat(h.world.id, chat("late")).await.unwrap();
+    let chats = h.rt.chats(h.world.id).await.unwrap();
+    assert_eq!(chats.len(), 1002);
+    assert_eq!(chats.last().map(|c| c.id), Some(last.id));
+    let refused = h.rt.delete_agent(h.world.id, last.agent).await.unwrap_err();
+    assert_eq!(refused.code(), "agent_in_use");
+}
