@@ -236,14 +236,9 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
         "turn_in_progress"
     );
     // The running turn keeps its agent; a new title is fine meanwhile.
-    let scout = NewAgent {
-        name: "scout".into(),
-        llm: llm_settings(&h.llm),
-        system_prompt: String::new(),
-        tools: None,
-        max_steps: None,
-    };
-    h.rt.create_agent(h.world.id, scout).await.unwrap();
+    h.rt.create_agent(h.world.id, another_agent(&h, "scout"))
+        .await
+        .unwrap();
     let handover = ChatChanges {
         title: None,
         agent: Some("scout".into()),
@@ -278,14 +273,9 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
 #[tokio::test]
 async fn more_chats_than_a_page_are_all_counted() {
     let h = Harness::new("", vec![]).await;
-    let late = NewAgent {
-        name: "late".into(),
-        llm: llm_settings(&h.llm),
-        system_prompt: String::new(),
-        tools: None,
-        max_steps: None,
-    };
-    h.rt.create_agent(h.world.id, late).await.unwrap();
+    h.rt.create_agent(h.world.id, another_agent(&h, "late"))
+        .await
+        .unwrap();
     let chat = |agent: &str| NewChat {
         agent: agent.into(),
         title: None,
@@ -301,4 +291,15 @@ async fn more_chats_than_a_page_are_all_counted() {
     assert_eq!(chats.last().map(|c| c.id), Some(last.id));
     let refused = h.rt.delete_agent(h.world.id, last.agent).await.unwrap_err();
     assert_eq!(refused.code(), "agent_in_use");
+}
+
+/// A second agent for the harness's world, on the same scripted LLM.
+fn another_agent(h: &Harness, name: &str) -> NewAgent {
+    NewAgent {
+        name: name.into(),
+        llm: llm_settings(&h.llm),
+        system_prompt: String::new(),
+        tools: None,
+        max_steps: None,
+    }
 }
