@@ -155,26 +155,14 @@ impl Runtime {
         self.all(RecordKind::World, None).await
     }
 
-    /// Every record of `kind` under `parent`, oldest first, read a page at a time: whatever
-    /// acts on all of them (deleting a world, following webhooks) must not stop at a page.
+    /// Every record of `kind` under `parent`, oldest first.
     async fn all<T: serde::de::DeserializeOwned>(
         &self,
         kind: RecordKind,
         parent: Option<Uuid>,
     ) -> Result<Vec<T>, RuntimeError> {
-        let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self.store().records(kind, parent, after, LISTING).await?;
-            let n = page.len();
-            after = page.last().map(|p| p.position);
-            for p in page {
-                out.push(value(p.item)?);
-            }
-            if n < LISTING {
-                return Ok(out);
-            }
-        }
+        let records = self.store().all_records(kind, parent).await?;
+        Ok(records.into_iter().map(value).collect::<Result<_, _>>()?)
     }
 
     pub async fn world(&self, id: WorldId) -> Result<World, RuntimeError> {

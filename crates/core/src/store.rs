@@ -294,6 +294,28 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<Positioned<Record>>, StoreError>;
 
+    /// Every record of `kind` under `parent`, in the order they were created, read a page at
+    /// a time: whatever acts on all of them (deleting a world, resending deliveries, expiring
+    /// sessions) must not stop at the end of a page.
+    async fn all_records(
+        &self,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+    ) -> Result<Vec<Record>, StoreError> {
+        const PAGE: usize = 1000;
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.records(kind, parent, after, PAGE).await?;
+            let full = page.len() == PAGE;
+            after = page.last().map(|p| p.position);
+            out.extend(page.into_iter().map(|p| p.item));
+            if !full {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Events with `seq > after`, oldest first, at most `limit`.
     async fn events(
         &self,

@@ -350,34 +350,23 @@ impl App {
     /// Deletes the browser sessions that ended by `now` (an ended session is refused anyway;
     /// this keeps them from piling up); returns how many.
     pub async fn end_expired_sessions(&self, now: Timestamp) -> Result<usize, ApiError> {
-        const PAGE: usize = 500;
-        let mut ended = 0;
-        let mut after = None;
-        loop {
-            let page = self
-                .store()
-                .records(RecordKind::Session, None, after, PAGE)
-                .await?;
-            let full = page.len() == PAGE;
-            after = page.last().map(|p| p.position);
-            let mut writes = Vec::new();
-            for p in page {
-                let id = p.item.id;
-                if value::<SessionRecord>(p.item)?.expires_at <= now {
-                    writes.push(Write::DeleteRecord {
-                        kind: RecordKind::Session,
-                        id,
-                    });
-                }
-            }
-            ended += writes.len();
-            if !writes.is_empty() {
-                put(self.store(), writes).await?;
-            }
-            if !full {
-                return Ok(ended);
+        /// Deleted per transaction, so a long backlog never holds the writer for long.
+        const PER_TRANSACTION: usize = 500;
+        let mut ended = Vec::new();
+        for r in self.store().all_records(RecordKind::Session, None).await? {
+            let id = r.id;
+            if value::<SessionRecord>(r)?.expires_at <= now {
+                ended.push(Write::DeleteRecord {
+                    kind: RecordKind::Session,
+                    id,
+                });
             }
         }
+        let n = ended.len();
+        for chunk in ended.chunks(PER_TRANSACTION) {
+            put(self.store(), chunk.to_vec()).await?;
+        }
+        Ok(n)
     }
 
     /// On the first start, an admin token: written to `path` (readable by its owner only).

@@ -134,33 +134,6 @@ pub(crate) async fn deliveries(
     after: Option<u64>,
     limit: usize,
 ) -> Result<DeliveriesPage, ApiError> {
-    let (page, next) = page_of(app, id, after, limit).await?;
-    let items = page.into_iter().map(|d| d.delivery).collect();
-    Ok(DeliveriesPage { items, next })
-}
-
-/// Every delivery to webhook `id`, oldest first.
-async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
-    let mut out = Vec::new();
-    let mut after = None;
-    loop {
-        let (page, next) = page_of(app, id, after, 1000).await?;
-        out.extend(page);
-        match next {
-            Some(n) => after = Some(n),
-            None => return Ok(out),
-        }
-    }
-}
-
-/// Up to `limit` deliveries after position `after`, and the position to go on from when the
-/// page is full.
-async fn page_of(
-    app: &App,
-    id: WebhookId,
-    after: Option<u64>,
-    limit: usize,
-) -> Result<(Vec<Delivery>, Option<u64>), ApiError> {
     let page = app
         .store()
         .records(
@@ -175,10 +148,22 @@ async fn page_of(
         .flatten();
     let items = page
         .into_iter()
-        .map(|p| serde_json::from_value(p.item.data))
+        .map(|p| serde_json::from_value::<Delivery>(p.item.data).map(|d| d.delivery))
         .collect::<Result<_, _>>()
         .map_err(store_err)?;
-    Ok((items, next))
+    Ok(DeliveriesPage { items, next })
+}
+
+/// Every delivery to webhook `id`, oldest first.
+async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
+    let records = app
+        .store()
+        .all_records(RecordKind::WebhookDelivery, Some(*id.as_uuid()))
+        .await?;
+    records
+        .into_iter()
+        .map(|r| serde_json::from_value(r.data).map_err(store_err))
+        .collect()
 }
 
 /// Deletes the finished deliveries (delivered or failed) last changed before `before`;
