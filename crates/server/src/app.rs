@@ -52,11 +52,15 @@ impl ServerConfig {
             webhooks: WebhookSettings::default(),
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(15),
+            heartbeat: HEARTBEAT,
             idempotency_retention: IDEMPOTENCY_RETENTION,
         }
     }
 }
+
+/// The default of `server.heartbeat`: often enough for proxies that close idle connections
+/// after 30 or 60 seconds.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The default of `server.idempotency_retention`: a week, for clients that retry after a
 /// long outage (an hour or a day is common elsewhere).

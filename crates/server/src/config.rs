@@ -69,7 +69,7 @@ impl Default for ServerSettings {
             max_body: 1024 * 1024,
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(15),
+            heartbeat: crate::app::HEARTBEAT,
             idempotency_retention: crate::app::IDEMPOTENCY_RETENTION,
         }
     }

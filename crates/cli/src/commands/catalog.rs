@@ -219,7 +219,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             AgentsCommand::List { world, common } => {
-                let path = format!("{}/agents", world_path(&world));
+                let path = in_world(&world, "agents", None);
                 let agents: Vec<Agent> = common.get(&path).await?;
                 common.show_all(&agents, "No agents.", agent_line)
             }
@@ -247,7 +247,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     tools: (!settings.tools.is_empty()).then_some(settings.tools),
                     max_steps: settings.max_steps,
                 };
-                let path = format!("{}/agents", world_path(&world));
+                let path = in_world(&world, "agents", None);
                 let a: Agent = common.send(Method::POST, &path, &body).await?;
                 common.show(&a, agent_line)
             }
@@ -258,7 +258,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                 settings,
                 common,
             } => {
-                let path = format!("{}/agents/{}", world_path(&world), seg(&agent));
+                let path = in_world(&world, "agents", Some(&agent));
                 let llm = if settings.base_url.is_some()
                     || settings.model.is_some()
                     || settings.api_key_env.is_some()
@@ -288,7 +288,7 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                 agent,
                 common,
             } => {
-                let path = format!("{}/agents/{}", world_path(&world), seg(&agent));
+                let path = in_world(&world, "agents", Some(&agent));
                 common.delete(&path, &format!("agent {agent}")).await
             }
         }
@@ -299,7 +299,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             ChatsCommand::List { world, common } => {
-                let path = format!("{}/chats", world_path(&world));
+                let path = in_world(&world, "chats", None);
                 let chats: Vec<Chat> = common.get(&path).await?;
                 common.show_all(&chats, "No chats.", chat_line)
             }
@@ -310,7 +310,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewChat { agent, title };
-                let path = format!("{}/chats", world_path(&world));
+                let path = in_world(&world, "chats", None);
                 let chat: Chat = common.send(Method::POST, &path, &body).await?;
                 common.show(&chat, chat_line)
             }
@@ -322,7 +322,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = ChatChanges { title, agent };
-                let path = format!("{}/chats/{}", world_path(&world), seg(&chat));
+                let path = in_world(&world, "chats", Some(&chat));
                 let chat: Chat = common.send(Method::PATCH, &path, &body).await?;
                 common.show(&chat, chat_line)
             }
@@ -331,7 +331,7 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 chat,
                 common,
             } => {
-                let path = format!("{}/chats/{}", world_path(&world), seg(&chat));
+                let path = in_world(&world, "chats", Some(&chat));
                 common.delete(&path, &format!("chat {chat}")).await
             }
         }
@@ -340,6 +340,14 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
 
 fn world_path(world: &str) -> String {
     format!("/api/v1/worlds/{}", seg(world))
+}
+
+/// `/api/v1/worlds/WORLD/KIND`, or one of them: `…/KIND/ID`.
+fn in_world(world: &str, kind: &str, id: Option<&str>) -> String {
+    match id {
+        Some(id) => format!("{}/{kind}/{}", world_path(world), seg(id)),
+        None => format!("{}/{kind}", world_path(world)),
+    }
 }
 
 fn world_line(w: &World) -> String {
