@@ -1,14 +1,14 @@
 //! Worlds, agents and chats: creating, listing, changing and deleting them.
 
+use holdpoint_core::record::put;
 use holdpoint_core::store::{HoldFilter, RecordKind, Write};
 use holdpoint_protocol::{
-    Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LlmSettings, Message,
-    NewAgent, NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
+    Actor, Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LlmSettings,
+    Message, NewAgent, NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
 };
 use uuid::Uuid;
 
 use crate::error::RuntimeError;
-use crate::records::{put, value};
 use crate::runtime::Runtime;
 
 /// Most LLM calls a turn may make.
@@ -111,7 +111,8 @@ fn check_steps(steps: u32) -> Result<u32, RuntimeError> {
 impl Runtime {
     // ---- worlds
 
-    pub async fn create_world(&self, new: NewWorld) -> Result<World, RuntimeError> {
+    /// Creates a world; `by` is who asked, as the audit log records it.
+    pub async fn create_world(&self, by: &Actor, new: NewWorld) -> Result<World, RuntimeError> {
         check_name("name", &new.name)?;
         check_text(
             "description",
@@ -140,7 +141,8 @@ impl Runtime {
             1,
             &world,
         )?;
-        let event = self.event(
+        let event = self.event_by(
+            by,
             world.id,
             None,
             EventPayload::WorldCreated {
@@ -152,27 +154,14 @@ impl Runtime {
     }
 
     pub async fn worlds(&self) -> Result<Vec<World>, RuntimeError> {
-        self.all(RecordKind::World, None).await
-    }
-
-    /// Every record of `kind` under `parent`, oldest first.
-    async fn all<T: serde::de::DeserializeOwned>(
-        &self,
-        kind: RecordKind,
-        parent: Option<Uuid>,
-    ) -> Result<Vec<T>, RuntimeError> {
-        let records = self.store().all_records(kind, parent).await?;
-        Ok(records.into_iter().map(value).collect::<Result<_, _>>()?)
+        Ok(self.records().all(RecordKind::World, None).await?)
     }
 
     pub async fn world(&self, id: WorldId) -> Result<World, RuntimeError> {
-        let r = self
-            .store()
-            .record(RecordKind::World, *id.as_uuid())
-            .await?;
-        Ok(value(
-            r.ok_or_else(|| RuntimeError::not_found("world", id))?,
-        )?)
+        self.records()
+            .get(RecordKind::World, *id.as_uuid())
+            .await?
+            .ok_or_else(|| RuntimeError::not_found("world", id))
     }
 
     /// A world by id or by name.
@@ -180,21 +169,23 @@ impl Runtime {
         if let Ok(id) = id_or_name.parse::<WorldId>() {
             return self.world(id).await;
         }
-        let r = self
-            .store()
-            .record_by_key(RecordKind::World, None, id_or_name)
-            .await?;
-        Ok(value(r.ok_or_else(|| {
-            RuntimeError::not_found("world", id_or_name)
-        })?)?)
+        self.records()
+            .by_key(RecordKind::World, None, id_or_name)
+            .await?
+            .map(|k| k.value)
+            .ok_or_else(|| RuntimeError::not_found("world", id_or_name))
     }
 
+    /// Changes a world. A change that leaves it as it was changes nothing: no new version,
+    /// no event.
     pub async fn update_world(
         &self,
+        by: &Actor,
         id: WorldId,
         changes: WorldChanges,
     ) -> Result<World, RuntimeError> {
         let mut world = self.world(id).await?;
+        let before = world.clone();
         if let Some(name) = changes.name {
             check_name("name", &name)?;
             world.name = name;
@@ -202,6 +193,9 @@ impl Runtime {
         if let Some(d) = changes.description {
             check_text("description", &d, 4096)?;
             world.description = Some(d);
+        }
+        if world == before {
+            return Ok(world);
         }
         world.version += 1;
         let write = put(
@@ -212,7 +206,8 @@ impl Runtime {
             world.version,
             &world,
         )?;
-        let event = self.event(
+        let event = self.event_by(
+            by,
             id,
             None,
             EventPayload::WorldUpdated {
@@ -225,7 +220,7 @@ impl Runtime {
 
     /// Deletes a world with its agents, chats and their messages. Refused while a turn runs
     /// in it. Its working directory is kept.
-    pub async fn delete_world(&self, id: WorldId) -> Result<(), RuntimeError> {
+    pub async fn delete_world(&self, by: &Actor, id: WorldId) -> Result<(), RuntimeError> {
         self.world(id).await?;
         let chats = self.chats(id).await?;
         for chat in &chats {
@@ -265,14 +260,19 @@ impl Runtime {
             kind: RecordKind::World,
             id: *id.as_uuid(),
         });
-        let event = self.event(id, None, EventPayload::WorldDeleted { world: id });
+        let event = self.event_by(by, id, None, EventPayload::WorldDeleted { world: id });
         self.commit(writes, vec![event]).await?;
         Ok(())
     }
 
     // ---- agents
 
-    pub async fn create_agent(&self, world: WorldId, new: NewAgent) -> Result<Agent, RuntimeError> {
+    pub async fn create_agent(
+        &self,
+        by: &Actor,
+        world: WorldId,
+        new: NewAgent,
+    ) -> Result<Agent, RuntimeError> {
         self.world(world).await?;
         check_name("name", &new.name)?;
         check_llm(&new.llm)?;
@@ -289,11 +289,16 @@ impl Runtime {
             created_at: self.now(),
             version: 1,
         };
-        self.save_agent(&agent, true).await?;
+        self.save_agent(by, &agent, true).await?;
         Ok(agent)
     }
 
-    async fn save_agent(&self, agent: &Agent, created: bool) -> Result<(), RuntimeError> {
+    async fn save_agent(
+        &self,
+        by: &Actor,
+        agent: &Agent,
+        created: bool,
+    ) -> Result<(), RuntimeError> {
         let write = put(
             RecordKind::Agent,
             *agent.id.as_uuid(),
@@ -311,14 +316,20 @@ impl Runtime {
                 agent: Box::new(agent.clone()),
             }
         };
-        self.commit(vec![write], vec![self.event(agent.world, None, payload)])
-            .await?;
+        self.commit(
+            vec![write],
+            vec![self.event_by(by, agent.world, None, payload)],
+        )
+        .await?;
         Ok(())
     }
 
     pub async fn agents(&self, world: WorldId) -> Result<Vec<Agent>, RuntimeError> {
         self.world(world).await?;
-        self.all(RecordKind::Agent, Some(*world.as_uuid())).await
+        Ok(self
+            .records()
+            .all(RecordKind::Agent, Some(*world.as_uuid()))
+            .await?)
     }
 
     /// An agent of `world`, by id or name.
@@ -327,31 +338,30 @@ impl Runtime {
         world: WorldId,
         id_or_name: &str,
     ) -> Result<Agent, RuntimeError> {
-        let record = match id_or_name.parse::<AgentId>() {
-            Ok(id) => {
-                self.store()
-                    .record(RecordKind::Agent, *id.as_uuid())
-                    .await?
-            }
-            Err(_) => {
-                self.store()
-                    .record_by_key(RecordKind::Agent, Some(*world.as_uuid()), id_or_name)
-                    .await?
-            }
+        let agent: Option<Agent> = match id_or_name.parse::<AgentId>() {
+            Ok(id) => self.records().get(RecordKind::Agent, *id.as_uuid()).await?,
+            Err(_) => self
+                .records()
+                .by_key(RecordKind::Agent, Some(*world.as_uuid()), id_or_name)
+                .await?
+                .map(|k| k.value),
         };
-        let agent: Option<Agent> = record.map(value).transpose()?;
         agent
             .filter(|a| a.world == world)
             .ok_or_else(|| RuntimeError::not_found("agent", id_or_name))
     }
 
+    /// Changes an agent. A change that leaves it as it was changes nothing: no new version,
+    /// no event.
     pub async fn update_agent(
         &self,
+        by: &Actor,
         world: WorldId,
         id: AgentId,
         changes: AgentChanges,
     ) -> Result<Agent, RuntimeError> {
         let mut agent = self.find_agent(world, &id.to_string()).await?;
+        let before = agent.clone();
         if let Some(name) = changes.name {
             check_name("name", &name)?;
             agent.name = name;
@@ -371,13 +381,21 @@ impl Runtime {
         if let Some(steps) = changes.max_steps {
             agent.max_steps = check_steps(steps)?;
         }
+        if agent == before {
+            return Ok(agent);
+        }
         agent.version += 1;
-        self.save_agent(&agent, false).await?;
+        self.save_agent(by, &agent, false).await?;
         Ok(agent)
     }
 
     /// Deletes an agent that no chat uses.
-    pub async fn delete_agent(&self, world: WorldId, id: AgentId) -> Result<(), RuntimeError> {
+    pub async fn delete_agent(
+        &self,
+        by: &Actor,
+        world: WorldId,
+        id: AgentId,
+    ) -> Result<(), RuntimeError> {
         let agent = self.find_agent(world, &id.to_string()).await?;
         let used = self
             .chats(world)
@@ -400,7 +418,7 @@ impl Runtime {
         };
         self.commit(
             vec![write],
-            vec![self.event(world, None, EventPayload::AgentDeleted { agent: id })],
+            vec![self.event_by(by, world, None, EventPayload::AgentDeleted { agent: id })],
         )
         .await?;
         Ok(())
@@ -408,7 +426,12 @@ impl Runtime {
 
     // ---- chats
 
-    pub async fn create_chat(&self, world: WorldId, new: NewChat) -> Result<Chat, RuntimeError> {
+    pub async fn create_chat(
+        &self,
+        by: &Actor,
+        world: WorldId,
+        new: NewChat,
+    ) -> Result<Chat, RuntimeError> {
         let agent = self.find_agent(world, &new.agent).await?;
         let title = new
             .title
@@ -422,12 +445,12 @@ impl Runtime {
             created_at: self.now(),
             version: 1,
         };
-        self.save_chat(&chat, true).await?;
+        self.save_chat(by, &chat, true).await?;
         Ok(chat)
     }
 
     /// Stores a chat at its version, with the event that says so.
-    async fn save_chat(&self, chat: &Chat, created: bool) -> Result<(), RuntimeError> {
+    async fn save_chat(&self, by: &Actor, chat: &Chat, created: bool) -> Result<(), RuntimeError> {
         let write = put(
             RecordKind::Chat,
             *chat.id.as_uuid(),
@@ -443,31 +466,36 @@ impl Runtime {
         } else {
             EventPayload::ChatUpdated { chat }
         };
-        self.commit(vec![write], vec![self.event(world, id, payload)])
+        self.commit(vec![write], vec![self.event_by(by, world, id, payload)])
             .await?;
         Ok(())
     }
 
     pub async fn chats(&self, world: WorldId) -> Result<Vec<Chat>, RuntimeError> {
-        self.all(RecordKind::Chat, Some(*world.as_uuid())).await
+        Ok(self
+            .records()
+            .all(RecordKind::Chat, Some(*world.as_uuid()))
+            .await?)
     }
 
     pub async fn chat(&self, world: WorldId, id: ChatId) -> Result<Chat, RuntimeError> {
-        let r = self.store().record(RecordKind::Chat, *id.as_uuid()).await?;
-        let chat: Option<Chat> = r.map(value).transpose()?;
+        let chat: Option<Chat> = self.records().get(RecordKind::Chat, *id.as_uuid()).await?;
         chat.filter(|c| c.world == world)
             .ok_or_else(|| RuntimeError::not_found("chat", id))
     }
 
     /// Renames a chat, or hands it to another of the world's agents (refused while a turn
     /// runs in it: the turn keeps the agent it started with).
+    /// A change that leaves the chat as it was changes nothing: no new version, no event.
     pub async fn update_chat(
         &self,
+        by: &Actor,
         world: WorldId,
         id: ChatId,
         changes: ChatChanges,
     ) -> Result<Chat, RuntimeError> {
         let mut chat = self.chat(world, id).await?;
+        let before = chat.clone();
         if let Some(title) = changes.title {
             check_title(&title)?;
             chat.title = title;
@@ -479,13 +507,21 @@ impl Runtime {
                 chat.agent = agent.id;
             }
         }
+        if chat == before {
+            return Ok(chat);
+        }
         chat.version += 1;
-        self.save_chat(&chat, false).await?;
+        self.save_chat(by, &chat, false).await?;
         Ok(chat)
     }
 
     /// Deletes a chat and its messages. Refused while a turn runs in it.
-    pub async fn delete_chat(&self, world: WorldId, id: ChatId) -> Result<(), RuntimeError> {
+    pub async fn delete_chat(
+        &self,
+        by: &Actor,
+        world: WorldId,
+        id: ChatId,
+    ) -> Result<(), RuntimeError> {
         self.chat(world, id).await?;
         self.refuse_if_busy(id).await?;
         let mut writes = chat_removal(id);
@@ -493,7 +529,8 @@ impl Runtime {
             kind: RecordKind::Chat,
             id: *id.as_uuid(),
         });
-        let event = self.event(
+        let event = self.event_by(
+            by,
             world,
             Some(id.to_string()),
             EventPayload::ChatDeleted { chat: id },
@@ -512,38 +549,39 @@ impl Runtime {
     ) -> Result<Vec<(u64, Message)>, RuntimeError> {
         self.chat(world, chat).await?;
         let page = self
-            .store()
-            .records(
+            .records()
+            .page(
                 RecordKind::Message,
                 Some(*chat.as_uuid()),
                 after,
                 limit.clamp(1, LISTING),
             )
             .await?;
-        page.into_iter()
-            .map(|p| Ok((p.position, value(p.item)?)))
-            .collect()
+        Ok(page.into_iter().map(|p| (p.position, p.item)).collect())
     }
 
     /// The whole conversation, for the LLM.
     pub(crate) async fn history(&self, chat: ChatId) -> Result<Vec<Message>, RuntimeError> {
-        self.all(RecordKind::Message, Some(*chat.as_uuid())).await
+        Ok(self
+            .records()
+            .all(RecordKind::Message, Some(*chat.as_uuid()))
+            .await?)
     }
 
     pub async fn turn(&self, id: TurnId) -> Result<Turn, RuntimeError> {
-        let r = self.store().record(RecordKind::Turn, *id.as_uuid()).await?;
-        Ok(value(
-            r.ok_or_else(|| RuntimeError::not_found("turn", id))?,
-        )?)
+        self.records()
+            .get(RecordKind::Turn, *id.as_uuid())
+            .await?
+            .ok_or_else(|| RuntimeError::not_found("turn", id))
     }
 
     /// The turn under way in a chat, if any.
     pub async fn active_turn(&self, chat: ChatId) -> Result<Option<TurnId>, RuntimeError> {
-        let r = self
-            .store()
-            .record_by_key(RecordKind::ActiveTurn, None, &chat.to_string())
+        let active = self
+            .records()
+            .by_key(RecordKind::ActiveTurn, None, &chat.to_string())
             .await?;
-        Ok(r.map(value).transpose()?)
+        Ok(active.map(|k| k.value))
     }
 
     async fn refuse_if_busy(&self, chat: ChatId) -> Result<(), RuntimeError> {

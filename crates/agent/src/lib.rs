@@ -5,7 +5,6 @@
 
 mod catalog;
 mod error;
-mod records;
 mod runtime;
 mod tools;
 mod turn;

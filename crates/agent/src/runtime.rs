@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use holdpoint_core::Engine;
 use holdpoint_core::audit::EventDraft;
-use holdpoint_core::store::{CommitError, RecordKind, Store, Transaction, Write};
+use holdpoint_core::record::Records;
+use holdpoint_core::store::{CommitError, RecordKind, Store, Write};
 use holdpoint_llm::LlmClient;
-use holdpoint_protocol::{Actor, EventPayload, Timestamp, TurnId};
+use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Timestamp, TurnId};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
@@ -72,10 +73,17 @@ impl std::fmt::Debug for Runtime {
 
 pub(crate) struct Inner {
     pub(crate) engine: Engine,
+    pub(crate) records: Records,
     pub(crate) llm: LlmClient,
     pub(crate) config: RuntimeConfig,
     /// Turns running in this process, to cancel them.
     pub(crate) running: Mutex<HashMap<TurnId, CancellationToken>>,
+}
+
+/// Who an agent of the runtime is when it acts (gates, creates agents). Named by id, stable
+/// across renames: gate idempotency keys belong to the principal.
+pub(crate) fn agent_principal(agent: &Agent) -> Principal {
+    Principal::new(format!("agent:{}", agent.id), Role::Agent)
 }
 
 /// Locks a mutex, recovering from a panic in another holder (the map stays consistent).
@@ -98,29 +106,19 @@ impl Runtime {
                 format!("cannot create {}: {e}", config.worlds_dir.display()),
             )
         })?;
+        let records = Records::new(engine.store().clone());
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 engine,
+                records,
                 llm,
                 config,
                 running: Mutex::new(HashMap::new()),
             }),
         };
-        let mut after = None;
-        loop {
-            let page = runtime
-                .store()
-                .records(RecordKind::ActiveTurn, None, after, 256)
-                .await?;
-            after = page.last().map(|p| p.position);
-            let n = page.len();
-            for p in page {
-                let turn: TurnId = crate::records::value(p.item)?;
-                runtime.spawn_turn(turn);
-            }
-            if n < 256 {
-                break;
-            }
+        let active: Vec<TurnId> = runtime.records().all(RecordKind::ActiveTurn, None).await?;
+        for turn in active {
+            runtime.spawn_turn(turn);
         }
         Ok(runtime)
     }
@@ -133,6 +131,12 @@ impl Runtime {
         self.inner.engine.store()
     }
 
+    /// The typed records of the runtime's store: what the runtime keeps (worlds, agents,
+    /// chats, turns) and what the server keeps (tokens, sessions, webhooks) go through it.
+    pub fn records(&self) -> &Records {
+        &self.inner.records
+    }
+
     pub(crate) fn now(&self) -> Timestamp {
         self.inner.engine.clock().now()
     }
@@ -143,11 +147,7 @@ impl Runtime {
         writes: Vec<Write>,
         events: Vec<EventDraft>,
     ) -> Result<(), CommitError> {
-        let tx = Transaction {
-            writes,
-            events: events.into_iter().map(Into::into).collect(),
-        };
-        self.store().commit(tx).await.map(|_| ())
+        self.records().commit(writes, events).await
     }
 
     /// An event of the runtime's own, about a world (and chat).
@@ -157,12 +157,23 @@ impl Runtime {
         chat: Option<String>,
         payload: EventPayload,
     ) -> EventDraft {
+        self.event_by(&Actor::of(Source::System), world, chat, payload)
+    }
+
+    /// An event about a world (and chat) that `by` caused.
+    pub(crate) fn event_by(
+        &self,
+        by: &Actor,
+        world: impl ToString,
+        chat: Option<String>,
+        payload: EventPayload,
+    ) -> EventDraft {
         EventDraft {
             at: self.now(),
             world: Some(world.to_string()),
             chat,
             hold: None,
-            actor: Actor::of(holdpoint_protocol::Source::System),
+            actor: by.clone(),
             payload,
         }
     }

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::Args;
-use holdpoint_protocol::{Role, TokenId};
+use holdpoint_protocol::{Actor, Role, Source, TokenId};
 use holdpoint_server::{ADMIN_TOKEN_FILE, LaunchError, Server};
 
 use crate::Failure;
@@ -103,7 +103,8 @@ impl Connect {
                 let name = std::env::var("USER").unwrap_or_else(|_| "terminal".into());
                 let created = server
                     .app()
-                    .create_token(&name, Role::Admin, None, None)
+                    .credentials()
+                    .create_token(&Actor::of(Source::System), &name, Role::Admin, None, None)
                     .await
                     .map_err(|e| Failure::Check(format!("error: {}", e.message)))?;
                 (created.token, Some(created.info.id))
@@ -122,7 +123,8 @@ impl Connection {
     pub async fn close(self) {
         if let Some(e) = self.embedded {
             if let Some(id) = e.minted {
-                let _ = e.server.app().revoke_token(id).await;
+                let by = Actor::of(Source::System);
+                let _ = e.server.app().credentials().revoke_token(&by, id).await;
             }
             let _ = e.server.stop().await;
         }

@@ -13,6 +13,7 @@ mod error;
 pub mod hold;
 pub mod limits;
 pub mod policy;
+pub mod record;
 pub mod store;
 
 pub use engine::{Engine, EngineBuilder, EventStream, HumanChannel, Scope, StartError, verify};

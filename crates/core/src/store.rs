@@ -316,6 +316,23 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// Every event that matches `filter`, oldest first, read a page at a time to the end of
+    /// the log as it is now.
+    async fn all_events(&self, filter: &EventFilter) -> Result<Vec<Arc<Event>>, StoreError> {
+        const PAGE: usize = 1000;
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self.events(after, filter, PAGE).await?;
+            let full = page.events.len() == PAGE;
+            after = page.scanned_to;
+            out.extend(page.events);
+            if !full {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Events with `seq > after`, oldest first, at most `limit`.
     async fn events(
         &self,

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Actor, Agent, AgentId, Chat, ChatId, Grant, GrantId, Hold, HoldId, Message, Outcome,
-    PendingAnswer, RuleRef, Timestamp, ToolCall, ToolResult, TurnId, Vote, World, WorldId,
+    PendingAnswer, RuleRef, Timestamp, TokenInfo, ToolCall, ToolResult, TurnId, Vote, World,
+    WorldId,
 };
 
 /// One entry of the log, as committed.
@@ -96,6 +97,12 @@ pub enum EventPayload {
     ChatUpdated { chat: Chat },
     #[serde(rename = "chat.deleted")]
     ChatDeleted { chat: ChatId },
+    /// An API token was created (never with its secret).
+    #[serde(rename = "token.created")]
+    TokenCreated { token: TokenInfo },
+    /// An API token was revoked; its browser sessions ended with it.
+    #[serde(rename = "token.revoked")]
+    TokenRevoked { token: TokenInfo },
     /// A message was added to a chat (a user's, the agent's answer, a tool result).
     #[serde(rename = "message.created")]
     MessageCreated { message: Message },
@@ -159,6 +166,8 @@ impl EventPayload {
             EventPayload::ChatCreated { .. } => "chat.created",
             EventPayload::ChatUpdated { .. } => "chat.updated",
             EventPayload::ChatDeleted { .. } => "chat.deleted",
+            EventPayload::TokenCreated { .. } => "token.created",
+            EventPayload::TokenRevoked { .. } => "token.revoked",
             EventPayload::MessageCreated { .. } => "message.created",
             EventPayload::TurnStarted { .. } => "turn.started",
             EventPayload::TurnText { .. } => "turn.text",

@@ -50,6 +50,7 @@ impl Principal {
         Actor {
             source,
             name: Some(self.name.clone()),
+            role: Some(self.role),
         }
     }
 }
@@ -78,17 +79,25 @@ pub struct Actor {
     pub source: Source,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The role of the credential that acted, when a credential did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
 }
 
 impl Actor {
     pub const fn of(source: Source) -> Self {
-        Actor { source, name: None }
+        Actor {
+            source,
+            name: None,
+            role: None,
+        }
     }
 
     pub fn named(source: Source, name: impl Into<String>) -> Self {
         Actor {
             source,
             name: Some(name.into()),
+            role: None,
         }
     }
 }

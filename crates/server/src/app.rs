@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use holdpoint_agent::Runtime;
 use holdpoint_core::Engine;
+use holdpoint_core::record::Records;
 use holdpoint_core::store::Store;
 use holdpoint_protocol::{Timestamp, World};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Credentials, Guard};
 use crate::config::WebhookSettings;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -74,6 +75,8 @@ pub struct App {
 
 struct Inner {
     runtime: Runtime,
+    credentials: Credentials,
+    guard: Guard,
     config: ServerConfig,
     metrics: Metrics,
     shutdown: CancellationToken,
@@ -88,9 +91,13 @@ impl App {
             .user_agent(concat!("holdpoint-webhooks/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
+        let credentials = Credentials::new(runtime.clone());
+        let guard = Guard::new(&config.allowed_hosts, credentials.clone());
         App {
             inner: Arc::new(Inner {
                 runtime,
+                credentials,
+                guard,
                 config,
                 metrics: Metrics::default(),
                 shutdown: CancellationToken::new(),
@@ -109,6 +116,16 @@ impl App {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         self.engine().store()
+    }
+
+    /// The runtime's typed records, which tokens, sessions and webhooks are kept in too.
+    pub fn records(&self) -> &Records {
+        self.runtime().records()
+    }
+
+    /// Tokens and browser sessions.
+    pub fn credentials(&self) -> &Credentials {
+        &self.inner.credentials
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -132,25 +149,6 @@ impl App {
         self.engine().clock().now()
     }
 
-    pub fn allowed_hosts(&self) -> &[String] {
-        &self.inner.config.allowed_hosts
-    }
-
-    pub fn host_allowed(&self, host: &str) -> bool {
-        self.inner
-            .config
-            .allowed_hosts
-            .iter()
-            .any(|h| h.eq_ignore_ascii_case(host))
-    }
-
-    pub fn origin_allowed(&self, origin: &str) -> bool {
-        let host = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"));
-        host.is_some_and(|h| self.host_allowed(h))
-    }
-
     /// A world (by id or name) the caller may use; others look like worlds that do not exist.
     pub async fn world(&self, caller: &Caller, id_or_name: &str) -> Result<World, ApiError> {
         let world = self.runtime().find_world(id_or_name).await?;
@@ -168,5 +166,12 @@ impl App {
         crate::webhooks::start(self.clone()).await?;
         crate::housekeeping::start(self.clone());
         Ok(())
+    }
+}
+
+/// The guard middleware's state, from the App's.
+impl axum::extract::FromRef<App> for Guard {
+    fn from_ref(app: &App) -> Guard {
+        app.inner.guard.clone()
     }
 }

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdpoint_agent::RuntimeError;
-use holdpoint_core::store::StoreError;
+use holdpoint_core::store::{CommitError, StoreError};
 use holdpoint_core::{EngineError, ValidationError};
 use holdpoint_protocol::{ErrorBody, ErrorDetail};
 use serde_json::{Value, json};
@@ -105,6 +105,13 @@ impl From<StoreError> for ApiError {
             "storage_unavailable",
             e.to_string(),
         )
+    }
+}
+
+/// A commit of records, mapped as the runtime maps its own (a taken name is a 409).
+impl From<CommitError> for ApiError {
+    fn from(e: CommitError) -> Self {
+        RuntimeError::from(e).into()
     }
 }
 

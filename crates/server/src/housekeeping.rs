@@ -32,7 +32,7 @@ pub async fn sweep(app: &App, now: Timestamp) -> Result<Swept, ApiError> {
     let before = now.saturating_sub(app.config().idempotency_retention);
     Ok(Swept {
         idempotency_records: app.engine().forget_idempotency(before).await?,
-        sessions: app.end_expired_sessions(now).await?,
+        sessions: app.credentials().end_expired_sessions(now).await?,
         deliveries: crate::webhooks::forget_deliveries(
             app,
             now.saturating_sub(app.config().webhooks.keep_deliveries),

@@ -134,6 +134,7 @@ impl Server {
         let app = App::new(runtime, config);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app
+            .credentials()
             .ensure_admin(&admin_token_file)
             .await
             .map_err(|e| LaunchError::Start(e.message))?;

@@ -14,7 +14,8 @@
 //! attempt is recorded.
 
 use hmac::{Hmac, KeyInit, Mac};
-use holdpoint_core::store::{EventFilter, Record, RecordKind, Transaction, Write};
+use holdpoint_core::record::put;
+use holdpoint_core::store::{EventFilter, RecordKind, Write};
 use holdpoint_protocol::{
     DeliveriesPage, DeliveryStatus, Event, Timestamp, Webhook, WebhookDelivery, WebhookId, WorldId,
 };
@@ -52,56 +53,25 @@ struct Delivery {
     version: u64,
 }
 
-fn store_err(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        "storage_unavailable",
-        e.to_string(),
-    )
-}
-
-fn record<T: Serialize>(
-    kind: RecordKind,
-    id: uuid::Uuid,
-    parent: Option<uuid::Uuid>,
-    key: Option<String>,
-    version: u64,
-    data: &T,
-) -> Result<Write, ApiError> {
-    let data = serde_json::to_value(data).map_err(store_err)?;
-    Ok(Write::PutRecord(Box::new(Record {
-        kind,
-        id,
-        parent,
-        key,
-        version,
-        data,
-    })))
-}
-
+/// A world's subscriptions, every one of them.
 pub(crate) async fn subscriptions(
     app: &App,
     world: WorldId,
 ) -> Result<Vec<Subscription>, ApiError> {
-    let page = app
-        .store()
-        .records(RecordKind::Webhook, Some(*world.as_uuid()), None, 1000)
-        .await?;
-    page.into_iter()
-        .map(|p| serde_json::from_value(p.item.data).map_err(store_err))
-        .collect()
+    Ok(app
+        .records()
+        .all(RecordKind::Webhook, Some(*world.as_uuid()))
+        .await?)
 }
 
 pub(crate) async fn subscription(
     app: &App,
     id: WebhookId,
 ) -> Result<Option<Subscription>, ApiError> {
-    let r = app
-        .store()
-        .record(RecordKind::Webhook, *id.as_uuid())
-        .await?;
-    r.map(|r| serde_json::from_value(r.data).map_err(store_err))
-        .transpose()
+    Ok(app
+        .records()
+        .get(RecordKind::Webhook, *id.as_uuid())
+        .await?)
 }
 
 pub(crate) async fn save_subscription(
@@ -109,7 +79,7 @@ pub(crate) async fn save_subscription(
     s: &Subscription,
     world: WorldId,
 ) -> Result<(), ApiError> {
-    let write = record(
+    let write = put(
         RecordKind::Webhook,
         *s.webhook.id.as_uuid(),
         Some(*world.as_uuid()),
@@ -117,13 +87,24 @@ pub(crate) async fn save_subscription(
         1,
         s,
     )?;
-    app.store()
-        .commit(Transaction {
-            writes: vec![write],
-            events: vec![],
-        })
-        .await
-        .map_err(store_err)?;
+    app.records().commit(vec![write], vec![]).await?;
+    Ok(())
+}
+
+/// Removes a subscription with its deliveries.
+pub(crate) async fn delete_subscription(app: &App, id: WebhookId) -> Result<(), ApiError> {
+    let id = *id.as_uuid();
+    let writes = vec![
+        Write::DeleteRecords {
+            kind: RecordKind::WebhookDelivery,
+            parent: id,
+        },
+        Write::DeleteRecord {
+            kind: RecordKind::Webhook,
+            id,
+        },
+    ];
+    app.records().commit(writes, vec![]).await?;
     Ok(())
 }
 
@@ -135,8 +116,8 @@ pub(crate) async fn deliveries(
     limit: usize,
 ) -> Result<DeliveriesPage, ApiError> {
     let page = app
-        .store()
-        .records(
+        .records()
+        .page::<Delivery>(
             RecordKind::WebhookDelivery,
             Some(*id.as_uuid()),
             after,
@@ -146,24 +127,16 @@ pub(crate) async fn deliveries(
     let next = (page.len() == limit)
         .then(|| page.last().map(|p| p.position))
         .flatten();
-    let items = page
-        .into_iter()
-        .map(|p| serde_json::from_value::<Delivery>(p.item.data).map(|d| d.delivery))
-        .collect::<Result<_, _>>()
-        .map_err(store_err)?;
+    let items = page.into_iter().map(|p| p.item.delivery).collect();
     Ok(DeliveriesPage { items, next })
 }
 
 /// Every delivery to webhook `id`, oldest first.
 async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
-    let records = app
-        .store()
-        .all_records(RecordKind::WebhookDelivery, Some(*id.as_uuid()))
-        .await?;
-    records
-        .into_iter()
-        .map(|r| serde_json::from_value(r.data).map_err(store_err))
-        .collect()
+    Ok(app
+        .records()
+        .all(RecordKind::WebhookDelivery, Some(*id.as_uuid()))
+        .await?)
 }
 
 /// Deletes the finished deliveries (delivered or failed) last changed before `before`;
@@ -186,13 +159,7 @@ pub(crate) async fn forget_deliveries(app: &App, before: Timestamp) -> Result<us
                 .collect();
             forgotten += old.len();
             for chunk in old.chunks(PER_TRANSACTION) {
-                app.store()
-                    .commit(Transaction {
-                        writes: chunk.to_vec(),
-                        events: vec![],
-                    })
-                    .await
-                    .map_err(store_err)?;
+                app.records().commit(chunk.to_vec(), vec![]).await?;
             }
         }
     }
@@ -217,14 +184,11 @@ pub fn signature(secret: &str, timestamp: u64, body: &[u8]) -> String {
 
 /// Starts delivering: resends what was pending, then follows the log.
 pub async fn start(app: App) -> Result<(), ApiError> {
-    let cursor = match app
-        .store()
-        .record_by_key(RecordKind::Cursor, None, CURSOR)
+    let cursor = app
+        .records()
+        .by_key::<u64>(RecordKind::Cursor, None, CURSOR)
         .await?
-    {
-        Some(r) => Some((r.id, r.version, r.data.as_u64().unwrap_or(0))),
-        None => None,
-    };
+        .map(|k| (k.id, k.version, k.value));
     // On the very first start, only what happens from now on is delivered.
     let from = match &cursor {
         Some((_, _, seq)) => *seq,
@@ -309,7 +273,7 @@ async fn schedule(
             },
             version: 1,
         };
-        writes.push(record(
+        writes.push(put(
             RecordKind::WebhookDelivery,
             d.delivery.id,
             Some(*sub.webhook.id.as_uuid()),
@@ -320,7 +284,7 @@ async fn schedule(
         scheduled.push((sub, d));
     }
     cursor.1 += 1;
-    writes.push(record(
+    writes.push(put(
         RecordKind::Cursor,
         cursor.0,
         None,
@@ -328,13 +292,7 @@ async fn schedule(
         cursor.1,
         &event.seq,
     )?);
-    app.store()
-        .commit(Transaction {
-            writes,
-            events: vec![],
-        })
-        .await
-        .map_err(store_err)?;
+    app.records().commit(writes, vec![]).await?;
     for (sub, d) in scheduled {
         tokio::spawn(send(app.clone(), sub, d));
     }
@@ -409,7 +367,7 @@ async fn send(app: App, sub: Subscription, mut d: Delivery) {
         }
         d.delivery.updated_at = app.now();
         d.version += 1;
-        let saved = match record(
+        let saved = match put(
             RecordKind::WebhookDelivery,
             d.delivery.id,
             Some(*sub.webhook.id.as_uuid()),
@@ -418,17 +376,14 @@ async fn send(app: App, sub: Subscription, mut d: Delivery) {
             &d,
         ) {
             Ok(w) => app
-                .store()
-                .commit(Transaction {
-                    writes: vec![w],
-                    events: vec![],
-                })
+                .records()
+                .commit(vec![w], vec![])
                 .await
-                .map_err(store_err),
-            Err(e) => Err(e),
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
         };
         if let Err(e) = saved {
-            tracing::warn!(delivery = %d.delivery.id, error = %e.message, "could not record a webhook attempt");
+            tracing::warn!(delivery = %d.delivery.id, error = %e, "could not record a webhook attempt");
             return;
         }
         if d.delivery.status != DeliveryStatus::Pending {

@@ -709,20 +709,22 @@ pub async fn concurrent_commits_all_land_in_one_chain(store: Arc<dyn Store>) {
     assert_eq!(resolved.len(), 64);
 }
 
+/// A new record of `kind` holding `data`, encoded as every layer encodes its entities.
 fn record(
     kind: RecordKind,
     parent: Option<uuid::Uuid>,
     key: Option<&str>,
     data: serde_json::Value,
 ) -> Record {
-    Record {
+    holdpoint_core::record::encode(
         kind,
-        id: uuid::Uuid::now_v7(),
+        uuid::Uuid::now_v7(),
         parent,
-        key: key.map(Into::into),
-        version: 1,
-        data,
-    }
+        key.map(Into::into),
+        1,
+        &data,
+    )
+    .expect("plain JSON encodes")
 }
 
 async fn put(store: &Arc<dyn Store>, r: &Record) -> Result<(), CommitError> {

@@ -145,6 +145,10 @@ pub async fn next_matching(
         .unwrap_or_else(|_| panic!("no {what} within {PATIENCE:?}"))
 }
 
+pub fn admin(name: &str) -> Principal {
+    Principal::new(name, Role::Admin)
+}
+
 pub fn approver(name: &str) -> Principal {
     Principal::new(name, Role::Approver)
 }

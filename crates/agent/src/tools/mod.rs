@@ -322,7 +322,11 @@ pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Resu
             };
             let agent = ctx
                 .runtime
-                .create_agent(ctx.agent.world, new)
+                .create_agent(
+                    &crate::runtime::agent_principal(ctx.agent).actor(),
+                    ctx.agent.world,
+                    new,
+                )
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(json!({ "agent": { "id": agent.id, "name": agent.name } }))

@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use holdpoint_core::Scope;
 use holdpoint_core::audit::EventDraft;
+use holdpoint_core::record::put;
 use holdpoint_core::store::{CommitError, Conflict, RecordKind, Write};
 use holdpoint_llm::ChatRequest;
 use holdpoint_protocol::{
     Agent, ApprovalRequest, CallRecord, CallState, ChatId, DecidedBy, EventPayload, GateRequest,
-    GateResult, HoldRequest, Message, MessageRole, Principal, Role, ToolResult, Turn, TurnId,
-    TurnStatus, WorldId,
+    GateResult, HoldRequest, Message, MessageRole, Principal, ToolResult, Turn, TurnId, TurnStatus,
+    WorldId,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -37,7 +38,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::RuntimeError;
-use crate::records::put;
 use crate::runtime::Runtime;
 use crate::tools::{self, Gate, ToolContext};
 
@@ -284,8 +284,7 @@ impl<'a> Driver<'a> {
     }
 
     fn principal(&self) -> Principal {
-        // Stable across renames: gate idempotency keys belong to the principal.
-        Principal::new(format!("agent:{}", self.agent.id), Role::Agent)
+        crate::runtime::agent_principal(&self.agent)
     }
 
     fn event(&self, payload: EventPayload) -> EventDraft {

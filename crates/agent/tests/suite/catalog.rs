@@ -2,7 +2,7 @@ use holdpoint_protocol::{AgentChanges, ChatChanges, NewAgent, NewChat, NewWorld,
 use holdpoint_test_support::llm::Step;
 use pretty_assertions::assert_eq;
 
-use super::{Harness, llm_settings};
+use super::{Harness, by, llm_settings};
 
 #[tokio::test]
 async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
@@ -14,10 +14,13 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
         "lab"
     );
     let other = rt
-        .create_world(NewWorld {
-            name: "ops".into(),
-            description: Some("operations".into()),
-        })
+        .create_world(
+            &by(),
+            NewWorld {
+                name: "ops".into(),
+                description: Some("operations".into()),
+            },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -31,6 +34,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
     );
     let renamed = rt
         .update_world(
+            &by(),
             other.id,
             WorldChanges {
                 name: Some("ops-2".into()),
@@ -43,6 +47,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
     assert!(rt.find_world("ops").await.is_err());
     let err = rt
         .update_world(
+            &by(),
             other.id,
             WorldChanges {
                 name: Some("lab".into()),
@@ -60,19 +65,23 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
         tools: Some(vec!["read_*".into()]),
         max_steps: Some(5),
     };
-    let a = rt.create_agent(other.id, new_agent("scout")).await.unwrap();
+    let a = rt
+        .create_agent(&by(), other.id, new_agent("scout"))
+        .await
+        .unwrap();
     assert_eq!(
-        rt.create_agent(other.id, new_agent("scout"))
+        rt.create_agent(&by(), other.id, new_agent("scout"))
             .await
             .unwrap_err()
             .code(),
         "name_taken"
     );
-    rt.create_agent(h.world.id, new_agent("scout"))
+    rt.create_agent(&by(), h.world.id, new_agent("scout"))
         .await
         .unwrap();
     let changed = rt
         .update_agent(
+            &by(),
             other.id,
             a.id,
             AgentChanges {
@@ -88,6 +97,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
     );
     let chat = rt
         .create_chat(
+            &by(),
             other.id,
             NewChat {
                 agent: "scout".into(),
@@ -98,13 +108,16 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
         .unwrap();
     assert_eq!(rt.chats(other.id).await.unwrap(), vec![chat.clone()]);
     assert_eq!(
-        rt.delete_agent(other.id, a.id).await.unwrap_err().code(),
+        rt.delete_agent(&by(), other.id, a.id)
+            .await
+            .unwrap_err()
+            .code(),
         "agent_in_use"
     );
-    rt.delete_chat(other.id, chat.id).await.unwrap();
-    rt.delete_agent(other.id, a.id).await.unwrap();
+    rt.delete_chat(&by(), other.id, chat.id).await.unwrap();
+    rt.delete_agent(&by(), other.id, a.id).await.unwrap();
     assert!(rt.agents(other.id).await.unwrap().is_empty());
-    rt.delete_world(other.id).await.unwrap();
+    rt.delete_world(&by(), other.id).await.unwrap();
     assert_eq!(rt.worlds().await.unwrap().len(), 1);
     assert_eq!(rt.world(other.id).await.unwrap_err().code(), "not_found");
 }
@@ -115,25 +128,32 @@ async fn bad_input_names_the_field() {
     let rt = &h.rt;
     let cases = [
         (
-            rt.create_world(NewWorld {
-                name: "no spaces".into(),
-                description: None,
-            })
+            rt.create_world(
+                &by(),
+                NewWorld {
+                    name: "no spaces".into(),
+                    description: None,
+                },
+            )
             .await
             .unwrap_err(),
             "name",
         ),
         (
-            rt.create_world(NewWorld {
-                name: String::new(),
-                description: None,
-            })
+            rt.create_world(
+                &by(),
+                NewWorld {
+                    name: String::new(),
+                    description: None,
+                },
+            )
             .await
             .unwrap_err(),
             "name",
         ),
         (
             rt.create_agent(
+                &by(),
                 h.world.id,
                 NewAgent {
                     name: "x".into(),
@@ -152,6 +172,7 @@ async fn bad_input_names_the_field() {
         ),
         (
             rt.create_agent(
+                &by(),
                 h.world.id,
                 NewAgent {
                     name: "x".into(),
@@ -167,6 +188,7 @@ async fn bad_input_names_the_field() {
         ),
         (
             rt.create_agent(
+                &by(),
                 h.world.id,
                 NewAgent {
                     name: "x".into(),
@@ -182,6 +204,7 @@ async fn bad_input_names_the_field() {
         ),
         (
             rt.create_chat(
+                &by(),
                 h.world.id,
                 NewChat {
                     agent: "nobody".into(),
@@ -222,7 +245,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
     .await;
     let turn = h.send("hi").await;
     assert_eq!(
-        h.rt.delete_chat(h.world.id, h.chat.id)
+        h.rt.delete_chat(&by(), h.world.id, h.chat.id)
             .await
             .unwrap_err()
             .code(),
@@ -236,7 +259,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
         "turn_in_progress"
     );
     // The running turn keeps its agent; a new title is fine meanwhile.
-    h.rt.create_agent(h.world.id, another_agent(&h, "scout"))
+    h.rt.create_agent(&by(), h.world.id, another_agent(&h, "scout"))
         .await
         .unwrap();
     let handover = ChatChanges {
@@ -244,7 +267,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
         agent: Some("scout".into()),
     };
     let err =
-        h.rt.update_chat(h.world.id, h.chat.id, handover.clone())
+        h.rt.update_chat(&by(), h.world.id, h.chat.id, handover.clone())
             .await;
     assert_eq!(err.unwrap_err().code(), "turn_in_progress");
     let renamed = ChatChanges {
@@ -252,7 +275,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
         agent: None,
     };
     let chat =
-        h.rt.update_chat(h.world.id, h.chat.id, renamed)
+        h.rt.update_chat(&by(), h.world.id, h.chat.id, renamed)
             .await
             .unwrap();
     assert_eq!((chat.title.as_str(), chat.agent), ("renamed", h.agent.id));
@@ -261,11 +284,13 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
     let _ = &mut events;
     // Once the turn is over, the chat can change hands.
     let chat =
-        h.rt.update_chat(h.world.id, h.chat.id, handover)
+        h.rt.update_chat(&by(), h.world.id, h.chat.id, handover)
             .await
             .unwrap();
     assert_ne!(chat.agent, h.agent.id);
-    h.rt.delete_chat(h.world.id, h.chat.id).await.unwrap();
+    h.rt.delete_chat(&by(), h.world.id, h.chat.id)
+        .await
+        .unwrap();
 }
 
 /// Listings read every page: an agent used only by a chat past the first thousand is still
@@ -273,7 +298,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
 #[tokio::test]
 async fn more_chats_than_a_page_are_all_counted() {
     let h = Harness::new("", vec![]).await;
-    h.rt.create_agent(h.world.id, another_agent(&h, "late"))
+    h.rt.create_agent(&by(), h.world.id, another_agent(&h, "late"))
         .await
         .unwrap();
     let chat = |agent: &str| NewChat {
@@ -281,15 +306,21 @@ async fn more_chats_than_a_page_are_all_counted() {
         title: None,
     };
     for _ in 0..1000 {
-        h.rt.create_chat(h.world.id, chat(&h.agent.name))
+        h.rt.create_chat(&by(), h.world.id, chat(&h.agent.name))
             .await
             .unwrap();
     }
-    let last = h.rt.create_chat(h.world.id, chat("late")).await.unwrap();
+    let last =
+        h.rt.create_chat(&by(), h.world.id, chat("late"))
+            .await
+            .unwrap();
     let chats = h.rt.chats(h.world.id).await.unwrap();
     assert_eq!(chats.len(), 1002);
     assert_eq!(chats.last().map(|c| c.id), Some(last.id));
-    let refused = h.rt.delete_agent(h.world.id, last.agent).await.unwrap_err();
+    let refused =
+        h.rt.delete_agent(&by(), h.world.id, last.agent)
+            .await
+            .unwrap_err();
     assert_eq!(refused.code(), "agent_in_use");
 }
 

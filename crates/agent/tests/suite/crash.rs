@@ -19,7 +19,7 @@ use holdpoint_test_support::{START, approver};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::{llm_settings, start, turn_end};
+use super::{by, llm_settings, start, turn_end};
 
 const DATA: &str = "HOLDPOINT_TEST_CHILD_DATA";
 const POLICY: &str = "HOLDPOINT_TEST_CHILD_POLICY";
@@ -70,13 +70,17 @@ async fn child_process() {
 async fn prepare(dir: &std::path::Path, policy: &str, llm: &ScriptedLlm) -> (WorldId, ChatId) {
     let (rt, engine, store) = start(dir, policy, ManualClock::new(START)).await;
     let world = rt
-        .create_world(NewWorld {
-            name: "w".into(),
-            description: None,
-        })
+        .create_world(
+            &by(),
+            NewWorld {
+                name: "w".into(),
+                description: None,
+            },
+        )
         .await
         .unwrap();
     rt.create_agent(
+        &by(),
         world.id,
         NewAgent {
             name: "a".into(),
@@ -90,6 +94,7 @@ async fn prepare(dir: &std::path::Path, policy: &str, llm: &ScriptedLlm) -> (Wor
     .unwrap();
     let chat = rt
         .create_chat(
+            &by(),
             world.id,
             NewChat {
                 agent: "a".into(),
@@ -143,6 +148,46 @@ fn expect_line(lines: &mut impl Iterator<Item = std::io::Result<String>>, prefix
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_turn_resumes_in_a_new_process_after_its_decision() {
+    resumes_after_its_decision(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_turn_resumes_behind_more_than_a_page_of_others() {
+    // More turns under way than one page of records: the one to resume comes after them.
+    resumes_after_its_decision(1_001).await;
+}
+
+/// Marks `n` turns as under way in chats of their own, in one transaction: turns that no
+/// longer exist, which a start reports and leaves.
+async fn mark_lost_turns(dir: &std::path::Path, n: usize) {
+    use holdpoint_core::record::put;
+    use holdpoint_core::store::{RecordKind, Store, Transaction};
+    let store = holdpoint_store::SqliteStore::open(dir.join("holdpoint.db")).unwrap();
+    let writes = (0..n)
+        .map(|_| {
+            let chat = ChatId::random().to_string();
+            put(
+                RecordKind::ActiveTurn,
+                uuid::Uuid::now_v7(),
+                None,
+                Some(chat),
+                1,
+                &TurnId::random(),
+            )
+            .unwrap()
+        })
+        .collect();
+    store
+        .commit(Transaction {
+            writes,
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    store.close().await;
+}
+
+async fn resumes_after_its_decision(others: usize) {
     let dir = tempfile::tempdir().unwrap();
     let policy = "mode = \"manual\"";
     let llm = ScriptedLlm::start(vec![
@@ -155,6 +200,7 @@ async fn a_waiting_turn_resumes_in_a_new_process_after_its_decision() {
     ])
     .await;
     let (world, chat) = prepare(dir.path(), policy, &llm).await;
+    mark_lost_turns(dir.path(), others).await;
     let (mut child, mut lines) = spawn(dir.path(), policy, world, chat);
     let turn: TurnId = expect_line(&mut lines, "turn").parse().unwrap();
     let hold: HoldId = expect_line(&mut lines, "held").parse().unwrap();

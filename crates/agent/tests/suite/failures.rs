@@ -2,7 +2,7 @@ use holdpoint_protocol::{EventPayload, TurnStatus};
 use holdpoint_test_support::llm::Step;
 use holdpoint_test_support::next_matching;
 
-use super::{Harness, turn_end};
+use super::{Harness, by, turn_end};
 
 /// Each failure ends the turn with a clear error event; nothing hangs.
 #[tokio::test]
@@ -50,6 +50,7 @@ async fn an_unreachable_llm_says_what_to_configure() {
     let mut llm = h.agent.llm.clone();
     llm.base_url = format!("http://127.0.0.1:{port}/v1");
     h.rt.update_agent(
+        &by(),
         h.world.id,
         h.agent.id,
         holdpoint_protocol::AgentChanges {

@@ -15,13 +15,18 @@ use holdpoint_core::store::EventFilter;
 use holdpoint_core::{Engine, EventStream, Scope};
 use holdpoint_llm::{LlmClient, Timeouts};
 use holdpoint_protocol::{
-    Agent, Chat, Decision, Event, EventPayload, Hold, LlmSettings, NewAgent, NewChat, NewWorld,
-    Turn, TurnId, World,
+    Actor, Agent, Chat, Decision, Event, EventPayload, Hold, LlmSettings, NewAgent, NewChat,
+    NewWorld, Turn, TurnId, World,
 };
 use holdpoint_store::SqliteStore;
 use holdpoint_test_support::llm::{ScriptedLlm, Step};
-use holdpoint_test_support::{PATIENCE, RecordingChannel, START, approver, next_matching};
+use holdpoint_test_support::{PATIENCE, RecordingChannel, START, admin, approver, next_matching};
 use tempfile::TempDir;
+
+/// The admin who changes the catalog in these tests, as the audit log records them.
+pub fn by() -> Actor {
+    admin("root").actor()
+}
 
 pub fn timeouts() -> Timeouts {
     Timeouts {
@@ -62,14 +67,18 @@ impl Harness {
         let clock = ManualClock::new(START);
         let (rt, engine, _store) = start(dir.path(), policy, clock.clone()).await;
         let world = rt
-            .create_world(NewWorld {
-                name: "lab".into(),
-                description: None,
-            })
+            .create_world(
+                &by(),
+                NewWorld {
+                    name: "lab".into(),
+                    description: None,
+                },
+            )
             .await
             .unwrap();
         let agent = rt
             .create_agent(
+                &by(),
                 world.id,
                 NewAgent {
                     name: "helper".into(),
@@ -83,6 +92,7 @@ impl Harness {
             .unwrap();
         let chat = rt
             .create_chat(
+                &by(),
                 world.id,
                 NewChat {
                     agent: "helper".into(),
@@ -128,6 +138,7 @@ impl Harness {
     pub async fn new_chat(&self) -> Chat {
         self.rt
             .create_chat(
+                &by(),
                 self.world.id,
                 NewChat {
                     agent: "helper".into(),

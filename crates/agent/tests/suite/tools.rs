@@ -4,7 +4,7 @@ use holdpoint_test_support::next_matching;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::{Harness, turn_end};
+use super::{Harness, by, turn_end};
 
 #[tokio::test]
 async fn invalid_calls_go_back_to_the_llm_without_a_hold() {
@@ -128,6 +128,7 @@ async fn a_turn_ends_at_its_step_limit() {
     let h = Harness::new("mode = \"auto_approve\"", vec![again(), again(), again()]).await;
     let agent =
         h.rt.update_agent(
+            &by(),
             h.world.id,
             h.agent.id,
             holdpoint_protocol::AgentChanges {

@@ -295,17 +295,7 @@ impl Engine {
             hold: Some(id),
             ..EventFilter::default()
         };
-        let mut out = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = self.inner.store.events(after, &filter, 256).await?;
-            let done = page.events.len() < 256;
-            after = page.scanned_to;
-            out.extend(page.events);
-            if done {
-                return Ok(out);
-            }
-        }
+        Ok(self.inner.store.all_events(&filter).await?)
     }
 
     /// A page of holds. Served by the store's indexes: the first page costs the same with

@@ -176,7 +176,7 @@ pub fn fail_closed(
     }
     let actor = Actor {
         source: Source::Default,
-        name: Some(who.name.clone()),
+        ..who.actor()
     };
     let h = resolved(hold, o.clone());
     Ok((

@@ -466,3 +466,44 @@ async fn listing_pages_through_open_holds() {
         .unwrap_err();
     assert_eq!(bad.code(), "invalid_input");
 }
+
+#[tokio::test]
+async fn a_holds_history_is_read_to_the_end_however_long() {
+    use holdpoint_core::audit::EventDraft;
+    use holdpoint_core::clock::Clock;
+    use holdpoint_core::store::Transaction;
+    use holdpoint_protocol::{Actor, EventPayload};
+    let t = TestEngine::new(Policy::default()).await;
+    let h = held(&t, "w", vec![approval("deploy", json!({}))])
+        .await
+        .remove(0);
+    // More events about the hold than one page of the log, committed in one transaction.
+    const MORE: usize = 1_000;
+    let reminded = (0..MORE)
+        .map(|_| {
+            EventDraft {
+                at: t.clock.now(),
+                world: Some("w".into()),
+                chat: Some("c".into()),
+                hold: Some(h.id),
+                actor: Actor::of(Source::System),
+                payload: EventPayload::HoldReminded {
+                    deadline: t.clock.now(),
+                },
+            }
+            .into()
+        })
+        .collect();
+    t.engine
+        .store()
+        .commit(Transaction {
+            writes: vec![],
+            events: reminded,
+        })
+        .await
+        .unwrap();
+    let history = t.engine.history(h.id, &Scope::any()).await.unwrap();
+    assert_eq!(history.len(), 1 + MORE);
+    assert_eq!(history[0].payload.type_name(), "hold.created");
+    assert!(history.windows(2).all(|w| w[0].seq < w[1].seq));
+}

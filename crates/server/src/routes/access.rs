@@ -10,7 +10,7 @@ use holdpoint_protocol::{
 use serde::Deserialize;
 
 use crate::app::App;
-use crate::auth::{Caller, SESSION_COOKIE, SESSION_TTL};
+use crate::auth::{Caller, SESSION_COOKIE, SESSION_TTL, session_cookie};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 
@@ -21,7 +21,7 @@ pub async fn tokens(
     caller: Caller,
 ) -> Result<Json<Vec<TokenInfo>>, ApiError> {
     caller.require(&[Role::Admin])?;
-    Ok(Json(app.tokens().await?))
+    Ok(Json(app.credentials().tokens().await?))
 }
 
 /// Create a token for a person (`admin`, `approver`) or an agent (`agent`). Its secret is in
@@ -46,7 +46,9 @@ pub async fn create_token(
         None => None,
     };
     let created = app
+        .credentials()
         .create_token(
+            &caller.actor(),
             &new.name,
             new.role,
             world.as_ref().map(|w| w.id),
@@ -66,7 +68,7 @@ pub async fn revoke_token(
 ) -> Result<StatusCode, ApiError> {
     caller.require(&[Role::Admin])?;
     let id: TokenId = id.parse().map_err(|_| ApiError::not_found("token", &id))?;
-    app.revoke_token(id).await?;
+    app.credentials().revoke_token(&caller.actor(), id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -84,7 +86,9 @@ pub async fn session(caller: Caller) -> Json<SessionInfo> {
 /// End the browser session.
 #[utoipa::path(post, path = "/api/v1/logout", tag = "access", responses((status = 204)))]
 pub async fn logout(State(app): State<App>, headers: HeaderMap) -> Result<Response, ApiError> {
-    app.log_out(&headers).await?;
+    if let Some(cookie) = session_cookie(&headers) {
+        app.credentials().log_out(&cookie).await?;
+    }
     let cookie = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
 }
@@ -105,7 +109,7 @@ pub async fn login(
     State(app): State<App>,
     Params(q): Params<LoginQuery>,
 ) -> Result<Response, ApiError> {
-    let cookie = app.log_in(&q.token).await?;
+    let cookie = app.credentials().log_in(&q.token).await?;
     let set = format!(
         "{SESSION_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
         SESSION_TTL.as_secs()

@@ -38,7 +38,7 @@ pub async fn create_world(
     caller.require(&[Role::Admin])?;
     Ok((
         StatusCode::CREATED,
-        Json(app.runtime().create_world(new).await?),
+        Json(app.runtime().create_world(&caller.actor(), new).await?),
     ))
 }
 
@@ -64,7 +64,11 @@ pub async fn update_world(
 ) -> Result<Json<World>, ApiError> {
     caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
-    Ok(Json(app.runtime().update_world(w.id, changes).await?))
+    Ok(Json(
+        app.runtime()
+            .update_world(&caller.actor(), w.id, changes)
+            .await?,
+    ))
 }
 
 /// Delete a world with its agents and chats (admins). Its working directory is kept.
@@ -77,7 +81,7 @@ pub async fn delete_world(
 ) -> Result<StatusCode, ApiError> {
     caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
-    app.runtime().delete_world(w.id).await?;
+    app.runtime().delete_world(&caller.actor(), w.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -106,7 +110,11 @@ pub async fn create_agent(
     let w = app.world(&caller, &world).await?;
     Ok((
         StatusCode::CREATED,
-        Json(app.runtime().create_agent(w.id, new).await?),
+        Json(
+            app.runtime()
+                .create_agent(&caller.actor(), w.id, new)
+                .await?,
+        ),
     ))
 }
 
@@ -134,7 +142,11 @@ pub async fn update_agent(
     caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     let a = app.runtime().find_agent(w.id, &agent).await?;
-    Ok(Json(app.runtime().update_agent(w.id, a.id, changes).await?))
+    Ok(Json(
+        app.runtime()
+            .update_agent(&caller.actor(), w.id, a.id, changes)
+            .await?,
+    ))
 }
 
 /// Delete an agent (admins).
@@ -148,7 +160,9 @@ pub async fn delete_agent(
     caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     let a = app.runtime().find_agent(w.id, &agent).await?;
-    app.runtime().delete_agent(w.id, a.id).await?;
+    app.runtime()
+        .delete_agent(&caller.actor(), w.id, a.id)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -176,7 +190,11 @@ pub async fn create_chat(
     let w = app.world(&caller, &world).await?;
     Ok((
         StatusCode::CREATED,
-        Json(app.runtime().create_chat(w.id, new).await?),
+        Json(
+            app.runtime()
+                .create_chat(&caller.actor(), w.id, new)
+                .await?,
+        ),
     ))
 }
 
@@ -210,7 +228,11 @@ pub async fn update_chat(
     caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     let id = chat_id(&chat)?;
-    Ok(Json(app.runtime().update_chat(w.id, id, changes).await?))
+    Ok(Json(
+        app.runtime()
+            .update_chat(&caller.actor(), w.id, id, changes)
+            .await?,
+    ))
 }
 
 /// Delete a chat with its messages.
@@ -223,7 +245,9 @@ pub async fn delete_chat(
 ) -> Result<StatusCode, ApiError> {
     caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
-    app.runtime().delete_chat(w.id, chat_id(&chat)?).await?;
+    app.runtime()
+        .delete_chat(&caller.actor(), w.id, chat_id(&chat)?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use holdpoint_core::store::{RecordKind, Transaction, Write};
 use holdpoint_protocol::{
     CreatedWebhook, DeliveriesPage, ErrorBody, NewWebhook, Role, Webhook, WebhookId,
 };
@@ -110,30 +109,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
-    let id = *sub.webhook.id.as_uuid();
-    let writes = vec![
-        Write::DeleteRecords {
-            kind: RecordKind::WebhookDelivery,
-            parent: id,
-        },
-        Write::DeleteRecord {
-            kind: RecordKind::Webhook,
-            id,
-        },
-    ];
-    app.store()
-        .commit(Transaction {
-            writes,
-            events: vec![],
-        })
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "storage_unavailable",
-                e.to_string(),
-            )
-        })?;
+    webhooks::delete_subscription(&app, sub.webhook.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -381,3 +381,108 @@ async fn configured_host_names_are_accepted() {
     .await
     .error(421);
 }
+
+#[tokio::test]
+async fn creating_and_revoking_a_token_is_logged_with_who_did_it_and_never_the_secret() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let carol = t.caller("carol", "admin", None).await;
+    let from = t
+        .server
+        .app()
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .unwrap()
+        .seq;
+    let created = carol
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "ci", "role": "approver", "world": "lab"}),
+        )
+        .await
+        .expect(201);
+    let id = created["info"]["id"].as_str().unwrap();
+    let secret = created["token"].as_str().unwrap();
+    carol
+        .delete(&format!("/api/v1/tokens/{id}"))
+        .await
+        .expect(204);
+
+    let events = t
+        .api
+        .get(&format!("/api/v1/audit/events?after={from}"))
+        .await
+        .expect(200)["events"]
+        .clone();
+    let events = events.as_array().unwrap();
+    let carol_actor = json!({"source": "person", "name": "carol", "role": "admin"});
+    let logged: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["type"].as_str().unwrap(),
+                e["actor"].clone(),
+                e["payload"]["token"]["id"].as_str().unwrap(),
+                e["payload"]["token"]["name"].as_str().unwrap(),
+                e["payload"]["token"]["role"].as_str().unwrap(),
+                e["payload"]["token"]["world"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (
+                "token.created",
+                carol_actor.clone(),
+                id,
+                "ci",
+                "approver",
+                "lab"
+            ),
+            ("token.revoked", carol_actor, id, "ci", "approver", "lab"),
+        ]
+    );
+    let text = serde_json::to_string(events).unwrap();
+    assert!(!text.contains(secret), "the secret is in the log: {text}");
+}
+
+#[tokio::test]
+async fn every_token_is_listed_however_many_there_are() {
+    use holdpoint_core::record::put;
+    use holdpoint_core::store::RecordKind;
+    let t = TestServer::start().await;
+    let admin = t.api.get("/api/v1/tokens").await.expect(200)[0].clone();
+    // More than the one page of 10,000 the listing used to read, stored in one transaction
+    // (as tokens are stored: under the SHA-256 of a secret).
+    const MANY: usize = 10_001;
+    let writes = (0..MANY)
+        .map(|i| {
+            let id = uuid::Uuid::now_v7();
+            let token = json!({"id": id, "name": format!("bot-{i}"), "role": "agent",
+                "created_at": admin["created_at"]});
+            put(
+                RecordKind::Token,
+                id,
+                None,
+                Some(format!("{i:064x}")),
+                1,
+                &token,
+            )
+            .unwrap()
+        })
+        .collect();
+    t.server
+        .app()
+        .records()
+        .commit(writes, vec![])
+        .await
+        .unwrap();
+    let listed = t.api.get("/api/v1/tokens").await.expect(200);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), MANY + 1);
+    assert_eq!(listed[0], admin);
+    assert_eq!(listed[MANY]["name"], format!("bot-{}", MANY - 1));
+}

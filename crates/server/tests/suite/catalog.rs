@@ -273,3 +273,142 @@ async fn unknown_routes_and_methods_get_the_error_shape() {
     let (code, _) = t.api.delete("/api/v1/worlds").await.error(405);
     assert_eq!(code, "method_not_allowed");
 }
+
+/// The audit events after `after`, as the admin reads them.
+async fn audit_after(t: &TestServer, after: u64) -> Vec<serde_json::Value> {
+    t.api
+        .get(&format!("/api/v1/audit/events?after={after}&limit=1000"))
+        .await
+        .expect(200)["events"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The position of the last event in the log.
+async fn last_seq(t: &TestServer) -> u64 {
+    t.server
+        .app()
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}
+
+#[tokio::test]
+async fn changes_to_worlds_agents_and_chats_are_logged_with_who_made_them() {
+    let t = TestServer::start().await;
+    let carol = t.caller("carol", "admin", None).await;
+    let from = last_seq(&t).await;
+    carol
+        .post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    carol
+        .patch("/api/v1/worlds/lab", json!({"description": "the lab"}))
+        .await
+        .expect(200);
+    carol
+        .post("/api/v1/worlds/lab/agents", agent("helper"))
+        .await
+        .expect(201);
+    carol
+        .patch(
+            "/api/v1/worlds/lab/agents/helper",
+            json!({"system_prompt": "Be brief."}),
+        )
+        .await
+        .expect(200);
+    let chat = carol
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201);
+    let chat = chat["id"].as_str().unwrap();
+    carol
+        .patch(
+            &format!("/api/v1/worlds/lab/chats/{chat}"),
+            json!({"title": "Plans"}),
+        )
+        .await
+        .expect(200);
+    carol
+        .delete(&format!("/api/v1/worlds/lab/chats/{chat}"))
+        .await
+        .expect(204);
+    carol
+        .delete("/api/v1/worlds/lab/agents/helper")
+        .await
+        .expect(204);
+    carol.delete("/api/v1/worlds/lab").await.expect(204);
+
+    let events = audit_after(&t, from).await;
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["payload"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "world.created",
+            "world.updated",
+            "agent.created",
+            "agent.updated",
+            "chat.created",
+            "chat.updated",
+            "chat.deleted",
+            "agent.deleted",
+            "world.deleted"
+        ]
+    );
+    for e in &events {
+        assert_eq!(
+            e["actor"],
+            json!({"source": "person", "name": "carol", "role": "admin"}),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_empty_change_changes_nothing() {
+    let t = TestServer::start().await;
+    let world = t.world("lab").await;
+    let agent = t
+        .api
+        .post("/api/v1/worlds/lab/agents", agent("helper"))
+        .await
+        .expect(201);
+    let chat = t
+        .api
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201);
+    let chat_path = format!("/api/v1/worlds/lab/chats/{}", chat["id"].as_str().unwrap());
+    let from = last_seq(&t).await;
+    for (path, before) in [
+        ("/api/v1/worlds/lab".to_owned(), &world),
+        ("/api/v1/worlds/lab/agents/helper".to_owned(), &agent),
+        (chat_path.clone(), &chat),
+    ] {
+        // Nothing named, and the same values again: the resource as it was.
+        assert_eq!(t.api.patch(&path, json!({})).await.expect(200), *before);
+        assert_eq!(t.api.get(&path).await.expect(200), *before);
+    }
+    assert_eq!(
+        t.api
+            .patch("/api/v1/worlds/lab", json!({"name": "lab"}))
+            .await
+            .expect(200),
+        world
+    );
+    assert_eq!(
+        t.api
+            .patch(&chat_path, json!({"agent": "helper"}))
+            .await
+            .expect(200),
+        chat
+    );
+    assert_eq!(audit_after(&t, from).await, Vec::<serde_json::Value>::new());
+    assert_eq!(last_seq(&t).await, from);
+}

@@ -634,6 +634,6 @@ async fn a_client_without_a_person_applies_the_fail_closed_default() {
         .unwrap();
     assert_eq!(
         decided["actor"],
-        json!({"source": "default", "name": "alice"})
+        json!({"source": "default", "name": "alice", "role": "approver"})
     );
 }

@@ -365,3 +365,49 @@ async fn subscriptions_are_checked_and_admin_only() {
         .await
         .error(404);
 }
+
+#[tokio::test]
+async fn every_subscription_of_a_world_is_listed_however_many_there_are() {
+    use holdpoint_core::record::put;
+    use holdpoint_core::store::RecordKind;
+    let t = TestServer::start().await;
+    let world = t.world("lab").await;
+    let first = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": "http://127.0.0.1:9/hook"}),
+        )
+        .await
+        .expect(201);
+    let world_id: uuid::Uuid = world["id"].as_str().unwrap().parse().unwrap();
+    // More than the one page of 1,000 the listing (and the deliveries) used to read, stored
+    // in one transaction as subscriptions are stored.
+    const MORE: usize = 1_000;
+    let writes = (0..MORE)
+        .map(|_| {
+            let id = uuid::Uuid::now_v7();
+            let mut webhook = first["webhook"].clone();
+            webhook["id"] = json!(id);
+            put(
+                RecordKind::Webhook,
+                id,
+                Some(world_id),
+                None,
+                1,
+                &json!({"webhook": webhook, "secret": "whsec_x"}),
+            )
+            .unwrap()
+        })
+        .collect();
+    t.server
+        .app()
+        .records()
+        .commit(writes, vec![])
+        .await
+        .unwrap();
+    let listed = t.api.get("/api/v1/worlds/lab/webhooks").await.expect(200);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), MORE + 1);
+    assert_eq!(listed[0], first["webhook"]);
+}

@@ -1,0 +1,180 @@
+//! The guard before routing: `Host` names this server, `Origin` is this server's, then the
+//! caller — a bearer token, or a session cookie with its CSRF token for changes.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+use super::credentials::{Credentials, same};
+use crate::error::ApiError;
+
+pub const SESSION_COOKIE: &str = "holdpoint_session";
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// What the guard checks requests against: the names this server answers to, and the
+/// credentials. Cheap to clone.
+#[derive(Clone)]
+pub struct Guard {
+    hosts: Arc<[String]>,
+    credentials: Credentials,
+}
+
+impl Guard {
+    /// `hosts`: the `Host` header values the server answers to (`127.0.0.1:7717`, …).
+    pub fn new(hosts: &[String], credentials: Credentials) -> Self {
+        Guard {
+            hosts: hosts.into(),
+            credentials,
+        }
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        host.is_some_and(|h| self.host_allowed(h))
+    }
+}
+
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// Probes answer whatever the Host: a load balancer or an orchestrator calls them by address,
+/// and they reveal nothing.
+fn probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// Paths anyone may call (still Host-checked).
+fn public(path: &str) -> bool {
+    matches!(
+        path,
+        "/" | "/healthz" | "/readyz" | "/metrics" | "/login" | "/api/v1/openapi.json"
+    )
+}
+
+/// Checks Host and Origin, then who is calling; puts the [`Caller`] into the request.
+pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
+    match check(&guard, &mut req).await {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {
+    if probe(req.uri().path()) {
+        return Ok(());
+    }
+    let headers = req.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    if !guard.host_allowed(host) {
+        return Err(ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "unknown_host",
+            format!(
+                "this server answers to {}, not {host:?} (set server.allowed_hosts to add names)",
+                guard.hosts.join(", ")
+            ),
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok())
+        && !guard.origin_allowed(origin)
+    {
+        return Err(ApiError::forbidden(format!(
+            "requests from {origin} are not accepted: this API is for this server's own pages"
+        )));
+    }
+    if public(req.uri().path()) {
+        return Ok(());
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(|t| t.trim().to_owned());
+    let caller = match (bearer, session_cookie(headers)) {
+        (Some(token), _) => guard
+            .credentials
+            .by_token(&token)
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("the bearer token is unknown or revoked"))?,
+        (None, Some(cookie)) => {
+            let caller = guard
+                .credentials
+                .by_session(&cookie)
+                .await?
+                .ok_or_else(|| ApiError::unauthorized("the session has ended: sign in again"))?;
+            let unsafe_method =
+                !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+            let sent = req
+                .headers()
+                .get(CSRF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if unsafe_method && !caller.csrf.as_deref().is_some_and(|csrf| same(csrf, sent)) {
+                let (code, what) = if sent.is_empty() {
+                    ("csrf_token_missing", "send")
+                } else {
+                    (
+                        "csrf_token_invalid",
+                        "this is not the session's CSRF token: send",
+                    )
+                };
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    code,
+                    format!(
+                        "{what} the session's CSRF token (GET /api/v1/session) in {CSRF_HEADER}"
+                    ),
+                ));
+            }
+            caller
+        }
+        (None, None) => {
+            return Err(ApiError::unauthorized(
+                "sign in: send Authorization: Bearer <token>",
+            ));
+        }
+    };
+    req.extensions_mut().insert(caller);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_found_among_others() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=1; holdpoint_session=hs_abc; b=2".parse().unwrap(),
+        );
+        assert_eq!(session_cookie(&h).as_deref(), Some("hs_abc"));
+        assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+        let s = super::super::secret("hp_").unwrap();
+        assert_eq!((s.len(), s.starts_with("hp_")), (67, true));
+        assert_ne!(s, super::super::secret("hp_").unwrap());
+    }
+}

@@ -1,0 +1,78 @@
+//! Who is calling, and whether they may.
+//!
+//! Programs send `Authorization: Bearer <token>`. Browsers log in once with a person's token
+//! (`/login?token=…`) and then carry an HttpOnly, SameSite=Strict session cookie; every
+//! request of theirs that changes something must also send the session's CSRF token in
+//! `X-CSRF-Token`. Every request must name this server in `Host` (so a DNS-rebinding page
+//! cannot reach it), and a request from a browser page must come from this server's origin.
+//!
+//! - this module: the [`Caller`] a handler extracts;
+//! - `credentials`: tokens and browser sessions, as records;
+//! - `guard`: the middleware that checks Host, Origin and CSRF and finds the caller.
+
+mod credentials;
+mod guard;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use holdpoint_core::Scope;
+use holdpoint_protocol::{Actor, Principal, Role, WorldId};
+
+pub use credentials::{Credentials, SESSION_TTL, secret};
+pub use guard::{CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
+
+use crate::error::ApiError;
+
+/// An authenticated caller.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The one world this credential may use, if limited to one.
+    pub world: Option<WorldId>,
+    /// For browser sessions: the CSRF token.
+    pub csrf: Option<String>,
+}
+
+impl Caller {
+    /// What this caller may see of holds.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            world: self.world.map(|w| w.to_string()),
+            chat: None,
+        }
+    }
+
+    pub fn require(&self, roles: &[Role]) -> Result<(), ApiError> {
+        if roles.contains(&self.principal.role) {
+            return Ok(());
+        }
+        let allowed: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+        Err(ApiError::forbidden(format!(
+            "this needs a credential of role {}; {} is {}",
+            allowed.join(" or "),
+            self.principal.name,
+            self.principal.role.as_str()
+        )))
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.principal.role == Role::Admin
+    }
+
+    /// Who this caller is in the audit log: name and role.
+    pub fn actor(&self) -> Actor {
+        self.principal.actor()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::unauthorized("sign in: send Authorization: Bearer <token>"))
+    }
+}
