@@ -11,9 +11,11 @@ use holdpoint_protocol::{Timestamp, World};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, Credentials, Guard};
-use crate::config::WebhookSettings;
+use crate::config::{HEARTBEAT, IDEMPOTENCY_RETENTION, WebhookSettings};
 use crate::error::ApiError;
+use crate::housekeeping::Housekeeping;
 use crate::metrics::Metrics;
+use crate::webhooks::Webhooks;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -59,14 +61,6 @@ impl ServerConfig {
     }
 }
 
-/// The default of `server.heartbeat`: often enough for proxies that close idle connections
-/// after 30 or 60 seconds.
-pub const HEARTBEAT: Duration = Duration::from_secs(15);
-
-/// The default of `server.idempotency_retention`: a week, for clients that retry after a
-/// long outage (an hour or a day is common elsewhere).
-pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// Cheap to clone.
 #[derive(Clone)]
 pub struct App {
@@ -78,19 +72,15 @@ struct Inner {
     credentials: Credentials,
     guard: Guard,
     config: ServerConfig,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
+    webhooks: Webhooks,
     shutdown: CancellationToken,
-    http: reqwest::Client,
 }
 
 impl App {
     pub fn new(runtime: Runtime, config: ServerConfig) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(config.webhooks.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("holdpoint-webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+        let shutdown = CancellationToken::new();
+        let webhooks = Webhooks::new(runtime.clone(), config.webhooks.clone(), shutdown.clone());
         let credentials = Credentials::new(runtime.clone());
         let guard = Guard::new(&config.allowed_hosts, credentials.clone());
         App {
@@ -99,9 +89,9 @@ impl App {
                 credentials,
                 guard,
                 config,
-                metrics: Metrics::default(),
-                shutdown: CancellationToken::new(),
-                http,
+                metrics: Arc::default(),
+                webhooks,
+                shutdown,
             }),
         }
     }
@@ -136,8 +126,20 @@ impl App {
         &self.inner.metrics
     }
 
-    pub(crate) fn http(&self) -> &reqwest::Client {
-        &self.inner.http
+    /// Webhook subscriptions and their deliveries.
+    pub(crate) fn webhooks(&self) -> &Webhooks {
+        &self.inner.webhooks
+    }
+
+    /// What housekeeping deletes, and after how long.
+    pub fn housekeeping(&self) -> Housekeeping {
+        Housekeeping {
+            engine: self.engine().clone(),
+            credentials: self.credentials().clone(),
+            webhooks: self.webhooks().clone(),
+            idempotency_retention: self.config().idempotency_retention,
+            keep_deliveries: self.config().webhooks.keep_deliveries,
+        }
     }
 
     /// Cancelled when the server stops: long polls and live streams end.
@@ -162,10 +164,22 @@ impl App {
 
     /// Starts the background work: metrics from the event log, webhook deliveries.
     pub async fn start_background(&self) -> Result<(), ApiError> {
-        crate::metrics::follow(self.clone()).await?;
-        crate::webhooks::start(self.clone()).await?;
-        crate::housekeeping::start(self.clone());
+        crate::metrics::follow(
+            self.engine().clone(),
+            self.inner.metrics.clone(),
+            self.shutdown().clone(),
+        )
+        .await?;
+        self.webhooks().start().await?;
+        self.housekeeping().start(self.shutdown().clone());
         Ok(())
+    }
+}
+
+/// The request counters' state, from the App's.
+impl axum::extract::FromRef<App> for Arc<Metrics> {
+    fn from_ref(app: &App) -> Arc<Metrics> {
+        app.inner.metrics.clone()
     }
 }
 

@@ -13,6 +13,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The default of `server.heartbeat`: often enough for proxies that close idle connections
+/// after 30 or 60 seconds.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The default of `server.idempotency_retention`: a week, for clients that retry after a
+/// long outage (an hour or a day is common elsewhere).
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Everything `holdpoint serve` can be told.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -69,8 +77,8 @@ impl Default for ServerSettings {
             max_body: 1024 * 1024,
             max_wait: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
-            heartbeat: crate::app::HEARTBEAT,
-            idempotency_retention: crate::app::IDEMPOTENCY_RETENTION,
+            heartbeat: HEARTBEAT,
+            idempotency_retention: IDEMPOTENCY_RETENTION,
         }
     }
 }

@@ -11,10 +11,13 @@
 
 use std::time::Duration;
 
+use holdpoint_core::Engine;
 use holdpoint_protocol::Timestamp;
+use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
+use crate::auth::Credentials;
 use crate::error::ApiError;
+use crate::webhooks::Webhooks;
 
 /// How often housekeeping runs.
 pub const EVERY: Duration = Duration::from_secs(3600);
@@ -27,43 +30,55 @@ pub struct Swept {
     pub deliveries: usize,
 }
 
-/// Deletes what has expired by `now`.
-pub async fn sweep(app: &App, now: Timestamp) -> Result<Swept, ApiError> {
-    let before = now.saturating_sub(app.config().idempotency_retention);
-    Ok(Swept {
-        idempotency_records: app.engine().forget_idempotency(before).await?,
-        sessions: app.credentials().end_expired_sessions(now).await?,
-        deliveries: crate::webhooks::forget_deliveries(
-            app,
-            now.saturating_sub(app.config().webhooks.keep_deliveries),
-        )
-        .await?,
-    })
+/// What housekeeping deletes from, and after how long (`App::housekeeping`).
+pub struct Housekeeping {
+    pub(crate) engine: Engine,
+    pub(crate) credentials: Credentials,
+    pub(crate) webhooks: Webhooks,
+    /// `server.idempotency_retention`.
+    pub(crate) idempotency_retention: Duration,
+    /// `webhooks.keep_deliveries`.
+    pub(crate) keep_deliveries: Duration,
 }
 
-/// Runs [`sweep`] every [`EVERY`] until the server stops.
-pub fn start(app: App) {
-    tokio::spawn(async move {
-        let clock = app.engine().clock().clone();
-        loop {
-            let next = clock.now().saturating_add(EVERY);
-            tokio::select! {
-                () = app.shutdown().cancelled() => return,
-                () = clock.sleep_until(next) => {}
+impl Housekeeping {
+    /// Deletes what has expired by `now`.
+    pub async fn sweep(&self, now: Timestamp) -> Result<Swept, ApiError> {
+        let before = now.saturating_sub(self.idempotency_retention);
+        Ok(Swept {
+            idempotency_records: self.engine.forget_idempotency(before).await?,
+            sessions: self.credentials.end_expired_sessions(now).await?,
+            deliveries: self
+                .webhooks
+                .forget_deliveries(now.saturating_sub(self.keep_deliveries))
+                .await?,
+        })
+    }
+
+    /// Runs [`Housekeeping::sweep`] every [`EVERY`] until `shutdown`.
+    pub fn start(self, shutdown: CancellationToken) {
+        tokio::spawn(async move {
+            let clock = self.engine.clock().clone();
+            loop {
+                let next = clock.now().saturating_add(EVERY);
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = clock.sleep_until(next) => {}
+                }
+                match self.sweep(clock.now()).await {
+                    Ok(swept) if swept != Swept::default() => tracing::info!(
+                        idempotency_records = swept.idempotency_records,
+                        sessions = swept.sessions,
+                        deliveries = swept.deliveries,
+                        "housekeeping deleted what had expired"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e.message,
+                        "housekeeping failed; it runs again in an hour"
+                    ),
+                }
             }
-            match sweep(&app, clock.now()).await {
-                Ok(swept) if swept != Swept::default() => tracing::info!(
-                    idempotency_records = swept.idempotency_records,
-                    sessions = swept.sessions,
-                    deliveries = swept.deliveries,
-                    "housekeeping deleted what had expired"
-                ),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(
-                    error = %e.message,
-                    "housekeeping failed; it runs again in an hour"
-                ),
-            }
-        }
-    });
+        });
+    }
 }

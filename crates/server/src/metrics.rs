@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use holdpoint_core::Scope;
+use holdpoint_core::{Engine, Scope};
+use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
 use crate::error::ApiError;
 
 /// Upper bounds of the time-to-decision buckets, in seconds.
@@ -123,17 +123,16 @@ impl Metrics {
 }
 
 /// Counts each request under its route's pattern (never its concrete path).
-pub async fn track(State(app): State<App>, req: Request, next: Next) -> Response {
+pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
-    let in_flight = InFlight::enter(app.metrics(), &route);
+    let in_flight = InFlight::enter(&metrics, &route);
     let response = next.run(req).await;
     drop(in_flight);
-    app.metrics()
-        .request(&route, &method, response.status().as_u16());
+    metrics.request(&route, &method, response.status().as_u16());
     response
 }
 
@@ -160,13 +159,17 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Counts resolutions as the log records them (this node's and others').
-pub async fn follow(app: App) -> Result<(), ApiError> {
-    let mut events = app.engine().events(None, Default::default()).await?;
+/// Counts resolutions as the log records them (this node's and others'), until `shutdown`.
+pub async fn follow(
+    engine: Engine,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> Result<(), ApiError> {
+    let mut events = engine.events(None, Default::default()).await?;
     tokio::spawn(async move {
         loop {
             let event = tokio::select! {
-                () = app.shutdown().cancelled() => return,
+                () = shutdown.cancelled() => return,
                 e = events.next() => match e {
                     Ok(e) => e,
                     Err(_) => return,
@@ -175,8 +178,7 @@ pub async fn follow(app: App) -> Result<(), ApiError> {
             let (Some(outcome), Some(id)) = (event.payload.resolution(), event.hold) else {
                 continue;
             };
-            let created = app
-                .engine()
+            let created = engine
                 .hold(id, &Scope::any())
                 .await
                 .ok()
@@ -190,7 +192,7 @@ pub async fn follow(app: App) -> Result<(), ApiError> {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
-            app.metrics().decision(&status, &source, seconds);
+            metrics.decision(&status, &source, seconds);
         }
     });
     Ok(())

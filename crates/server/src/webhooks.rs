@@ -22,7 +22,11 @@ use holdpoint_protocol::{
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::app::App;
+use holdpoint_agent::Runtime;
+use holdpoint_core::record::Records;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::WebhookSettings;
 use crate::error::ApiError;
 
 /// What a subscription may receive; and what it receives by default.
@@ -53,117 +57,373 @@ struct Delivery {
     version: u64,
 }
 
-/// A world's subscriptions, every one of them.
-pub(crate) async fn subscriptions(
-    app: &App,
-    world: WorldId,
-) -> Result<Vec<Subscription>, ApiError> {
-    Ok(app
-        .records()
-        .all(RecordKind::Webhook, Some(*world.as_uuid()))
-        .await?)
+/// Subscriptions and their deliveries. Cheap to clone.
+#[derive(Clone)]
+pub struct Webhooks {
+    runtime: Runtime,
+    settings: WebhookSettings,
+    http: reqwest::Client,
+    /// Cancelled when the server stops: the follower and retries end.
+    shutdown: CancellationToken,
 }
 
-pub(crate) async fn subscription(
-    app: &App,
-    id: WebhookId,
-) -> Result<Option<Subscription>, ApiError> {
-    Ok(app
-        .records()
-        .get(RecordKind::Webhook, *id.as_uuid())
-        .await?)
-}
+impl Webhooks {
+    pub fn new(runtime: Runtime, settings: WebhookSettings, shutdown: CancellationToken) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("holdpoint-webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Webhooks {
+            runtime,
+            settings,
+            http,
+            shutdown,
+        }
+    }
 
-pub(crate) async fn save_subscription(
-    app: &App,
-    s: &Subscription,
-    world: WorldId,
-) -> Result<(), ApiError> {
-    let write = put(
-        RecordKind::Webhook,
-        *s.webhook.id.as_uuid(),
-        Some(*world.as_uuid()),
-        None,
-        1,
-        s,
-    )?;
-    app.records().commit(vec![write], vec![]).await?;
-    Ok(())
-}
+    fn records(&self) -> &Records {
+        self.runtime.records()
+    }
 
-/// Removes a subscription with its deliveries.
-pub(crate) async fn delete_subscription(app: &App, id: WebhookId) -> Result<(), ApiError> {
-    let id = *id.as_uuid();
-    let writes = vec![
-        Write::DeleteRecords {
-            kind: RecordKind::WebhookDelivery,
-            parent: id,
-        },
-        Write::DeleteRecord {
-            kind: RecordKind::Webhook,
-            id,
-        },
-    ];
-    app.records().commit(writes, vec![]).await?;
-    Ok(())
-}
+    fn now(&self) -> Timestamp {
+        self.runtime.engine().clock().now()
+    }
 
-/// A page of webhook `id`'s deliveries, oldest first, after position `after`.
-pub(crate) async fn deliveries(
-    app: &App,
-    id: WebhookId,
-    after: Option<u64>,
-    limit: usize,
-) -> Result<DeliveriesPage, ApiError> {
-    let page = app
-        .records()
-        .page::<Delivery>(
-            RecordKind::WebhookDelivery,
-            Some(*id.as_uuid()),
-            after,
-            limit,
-        )
-        .await?;
-    let next = (page.len() == limit)
-        .then(|| page.last().map(|p| p.position))
-        .flatten();
-    let items = page.into_iter().map(|p| p.item.delivery).collect();
-    Ok(DeliveriesPage { items, next })
-}
+    /// A world's subscriptions, every one of them.
+    pub(crate) async fn subscriptions(
+        &self,
+        world: WorldId,
+    ) -> Result<Vec<Subscription>, ApiError> {
+        Ok(self
+            .records()
+            .all(RecordKind::Webhook, Some(*world.as_uuid()))
+            .await?)
+    }
 
-/// Every delivery to webhook `id`, oldest first.
-async fn stored(app: &App, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
-    Ok(app
-        .records()
-        .all(RecordKind::WebhookDelivery, Some(*id.as_uuid()))
-        .await?)
-}
+    pub(crate) async fn subscription(
+        &self,
+        id: WebhookId,
+    ) -> Result<Option<Subscription>, ApiError> {
+        Ok(self
+            .records()
+            .get(RecordKind::Webhook, *id.as_uuid())
+            .await?)
+    }
 
-/// Deletes the finished deliveries (delivered or failed) last changed before `before`;
-/// returns how many. Pending ones stay, whatever their age: they are still to be sent.
-pub(crate) async fn forget_deliveries(app: &App, before: Timestamp) -> Result<usize, ApiError> {
-    const PER_TRANSACTION: usize = 500;
-    let mut forgotten = 0;
-    for world in app.runtime().worlds().await.map_err(ApiError::from)? {
-        for sub in subscriptions(app, world.id).await? {
-            let old: Vec<Write> = stored(app, sub.webhook.id)
+    pub(crate) async fn save_subscription(
+        &self,
+        s: &Subscription,
+        world: WorldId,
+    ) -> Result<(), ApiError> {
+        let write = put(
+            RecordKind::Webhook,
+            *s.webhook.id.as_uuid(),
+            Some(*world.as_uuid()),
+            None,
+            1,
+            s,
+        )?;
+        self.records().commit(vec![write], vec![]).await?;
+        Ok(())
+    }
+
+    /// Removes a subscription with its deliveries.
+    pub(crate) async fn delete_subscription(&self, id: WebhookId) -> Result<(), ApiError> {
+        let id = *id.as_uuid();
+        let writes = vec![
+            Write::DeleteRecords {
+                kind: RecordKind::WebhookDelivery,
+                parent: id,
+            },
+            Write::DeleteRecord {
+                kind: RecordKind::Webhook,
+                id,
+            },
+        ];
+        self.records().commit(writes, vec![]).await?;
+        Ok(())
+    }
+
+    /// A page of webhook `id`'s deliveries, oldest first, after position `after`.
+    pub(crate) async fn deliveries(
+        &self,
+        id: WebhookId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<DeliveriesPage, ApiError> {
+        let page = self
+            .records()
+            .page::<Delivery>(
+                RecordKind::WebhookDelivery,
+                Some(*id.as_uuid()),
+                after,
+                limit,
+            )
+            .await?;
+        let next = (page.len() == limit)
+            .then(|| page.last().map(|p| p.position))
+            .flatten();
+        let items = page.into_iter().map(|p| p.item.delivery).collect();
+        Ok(DeliveriesPage { items, next })
+    }
+
+    /// Every delivery to webhook `id`, oldest first.
+    async fn stored(&self, id: WebhookId) -> Result<Vec<Delivery>, ApiError> {
+        Ok(self
+            .records()
+            .all(RecordKind::WebhookDelivery, Some(*id.as_uuid()))
+            .await?)
+    }
+
+    /// Deletes the finished deliveries (delivered or failed) last changed before `before`;
+    /// returns how many. Pending ones stay, whatever their age: they are still to be sent.
+    pub(crate) async fn forget_deliveries(&self, before: Timestamp) -> Result<usize, ApiError> {
+        const PER_TRANSACTION: usize = 500;
+        let mut forgotten = 0;
+        for world in self.runtime.worlds().await.map_err(ApiError::from)? {
+            for sub in self.subscriptions(world.id).await? {
+                let old: Vec<Write> = self
+                    .stored(sub.webhook.id)
+                    .await?
+                    .into_iter()
+                    .filter(|d| {
+                        d.delivery.status != DeliveryStatus::Pending
+                            && d.delivery.updated_at < before
+                    })
+                    .map(|d| Write::DeleteRecord {
+                        kind: RecordKind::WebhookDelivery,
+                        id: d.delivery.id,
+                    })
+                    .collect();
+                forgotten += old.len();
+                for chunk in old.chunks(PER_TRANSACTION) {
+                    self.records().commit(chunk.to_vec(), vec![]).await?;
+                }
+            }
+        }
+        Ok(forgotten)
+    }
+    /// Starts delivering: resends what was pending, then follows the log.
+    pub async fn start(&self) -> Result<(), ApiError> {
+        let cursor = self
+            .records()
+            .by_key::<u64>(RecordKind::Cursor, None, CURSOR)
+            .await?
+            .map(|k| (k.id, k.version, k.value));
+        // On the very first start, only what happens from now on is delivered.
+        let from = match &cursor {
+            Some((_, _, seq)) => *seq,
+            None => self
+                .records()
+                .store()
+                .audit_head()
                 .await?
-                .into_iter()
-                .filter(|d| {
-                    d.delivery.status != DeliveryStatus::Pending && d.delivery.updated_at < before
-                })
-                .map(|d| Write::DeleteRecord {
-                    kind: RecordKind::WebhookDelivery,
-                    id: d.delivery.id,
-                })
-                .collect();
-            forgotten += old.len();
-            for chunk in old.chunks(PER_TRANSACTION) {
-                app.records().commit(chunk.to_vec(), vec![]).await?;
+                .map_or(0, |h| h.seq),
+        };
+        for world in self.runtime.worlds().await.map_err(ApiError::from)? {
+            for sub in self.subscriptions(world.id).await? {
+                for d in self.stored(sub.webhook.id).await? {
+                    if d.delivery.status == DeliveryStatus::Pending {
+                        tokio::spawn(self.clone().send(sub.clone(), d));
+                    }
+                }
+            }
+        }
+        let mut events = self
+            .runtime
+            .engine()
+            .events(Some(from), EventFilter::default())
+            .await?;
+        let mut cursor = cursor.map_or_else(
+            || (uuid::Uuid::now_v7(), 0),
+            |(id, version, _)| (id, version),
+        );
+        let webhooks = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = webhooks.shutdown.cancelled() => return,
+                    e = events.next() => match e {
+                        Ok(e) => e,
+                        Err(e) => {
+                            tracing::error!(error = %e, "webhooks stopped following the log");
+                            return;
+                        }
+                    },
+                };
+                if let Err(e) = webhooks.schedule(&event, &mut cursor).await {
+                    tracing::warn!(seq = event.seq, error = %e.message, "could not schedule webhook deliveries");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Records the deliveries an event calls for (with the new cursor), then sends them.
+    async fn schedule(
+        &self,
+        event: &Event,
+        cursor: &mut (uuid::Uuid, u64),
+    ) -> Result<(), ApiError> {
+        let kind = event.payload.type_name();
+        if !EVENT_TYPES.contains(&kind) {
+            return Ok(());
+        }
+        let Some(world) = event
+            .world
+            .as_deref()
+            .and_then(|w| w.parse::<WorldId>().ok())
+        else {
+            return Ok(());
+        };
+        let subs: Vec<Subscription> = self
+            .subscriptions(world)
+            .await?
+            .into_iter()
+            .filter(|s| s.webhook.events.iter().any(|e| e == kind))
+            .collect();
+        if subs.is_empty() {
+            return Ok(());
+        }
+        let mut writes = Vec::new();
+        let mut scheduled = Vec::new();
+        for sub in subs {
+            let d = Delivery {
+                delivery: WebhookDelivery {
+                    id: uuid::Uuid::now_v7(),
+                    webhook: sub.webhook.id,
+                    event: event.seq,
+                    event_type: kind.to_owned(),
+                    status: DeliveryStatus::Pending,
+                    attempts: 0,
+                    last_status: None,
+                    last_error: None,
+                    updated_at: self.now(),
+                },
+                version: 1,
+            };
+            writes.push(put(
+                RecordKind::WebhookDelivery,
+                d.delivery.id,
+                Some(*sub.webhook.id.as_uuid()),
+                None,
+                1,
+                &d,
+            )?);
+            scheduled.push((sub, d));
+        }
+        cursor.1 += 1;
+        writes.push(put(
+            RecordKind::Cursor,
+            cursor.0,
+            None,
+            Some(CURSOR.into()),
+            cursor.1,
+            &event.seq,
+        )?);
+        self.records().commit(writes, vec![]).await?;
+        for (sub, d) in scheduled {
+            tokio::spawn(self.clone().send(sub, d));
+        }
+        Ok(())
+    }
+
+    async fn send(self, sub: Subscription, mut d: Delivery) {
+        let settings = &self.settings;
+        let event = match self
+            .records()
+            .store()
+            .events(
+                d.delivery.event.saturating_sub(1),
+                &EventFilter::default(),
+                1,
+            )
+            .await
+        {
+            Ok(page) => page.events.into_iter().next(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read an event to deliver");
+                return;
+            }
+        };
+        let Some(event) = event.filter(|e| e.seq == d.delivery.event) else {
+            return;
+        };
+        let Ok(body) = serde_json::to_vec(&*event) else {
+            return;
+        };
+        while d.delivery.attempts < settings.attempts {
+            if d.delivery.attempts > 0 {
+                let wait = settings.backoff * 2u32.saturating_pow(d.delivery.attempts - 1);
+                tokio::select! {
+                    () = self.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+            let timestamp = self.now().as_millis().max(0) as u64 / 1000;
+            let response = self
+                .http
+                .post(&sub.webhook.url)
+                .header("content-type", "application/json")
+                .header("x-holdpoint-event", &d.delivery.event_type)
+                .header("x-holdpoint-delivery", d.delivery.id.to_string())
+                .header("x-holdpoint-timestamp", timestamp.to_string())
+                .header(
+                    "x-holdpoint-signature",
+                    signature(&sub.secret, timestamp, &body),
+                )
+                .body(body.clone())
+                .send()
+                .await;
+            d.delivery.attempts += 1;
+            match response {
+                Ok(r) if r.status().is_success() => {
+                    d.delivery.status = DeliveryStatus::Delivered;
+                    d.delivery.last_status = Some(r.status().as_u16());
+                    d.delivery.last_error = None;
+                }
+                Ok(r) => {
+                    d.delivery.last_status = Some(r.status().as_u16());
+                    d.delivery.last_error = Some(format!("the receiver answered {}", r.status()));
+                }
+                Err(e) => {
+                    d.delivery.last_status = None;
+                    d.delivery.last_error = Some(holdpoint_protocol::error_chain(&e));
+                }
+            }
+            if d.delivery.status == DeliveryStatus::Pending
+                && d.delivery.attempts >= settings.attempts
+            {
+                d.delivery.status = DeliveryStatus::Failed;
+            }
+            d.delivery.updated_at = self.now();
+            d.version += 1;
+            let saved = match put(
+                RecordKind::WebhookDelivery,
+                d.delivery.id,
+                Some(*sub.webhook.id.as_uuid()),
+                None,
+                d.version,
+                &d,
+            ) {
+                Ok(w) => self
+                    .records()
+                    .commit(vec![w], vec![])
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = saved {
+                tracing::warn!(delivery = %d.delivery.id, error = %e, "could not record a webhook attempt");
+                return;
+            }
+            if d.delivery.status != DeliveryStatus::Pending {
+                return;
             }
         }
     }
-    Ok(forgotten)
 }
 
 /// The signature header's value for `body` signed at `timestamp`.
@@ -180,216 +440,6 @@ pub fn signature(secret: &str, timestamp: u64, body: &[u8]) -> String {
         "sha256={}",
         tag.iter().map(|b| format!("{b:02x}")).collect::<String>()
     )
-}
-
-/// Starts delivering: resends what was pending, then follows the log.
-pub async fn start(app: App) -> Result<(), ApiError> {
-    let cursor = app
-        .records()
-        .by_key::<u64>(RecordKind::Cursor, None, CURSOR)
-        .await?
-        .map(|k| (k.id, k.version, k.value));
-    // On the very first start, only what happens from now on is delivered.
-    let from = match &cursor {
-        Some((_, _, seq)) => *seq,
-        None => app.store().audit_head().await?.map_or(0, |h| h.seq),
-    };
-    for world in app.runtime().worlds().await.map_err(ApiError::from)? {
-        for sub in subscriptions(&app, world.id).await? {
-            for d in stored(&app, sub.webhook.id).await? {
-                if d.delivery.status == DeliveryStatus::Pending {
-                    tokio::spawn(send(app.clone(), sub.clone(), d));
-                }
-            }
-        }
-    }
-    let mut events = app
-        .engine()
-        .events(Some(from), EventFilter::default())
-        .await?;
-    let mut cursor = cursor.map_or_else(
-        || (uuid::Uuid::now_v7(), 0),
-        |(id, version, _)| (id, version),
-    );
-    tokio::spawn(async move {
-        loop {
-            let event = tokio::select! {
-                () = app.shutdown().cancelled() => return,
-                e = events.next() => match e {
-                    Ok(e) => e,
-                    Err(e) => {
-                        tracing::error!(error = %e, "webhooks stopped following the log");
-                        return;
-                    }
-                },
-            };
-            if let Err(e) = schedule(&app, &event, &mut cursor).await {
-                tracing::warn!(seq = event.seq, error = %e.message, "could not schedule webhook deliveries");
-            }
-        }
-    });
-    Ok(())
-}
-
-/// Records the deliveries an event calls for (with the new cursor), then sends them.
-async fn schedule(
-    app: &App,
-    event: &Event,
-    cursor: &mut (uuid::Uuid, u64),
-) -> Result<(), ApiError> {
-    let kind = event.payload.type_name();
-    if !EVENT_TYPES.contains(&kind) {
-        return Ok(());
-    }
-    let Some(world) = event
-        .world
-        .as_deref()
-        .and_then(|w| w.parse::<WorldId>().ok())
-    else {
-        return Ok(());
-    };
-    let subs: Vec<Subscription> = subscriptions(app, world)
-        .await?
-        .into_iter()
-        .filter(|s| s.webhook.events.iter().any(|e| e == kind))
-        .collect();
-    if subs.is_empty() {
-        return Ok(());
-    }
-    let mut writes = Vec::new();
-    let mut scheduled = Vec::new();
-    for sub in subs {
-        let d = Delivery {
-            delivery: WebhookDelivery {
-                id: uuid::Uuid::now_v7(),
-                webhook: sub.webhook.id,
-                event: event.seq,
-                event_type: kind.to_owned(),
-                status: DeliveryStatus::Pending,
-                attempts: 0,
-                last_status: None,
-                last_error: None,
-                updated_at: app.now(),
-            },
-            version: 1,
-        };
-        writes.push(put(
-            RecordKind::WebhookDelivery,
-            d.delivery.id,
-            Some(*sub.webhook.id.as_uuid()),
-            None,
-            1,
-            &d,
-        )?);
-        scheduled.push((sub, d));
-    }
-    cursor.1 += 1;
-    writes.push(put(
-        RecordKind::Cursor,
-        cursor.0,
-        None,
-        Some(CURSOR.into()),
-        cursor.1,
-        &event.seq,
-    )?);
-    app.records().commit(writes, vec![]).await?;
-    for (sub, d) in scheduled {
-        tokio::spawn(send(app.clone(), sub, d));
-    }
-    Ok(())
-}
-
-async fn send(app: App, sub: Subscription, mut d: Delivery) {
-    let settings = app.config().webhooks.clone();
-    let event = match app
-        .store()
-        .events(
-            d.delivery.event.saturating_sub(1),
-            &EventFilter::default(),
-            1,
-        )
-        .await
-    {
-        Ok(page) => page.events.into_iter().next(),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read an event to deliver");
-            return;
-        }
-    };
-    let Some(event) = event.filter(|e| e.seq == d.delivery.event) else {
-        return;
-    };
-    let Ok(body) = serde_json::to_vec(&*event) else {
-        return;
-    };
-    while d.delivery.attempts < settings.attempts {
-        if d.delivery.attempts > 0 {
-            let wait = settings.backoff * 2u32.saturating_pow(d.delivery.attempts - 1);
-            tokio::select! {
-                () = app.shutdown().cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-        let timestamp = app.now().as_millis().max(0) as u64 / 1000;
-        let response = app
-            .http()
-            .post(&sub.webhook.url)
-            .header("content-type", "application/json")
-            .header("x-holdpoint-event", &d.delivery.event_type)
-            .header("x-holdpoint-delivery", d.delivery.id.to_string())
-            .header("x-holdpoint-timestamp", timestamp.to_string())
-            .header(
-                "x-holdpoint-signature",
-                signature(&sub.secret, timestamp, &body),
-            )
-            .body(body.clone())
-            .send()
-            .await;
-        d.delivery.attempts += 1;
-        match response {
-            Ok(r) if r.status().is_success() => {
-                d.delivery.status = DeliveryStatus::Delivered;
-                d.delivery.last_status = Some(r.status().as_u16());
-                d.delivery.last_error = None;
-            }
-            Ok(r) => {
-                d.delivery.last_status = Some(r.status().as_u16());
-                d.delivery.last_error = Some(format!("the receiver answered {}", r.status()));
-            }
-            Err(e) => {
-                d.delivery.last_status = None;
-                d.delivery.last_error = Some(holdpoint_protocol::error_chain(&e));
-            }
-        }
-        if d.delivery.status == DeliveryStatus::Pending && d.delivery.attempts >= settings.attempts
-        {
-            d.delivery.status = DeliveryStatus::Failed;
-        }
-        d.delivery.updated_at = app.now();
-        d.version += 1;
-        let saved = match put(
-            RecordKind::WebhookDelivery,
-            d.delivery.id,
-            Some(*sub.webhook.id.as_uuid()),
-            None,
-            d.version,
-            &d,
-        ) {
-            Ok(w) => app
-                .records()
-                .commit(vec![w], vec![])
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(e) = saved {
-            tracing::warn!(delivery = %d.delivery.id, error = %e, "could not record a webhook attempt");
-            return;
-        }
-        if d.delivery.status != DeliveryStatus::Pending {
-            return;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::app::App;
 use crate::auth::{Caller, secret};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
-use crate::webhooks::{self, DEFAULT_EVENTS, EVENT_TYPES, Subscription};
+use crate::webhooks::{DEFAULT_EVENTS, EVENT_TYPES, Subscription};
 
 /// A world's webhook subscriptions (admins), without their secrets.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/webhooks", tag = "webhooks", params(("world" = String, Path)),
@@ -25,7 +25,8 @@ pub async fn list(
     caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     Ok(Json(
-        webhooks::subscriptions(&app, w.id)
+        app.webhooks()
+            .subscriptions(w.id)
             .await?
             .into_iter()
             .map(|s| s.webhook)
@@ -77,7 +78,7 @@ pub async fn create(
         webhook: webhook.clone(),
         secret: secret("whsec_")?,
     };
-    webhooks::save_subscription(&app, &sub, w.id).await?;
+    app.webhooks().save_subscription(&sub, w.id).await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {
@@ -93,7 +94,9 @@ fn webhook_id(s: &str) -> Result<WebhookId, ApiError> {
 
 async fn owned(app: &App, caller: &Caller, id: WebhookId) -> Result<Subscription, ApiError> {
     caller.require(&[Role::Admin])?;
-    let sub = webhooks::subscription(app, id)
+    let sub = app
+        .webhooks()
+        .subscription(id)
         .await?
         .ok_or_else(|| ApiError::not_found("webhook", id))?;
     app.world(caller, &sub.webhook.world).await?;
@@ -109,7 +112,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
-    webhooks::delete_subscription(&app, sub.webhook.id).await?;
+    app.webhooks().delete_subscription(sub.webhook.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -137,6 +140,8 @@ pub async fn deliveries(
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
     let limit = super::page_limit(q.limit)?;
     Ok(Json(
-        webhooks::deliveries(&app, sub.webhook.id, q.after, limit).await?,
+        app.webhooks()
+            .deliveries(sub.webhook.id, q.after, limit)
+            .await?,
     ))
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use holdpoint_server::housekeeping::{Swept, sweep};
+use holdpoint_server::housekeeping::Swept;
 use reqwest::Method;
 use serde_json::json;
 
@@ -41,14 +41,18 @@ async fn an_idempotency_key_is_remembered_for_its_retention_then_forgotten() {
     let other = raise_with_key(&agent, "another").await;
 
     // Within the retention, nothing is forgotten and a retry is the same hold.
-    let swept = sweep(app, app.now().saturating_add(23 * HOUR))
+    let swept = app
+        .housekeeping()
+        .sweep(app.now().saturating_add(23 * HOUR))
         .await
         .unwrap();
     assert_eq!(swept, Swept::default());
     assert_eq!(raise_with_key(&agent, "rotate").await, first);
 
     // Past it, both keys are forgotten, and a retry raises a new hold.
-    let swept = sweep(app, app.now().saturating_add(25 * HOUR))
+    let swept = app
+        .housekeeping()
+        .sweep(app.now().saturating_add(25 * HOUR))
         .await
         .unwrap();
     assert_eq!(swept.idempotency_records, 2);
@@ -76,12 +80,18 @@ async fn ended_browser_sessions_are_deleted() {
         .status
     };
 
-    let swept = sweep(app, app.now().saturating_add(HOUR)).await.unwrap();
+    let swept = app
+        .housekeeping()
+        .sweep(app.now().saturating_add(HOUR))
+        .await
+        .unwrap();
     assert_eq!(swept.sessions, 0);
     assert_eq!(signed_in().await, 200);
 
     // Sessions last 12 hours. Deleted, the session is refused now, not only once it ends.
-    let swept = sweep(app, app.now().saturating_add(13 * HOUR))
+    let swept = app
+        .housekeeping()
+        .sweep(app.now().saturating_add(13 * HOUR))
         .await
         .unwrap();
     assert_eq!(swept.sessions, 1);

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, KeyInit, Mac};
-use holdpoint_server::housekeeping::sweep;
 use holdpoint_test_support::PATIENCE;
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -298,9 +297,10 @@ async fn finished_deliveries_are_forgotten_after_their_retention_and_pending_one
 
     let app = t.server.app();
     let keep = app.config().webhooks.keep_deliveries;
-    let swept = sweep(app, app.now().saturating_add(keep - HOUR));
+    let housekeeping = app.housekeeping();
+    let swept = housekeeping.sweep(app.now().saturating_add(keep - HOUR));
     assert_eq!(swept.await.unwrap().deliveries, 0);
-    let swept = sweep(app, app.now().saturating_add(keep + HOUR));
+    let swept = housekeeping.sweep(app.now().saturating_add(keep + HOUR));
     assert_eq!(swept.await.unwrap().deliveries, 1);
     let listed = |id: &str| format!("/api/v1/webhooks/{id}/deliveries");
     assert_eq!(
