@@ -54,7 +54,7 @@ impl Connect {
             .map(|t| t.trim().to_owned())
             .map_err(|e| {
                 Failure::Usage(format!(
-                    "no token: set HOLDPOINT_TOKEN to an API token (an admin makes them with POST /api/v1/tokens), or run where the data directory holds the admin token ({}: {e})",
+                    "no token: set HOLDPOINT_TOKEN to an API token (an admin creates them through the API: see docs/api.md), or run where the data directory holds the admin token ({}: {e})",
                     file.display()
                 ))
             })

@@ -3,10 +3,10 @@
 //! one is there to ask.
 
 use holdpoint_protocol::{
-    ApplyDefault, ApproveScope, DecideBatchResult, DecideOutcome, DecideResult, Decision,
+    ApplyDefault, ApproveScope, DecideBatchRequest, DecideOutcome, DecideResult, Decision,
     DecisionKind, Hold, HoldKind, HoldSpec, QuestionSpec, SeenHold, Timestamp,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::Failure;
 use crate::client::{Client, ClientError};
@@ -199,8 +199,7 @@ impl Decider<'_> {
         let body = ApplyDefault {
             reason: Some(self.no_one.to_owned()),
         };
-        let path = format!("/api/v1/holds/{}/default", hold.id);
-        let decided = match self.client.post::<DecideResult>(&path, &body).await {
+        let decided = match self.client.apply_default(hold.id, &body, None).await {
             Ok(r) => r.hold,
             Err(e) => e.already_decided().ok_or_else(|| client_failure(e))?,
         };
@@ -286,9 +285,8 @@ impl Decider<'_> {
                     })
                 })
                 .collect();
-            let body = json!({"seen": seen, "decision": decision});
-            let path = format!("/api/v1/batches/{batch}/decision");
-            match self.client.post::<DecideBatchResult>(&path, &body).await {
+            let body = DecideBatchRequest { seen, decision };
+            match self.client.decide_batch(batch, &body, None).await {
                 Ok(r) => {
                     for d in &r.holds {
                         println!("  {} → {}", present::summary(&d.hold), result_text(d));
@@ -489,8 +487,11 @@ impl Decider<'_> {
         hold: &Hold,
         decision: &Decision,
     ) -> Result<Option<DecideResult>, Failure> {
-        let path = format!("/api/v1/holds/{}/decision", hold.id);
-        match self.client.post::<DecideResult>(&path, decision).await {
+        match self
+            .client
+            .decide(&hold.id.to_string(), decision, None)
+            .await
+        {
             Ok(r) => {
                 println!("→ {}", result_text(&r));
                 Ok(Some(r))

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{BatchId, Hold, HoldId, Outcome};
+use crate::{Hold, HoldId, Outcome};
 
 /// How far an approval reaches.
 #[derive(
@@ -198,11 +198,14 @@ pub struct DecideBatchResult {
     pub holds: Vec<DecideResult>,
 }
 
-/// "Decide all": one decision for every approval of a batch, bound to the holds (ids and
-/// argument digests) the person saw. A batch that differs from what was seen is refused.
+/// "Decide all": one decision for every approval of a batch (named by the path), bound to the
+/// holds (ids and argument digests) the person saw. A batch that differs from what was seen is
+/// refused.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DecideBatchRequest {
-    pub batch: BatchId,
+    /// The approvals of the batch as shown (ids and argument digests).
     pub seen: Vec<SeenHold>,
+    /// `approve`, `deny` or `deny_stop`.
     pub decision: Decision,
 }

@@ -37,7 +37,10 @@ pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
 pub use principal::{Actor, Principal, Role, Source};
-pub use query::{HoldQuery, Order, Page, StatusFilter};
+pub use query::{
+    EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, StatusFilter,
+    StreamParams, WaitParams,
+};
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };

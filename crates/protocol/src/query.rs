@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BatchId, HoldKind, HoldStatus};
+use crate::{BatchId, HoldId, HoldKind, HoldStatus};
 
 /// Which holds by status.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -50,4 +50,107 @@ pub struct Page<T> {
     pub items: Vec<T>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
+}
+
+/// The query string of `GET /api/v1/holds`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct HoldsParams {
+    /// A world, by id or name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    /// A chat (needs `world`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    /// `pending` (the default: open holds), `resolved`, `any`, or one status (`approved`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<HoldKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchId>,
+    /// `oldest` (the default) or `newest` first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+    /// The `next` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// From 1 to 500; 50 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<usize>,
+}
+
+/// The query string of `GET /api/v1/audit/events`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct EventsParams {
+    /// Events after this position (0: from the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// A world, by id or name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldId>,
+    /// From 1 to 1000; 100 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+}
+
+/// The query string of a listing paged by position: a chat's messages, a webhook's deliveries.
+#[derive(
+    Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    /// The `next` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// From 1 to 1000; 100 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+}
+
+/// The query string of `GET /api/v1/holds/{hold}/wait`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    /// Such as `30s` (the default) or `2m`; at most the server's limit (2 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+/// The query string of `GET /api/v1/events`.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct StreamParams {
+    /// Only this world's events (id or name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
+    /// Only this chat's events (with `world`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<String>,
+    /// Replay from after this position (as `Last-Event-ID` does). Without either, the stream
+    /// starts with what is committed from now on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+}
+
+/// The query string of `GET /login`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LoginParams {
+    /// A person's token (admin or approver).
+    pub token: String,
 }

@@ -19,17 +19,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json = req
+        let content_type = req
             .headers()
             .get(axum::http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_none_or(|v| v.starts_with("application/json"));
-        if !json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as application/json",
-            ));
+            .map(|v| v.to_str().unwrap_or_default().to_owned());
+        // A body needs `Content-Type: application/json`; a request with no body at all needs
+        // none (`POST …/withdraw` needs no fields).
+        let json = content_type.as_deref().map(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+        if json == Some(false) {
+            return Err(unsupported_media_type());
         }
         // A body that stops arriving must not hold the request (and its connection) forever.
         let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
@@ -55,48 +57,256 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
             }
         })?;
-        // No body at all is an empty object: `POST …/withdraw` needs no fields.
+        // No body at all is an empty object.
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return parse(b"{}").map(Body);
+        }
+        if json.is_none() {
+            return Err(unsupported_media_type());
         }
         parse(&bytes).map(Body)
     }
 }
 
+fn unsupported_media_type() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "send the body as application/json (with Content-Type: application/json)",
+    )
+}
+
 /// Reads JSON, naming the path of a field that does not fit.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            return ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("the body is not valid JSON: {inner}"),
-            );
+    match serde_path_to_error::deserialize(&mut de) {
+        Ok(value) => {
+            de.end().map_err(malformed)?;
+            no_repeated_keys(bytes)?;
+            Ok(value)
         }
-        field_error("", &path, &inner)
-    })
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                return Err(malformed(inner));
+            }
+            no_repeated_keys(bytes)?;
+            let whole = serde_json::from_slice(bytes).ok();
+            Err(located::<T>(whole.as_ref(), "", &path, &inner))
+        }
+    }
+}
+
+fn malformed(e: serde_json::Error) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "malformed_json",
+        format!("the body is not valid JSON: {e}"),
+    )
 }
 
 /// Reads a part of a request already parsed as JSON; errors name the field under `at`.
 pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value, at: &str) -> Result<T, ApiError> {
+    let whole = value.clone();
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        field_error(at, &path, e.inner())
+        located::<T>(Some(&whole), at, &path, e.inner())
     })
 }
 
-fn field_error(at: &str, path: &str, error: &impl std::fmt::Display) -> ApiError {
+/// The tags of the API's internally tagged objects (a decision's `action`, a hold request's
+/// `kind`). Inside such an object serde reports errors at the object, not at the field.
+const TAGS: [&str; 2] = ["action", "kind"];
+
+/// The error of reading `whole` as `T` at `path`, with the field at fault named. When the
+/// error is reported at a tagged object (serde loses the path inside one), the field is found
+/// by reading `whole` again without each of the object's fields in turn: the one whose
+/// absence changes the error is at fault.
+fn located<T: DeserializeOwned>(
+    whole: Option<&serde_json::Value>,
+    at: &str,
+    path: &str,
+    error: &impl std::fmt::Display,
+) -> ApiError {
+    let message = error.to_string();
+    let message = without_position(&message);
+    let path = if path == "." { "" } else { path };
+    let named = ["missing field `", "unknown field `", "unknown variant `"]
+        .iter()
+        .any(|p| message.contains(p));
+    let tagged = whole
+        .and_then(|w| node(w, path))
+        .and_then(serde_json::Value::as_object)
+        .filter(|o| TAGS.iter().any(|t| o.contains_key(*t)));
+    let Some(object) = tagged else {
+        return field_error(at, path, message);
+    };
+    if message.contains("unknown variant `")
+        && let Some(tag) = TAGS.iter().find(|t| object.contains_key(**t))
+    {
+        return field_error(at, &join(path, tag), message);
+    }
+    if named {
+        return field_error(at, path, message);
+    }
+    let culprit = object
+        .keys()
+        .filter(|k| !TAGS.contains(&k.as_str()))
+        .find(|key| {
+            let Some(mut without) = whole.cloned() else {
+                return false;
+            };
+            if let Some(serde_json::Value::Object(o)) = node_mut(&mut without, path) {
+                o.remove(*key);
+            }
+            match serde_path_to_error::deserialize::<_, T>(without) {
+                Ok(_) => true,
+                Err(e) => {
+                    let again = e.path().to_string();
+                    let again = if again == "." { "" } else { again.as_str() };
+                    again != path || without_position(&e.inner().to_string()) != message
+                }
+            }
+        });
+    match culprit {
+        Some(key) => field_error(at, &join(path, key), message),
+        None => field_error(at, path, message),
+    }
+}
+
+/// serde_json's message without " at line 1 column 9": the path says where.
+fn without_position(message: &str) -> &str {
+    message.split(" at line ").next().unwrap_or(message)
+}
+
+/// The steps of a path as serde_path_to_error writes it: `items[1].options`.
+fn steps(path: &str) -> Vec<Result<&str, usize>> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(name) = pieces.next().filter(|n| !n.is_empty()) {
+            out.push(Ok(name));
+        }
+        for index in pieces {
+            if let Ok(i) = index.trim_end_matches(']').parse() {
+                out.push(Err(i));
+            }
+        }
+    }
+    out
+}
+
+fn node<'a>(value: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    steps(path)
+        .into_iter()
+        .try_fold(value, |v, step| match step {
+            Ok(name) => v.get(name),
+            Err(i) => v.get(i),
+        })
+}
+
+fn node_mut<'a>(value: &'a mut serde_json::Value, path: &str) -> Option<&'a mut serde_json::Value> {
+    steps(path)
+        .into_iter()
+        .try_fold(value, |v, step| match step {
+            Ok(name) => v.get_mut(name),
+            Err(i) => v.get_mut(i),
+        })
+}
+
+/// Refuses an object with a key twice: readers disagree on which one counts (serde_json keeps
+/// the last, others the first), so a body that says two things is not read at all.
+fn no_repeated_keys(bytes: &[u8]) -> Result<(), ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde::de::DeserializeSeed::deserialize(
+        Walk {
+            path: String::new(),
+        },
+        &mut de,
+    )
+    .map_err(|e| {
+        let message = e.to_string();
+        let message = without_position(&message);
+        match message.split_once('\u{0}') {
+            Some((field, what)) => ApiError::field(field, what),
+            None => ApiError::field("", message),
+        }
+    })
+}
+
+/// Walks a JSON document, keeping the path, to find a key that appears twice.
+struct Walk {
+    path: String,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Walk {
+                path: format!("{}[{i}]", self.path),
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = join(&self.path, &key);
+            if !seen.insert(key) {
+                // The field and the message, split by a NUL that JSON text cannot hold raw.
+                return Err(serde::de::Error::custom(format!(
+                    "{path}\u{0}appears more than once"
+                )));
+            }
+            map.next_value_seed(Walk { path })?;
+        }
+        Ok(())
+    }
+}
+
+fn field_error(at: &str, path: &str, error: &str) -> ApiError {
     let path = if path == "." { "" } else { path };
     let mut field = join(at, path);
-    let message = error.to_string();
-    let mut message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(&message)
-        .to_owned();
+    let mut message = without_position(error).to_owned();
     // serde reports a missing field at the object that lacks it: name the field itself.
     if let Some(name) = quoted_after(&message, "missing field `") {
         field = join(&field, &name);
@@ -167,7 +377,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
             .map_err(|e| {
                 let path = e.path().to_string();
                 // A query string is not a body: 400, as for a bad header.
-                let mut err = field_error("", &path, e.inner());
+                let mut err = field_error("", &path, &e.inner().to_string());
                 err.status = StatusCode::BAD_REQUEST;
                 err
             })

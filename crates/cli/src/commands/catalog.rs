@@ -6,11 +6,10 @@ use holdpoint_protocol::{
     Agent, AgentChanges, Chat, ChatChanges, LlmSettings, NewAgent, NewChat, NewWorld, World,
     WorldChanges,
 };
-use reqwest::Method;
 
 use super::{Common, runtime};
 use crate::Failure;
-use crate::client::seg;
+use crate::connect::client_failure;
 use crate::present;
 use crate::terminal::safe::clean_line;
 
@@ -184,7 +183,8 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             WorldsCommand::List(common) => {
-                let worlds: Vec<World> = common.get("/api/v1/worlds").await?;
+                let worlds = common.client()?.worlds().await;
+                let worlds = worlds.map_err(client_failure)?;
                 common.show_all(&worlds, "No worlds.", world_line)
             }
             WorldsCommand::Create {
@@ -193,7 +193,8 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewWorld { name, description };
-                let w: World = common.send(Method::POST, "/api/v1/worlds", &body).await?;
+                let w = common.client()?.create_world(&body).await;
+                let w = w.map_err(client_failure)?;
                 common.show(&w, world_line)
             }
             WorldsCommand::Change {
@@ -203,13 +204,13 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = WorldChanges { name, description };
-                let path = world_path(&world);
-                let w: World = common.send(Method::PATCH, &path, &body).await?;
+                let w = common.client()?.update_world(&world, &body).await;
+                let w = w.map_err(client_failure)?;
                 common.show(&w, world_line)
             }
             WorldsCommand::Delete { world, common } => {
-                let path = world_path(&world);
-                common.delete(&path, &format!("world {world}")).await
+                let done = common.client()?.delete_world(&world).await;
+                common.deleted(done, &format!("world {world}"))
             }
         }
     })
@@ -219,8 +220,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             AgentsCommand::List { world, common } => {
-                let path = in_world(&world, "agents", None);
-                let agents: Vec<Agent> = common.get(&path).await?;
+                let agents = common.client()?.agents(&world).await;
+                let agents = agents.map_err(client_failure)?;
                 common.show_all(&agents, "No agents.", agent_line)
             }
             AgentsCommand::Create {
@@ -247,8 +248,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     tools: (!settings.tools.is_empty()).then_some(settings.tools),
                     max_steps: settings.max_steps,
                 };
-                let path = in_world(&world, "agents", None);
-                let a: Agent = common.send(Method::POST, &path, &body).await?;
+                let a = common.client()?.create_agent(&world, &body).await;
+                let a = a.map_err(client_failure)?;
                 common.show(&a, agent_line)
             }
             AgentsCommand::Change {
@@ -258,13 +259,14 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                 settings,
                 common,
             } => {
-                let path = in_world(&world, "agents", Some(&agent));
+                let client = common.client()?;
                 let llm = if settings.base_url.is_some()
                     || settings.model.is_some()
                     || settings.api_key_env.is_some()
                 {
                     // The LLM settings change as a whole: start from the agent's own.
-                    let current: Agent = common.get(&path).await?;
+                    let current = client.agent(&world, &agent).await;
+                    let current = current.map_err(client_failure)?;
                     let mut llm = current.llm;
                     llm.base_url = settings.base_url.unwrap_or(llm.base_url);
                     llm.model = settings.model.unwrap_or(llm.model);
@@ -280,7 +282,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                     tools: (!settings.tools.is_empty()).then_some(settings.tools),
                     max_steps: settings.max_steps,
                 };
-                let a: Agent = common.send(Method::PATCH, &path, &body).await?;
+                let a = client.update_agent(&world, &agent, &body).await;
+                let a = a.map_err(client_failure)?;
                 common.show(&a, agent_line)
             }
             AgentsCommand::Delete {
@@ -288,8 +291,8 @@ pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
                 agent,
                 common,
             } => {
-                let path = in_world(&world, "agents", Some(&agent));
-                common.delete(&path, &format!("agent {agent}")).await
+                let done = common.client()?.delete_agent(&world, &agent).await;
+                common.deleted(done, &format!("agent {agent}"))
             }
         }
     })
@@ -299,8 +302,8 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             ChatsCommand::List { world, common } => {
-                let path = in_world(&world, "chats", None);
-                let chats: Vec<Chat> = common.get(&path).await?;
+                let chats = common.client()?.chats(&world).await;
+                let chats = chats.map_err(client_failure)?;
                 common.show_all(&chats, "No chats.", chat_line)
             }
             ChatsCommand::Create {
@@ -310,8 +313,8 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewChat { agent, title };
-                let path = in_world(&world, "chats", None);
-                let chat: Chat = common.send(Method::POST, &path, &body).await?;
+                let chat = common.client()?.create_chat(&world, &body).await;
+                let chat = chat.map_err(client_failure)?;
                 common.show(&chat, chat_line)
             }
             ChatsCommand::Change {
@@ -322,8 +325,8 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = ChatChanges { title, agent };
-                let path = in_world(&world, "chats", Some(&chat));
-                let chat: Chat = common.send(Method::PATCH, &path, &body).await?;
+                let chat = common.client()?.update_chat(&world, &chat, &body).await;
+                let chat = chat.map_err(client_failure)?;
                 common.show(&chat, chat_line)
             }
             ChatsCommand::Delete {
@@ -331,23 +334,11 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 chat,
                 common,
             } => {
-                let path = in_world(&world, "chats", Some(&chat));
-                common.delete(&path, &format!("chat {chat}")).await
+                let done = common.client()?.delete_chat(&world, &chat).await;
+                common.deleted(done, &format!("chat {chat}"))
             }
         }
     })
-}
-
-fn world_path(world: &str) -> String {
-    format!("/api/v1/worlds/{}", seg(world))
-}
-
-/// `/api/v1/worlds/WORLD/KIND`, or one of them: `…/KIND/ID`.
-fn in_world(world: &str, kind: &str, id: Option<&str>) -> String {
-    match id {
-        Some(id) => format!("{}/{kind}/{}", world_path(world), seg(id)),
-        None => format!("{}/{kind}", world_path(world)),
-    }
 }
 
 fn world_line(w: &World) -> String {

@@ -6,14 +6,13 @@ use std::io::Write;
 
 use clap::Args;
 use holdpoint_protocol::{
-    Agent, Chat, EventPayload, Hold, HoldId, NewChat, Page, SendMessage, ToolResult, TurnId,
-    TurnStarted, World,
+    BatchId, Chat, EventPayload, Hold, HoldId, HoldsParams, NewChat, SendMessage, StreamParams,
+    ToolResult, TurnId, World,
 };
-use serde_json::Value;
 
 use super::runtime;
 use crate::Failure;
-use crate::client::{Client, ClientError, query, seg};
+use crate::client::{Client, ClientError};
 use crate::connect::{Connect, client_failure};
 use crate::decide::{Decider, Handled};
 use crate::present;
@@ -62,19 +61,14 @@ struct Place {
     chat: Chat,
 }
 
-impl Place {
-    fn path(&self) -> String {
-        format!("/api/v1/worlds/{}", self.world.id)
-    }
-}
-
 async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
     let place = open_chat(client, args).await?;
     let interactive = terminal::interactive(args.non_interactive);
-    let live = query([
-        ("world", Some(place.world.id.to_string().as_str())),
-        ("chat", Some(place.chat.id.to_string().as_str())),
-    ]);
+    let live = StreamParams {
+        world: Some(place.world.id.to_string()),
+        chat: Some(place.chat.id.to_string()),
+        after: None,
+    };
     let events = client.events(&live).await.map_err(client_failure)?;
     let mut console = Console::new(events, interactive)?;
     let mut session = Session {
@@ -110,8 +104,11 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
             Happened::Eof | Happened::Interrupted | Happened::Ended => break,
             Happened::Event(_) | Happened::Resolved(_) => continue,
         };
-        let path = format!("{}/chats/{}/messages", place.path(), place.chat.id);
-        let started: TurnStarted = match client.post(&path, &SendMessage { text }).await {
+        let (world, chat) = (place.world.id.to_string(), place.chat.id.to_string());
+        let sent = client
+            .send_message(&world, &chat, &SendMessage { text })
+            .await;
+        let started = match sent {
             Ok(t) => t,
             Err(e @ ClientError::Api { status: 409, .. }) => {
                 println!("{e}");
@@ -136,37 +133,30 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
 
 async fn open_chat(client: &Client, args: &ChatArgs) -> Result<Place, Failure> {
     let world: World = client
-        .get(&format!("/api/v1/worlds/{}", seg(&args.world)))
+        .world(&args.world)
         .await
         .map_err(|e| match e.status() {
             Some(404) => Failure::Check(format!(
-                "error: there is no world {:?} (create one with POST /api/v1/worlds; see the README)",
+                "error: there is no world {:?} (create one with `holdpoint worlds create NAME`; see the README)",
                 args.world
             )),
             _ => client_failure(e),
         })?;
-    let base = format!("/api/v1/worlds/{}", world.id);
-    if let Some(id) = &args.chat {
-        let chat: Chat = client
-            .get(&format!("{base}/chats/{}", seg(id)))
-            .await
-            .map_err(client_failure)?;
+    let id = world.id.to_string();
+    if let Some(chat) = &args.chat {
+        let chat = client.chat(&id, chat).await.map_err(client_failure)?;
         return Ok(Place { world, chat });
     }
     let agent = match &args.agent {
         Some(a) => a.clone(),
         None => {
-            let agents: Vec<Agent> = client
-                .get(&format!("{base}/agents"))
-                .await
-                .map_err(client_failure)?;
+            let agents = client.agents(&id).await.map_err(client_failure)?;
             match agents.as_slice() {
                 [one] => one.name.clone(),
                 [] => {
                     return Err(Failure::Check(format!(
-                        "error: world {} has no agent to chat with: create one with POST /api/v1/worlds/{}/agents (see the README)",
-                        clean(&world.name),
-                        seg(&world.name)
+                        "error: world {} has no agent to chat with: create one with `holdpoint agents create` (see the README)",
+                        clean(&world.name)
                     )));
                 }
                 many => {
@@ -180,8 +170,8 @@ async fn open_chat(client: &Client, args: &ChatArgs) -> Result<Place, Failure> {
             }
         }
     };
-    let chat: Chat = client
-        .post(&format!("{base}/chats"), &NewChat { agent, title: None })
+    let chat = client
+        .create_chat(&id, &NewChat { agent, title: None })
         .await
         .map_err(client_failure)?;
     Ok(Place { world, chat })
@@ -206,17 +196,15 @@ struct Session<'a> {
 
 impl Session<'_> {
     /// The chat's open holds, of one batch or all.
-    async fn open_holds(&self, batch: Option<String>) -> Result<Vec<Hold>, Failure> {
-        let path = format!(
-            "/api/v1/holds{}",
-            query([
-                ("world", Some(self.place.world.id.to_string().as_str())),
-                ("chat", Some(self.place.chat.id.to_string().as_str())),
-                ("batch", batch.as_deref()),
-                ("limit", Some("500")),
-            ])
-        );
-        let page: Page<Hold> = self.client.get(&path).await.map_err(client_failure)?;
+    async fn open_holds(&self, batch: Option<BatchId>) -> Result<Vec<Hold>, Failure> {
+        let params = HoldsParams {
+            world: Some(self.place.world.id.to_string()),
+            chat: Some(self.place.chat.id.to_string()),
+            batch,
+            limit: Some(500),
+            ..HoldsParams::default()
+        };
+        let page = self.client.holds(&params).await.map_err(client_failure)?;
         Ok(page.items)
     }
 
@@ -272,7 +260,7 @@ impl Session<'_> {
                 }
                 EventPayload::HoldCreated { hold } if !self.handled.contains(&hold.id) => {
                     self.end_line();
-                    let batch = self.open_holds(Some(hold.batch.to_string())).await?;
+                    let batch = self.open_holds(Some(hold.batch)).await?;
                     match self.decide(console, batch).await? {
                         Handled::Done => {}
                         Handled::Interrupted if !canceling => {
@@ -320,8 +308,8 @@ impl Session<'_> {
     async fn cancel(&mut self, turn: TurnId) -> Result<(), Failure> {
         self.end_line();
         println!("Canceling the turn… (Ctrl-C again to leave at once)");
-        let path = format!("{}/turns/{turn}/cancel", self.place.path());
-        match self.client.post::<Value>(&path, &Value::Null).await {
+        let world = self.place.world.id.to_string();
+        match self.client.cancel_turn(&world, turn).await {
             Ok(_) => Ok(()),
             // The turn ended meanwhile.
             Err(ClientError::Api { status: 409, .. }) => Ok(()),

@@ -4,13 +4,13 @@ use std::collections::HashSet;
 
 use clap::{Args, Subcommand};
 use holdpoint_protocol::{
-    ApproveScope, DecideOutcome, DecideResult, Decision, Event, EventPayload, Hold, HoldDetail,
-    HoldId, HoldKind, HoldSpec, Page, Timestamp,
+    ApproveScope, DecideOutcome, Decision, Event, EventPayload, Hold, HoldId, HoldKind, HoldSpec,
+    HoldsParams, StreamParams, Timestamp,
 };
 
 use super::{Common, print_json, runtime};
 use crate::Failure;
-use crate::client::{Client, query, seg};
+use crate::client::Client;
 use crate::connect::client_failure;
 use crate::decide::{Decider, Handled, option_ids};
 use crate::present;
@@ -196,19 +196,16 @@ pub fn run(cmd: HoldsCommand) -> Result<(), Failure> {
 
 async fn list(a: ListArgs) -> Result<(), Failure> {
     let client = a.common.connect.client()?;
-    let limit = a.limit.to_string();
-    let path = format!(
-        "/api/v1/holds{}",
-        query([
-            ("world", a.world.as_deref()),
-            ("chat", a.chat.as_deref()),
-            ("status", Some(a.status.as_str())),
-            ("kind", a.kind.as_deref()),
-            ("limit", Some(limit.as_str())),
-            ("cursor", a.cursor.as_deref()),
-        ])
-    );
-    let page: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+    let params = HoldsParams {
+        world: a.world,
+        chat: a.chat,
+        status: Some(a.status),
+        kind: a.kind.as_deref().and_then(HoldKind::parse),
+        limit: Some(a.limit),
+        cursor: a.cursor,
+        ..HoldsParams::default()
+    };
+    let page = client.holds(&params).await.map_err(client_failure)?;
     if a.common.json {
         return print_json(&page);
     }
@@ -244,10 +241,7 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
 
 async fn show(a: HoldArgs) -> Result<(), Failure> {
     let client = a.common.connect.client()?;
-    let detail: HoldDetail = client
-        .get(&format!("/api/v1/holds/{}", seg(&a.id)))
-        .await
-        .map_err(client_failure)?;
+    let detail = client.hold(&a.id).await.map_err(client_failure)?;
     if a.common.json {
         return print_json(&detail);
     }
@@ -301,8 +295,7 @@ fn history_line(e: &Event) -> String {
 
 async fn decide(common: &Common, id: &str, decision: Decision) -> Result<(), Failure> {
     let client = common.connect.client()?;
-    let path = format!("/api/v1/holds/{}/decision", seg(id));
-    let result = match client.post::<DecideResult>(&path, &decision).await {
+    let result = match client.decide(id, &decision, None).await {
         Ok(r) => r,
         Err(e) => match e.already_decided() {
             Some(hold) if common.json => {
@@ -356,7 +349,10 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
     let interactive = terminal::interactive(a.non_interactive) && !a.common.json;
     // The stream opens first, so that nothing raised while the pending list is read is missed.
     let events = client
-        .events(&query([("world", a.world.as_deref())]))
+        .events(&StreamParams {
+            world: a.world.clone(),
+            ..StreamParams::default()
+        })
         .await
         .map_err(client_failure)?;
     let mut console = Console::new(events, interactive)?;
@@ -373,11 +369,12 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
                 .map_or("every world".to_owned(), |w| format!("world {w}"))
         );
     }
-    let path = format!(
-        "/api/v1/holds{}",
-        query([("world", a.world.as_deref()), ("limit", Some("500"))])
-    );
-    let pending: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+    let params = HoldsParams {
+        world: a.world.clone(),
+        limit: Some(500),
+        ..HoldsParams::default()
+    };
+    let pending = client.holds(&params).await.map_err(client_failure)?;
     let mut batches: Vec<Vec<Hold>> = Vec::new();
     for h in pending.items {
         match batches.iter_mut().find(|b| b[0].batch == h.batch) {
@@ -407,11 +404,11 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
         match &event.payload {
             EventPayload::HoldCreated { hold } if !watcher.seen.contains(&hold.id) => {
                 let batch = if interactive {
-                    let path = format!(
-                        "/api/v1/holds{}",
-                        query([("batch", Some(hold.batch.to_string().as_str()))])
-                    );
-                    let page: Page<Hold> = client.get(&path).await.map_err(client_failure)?;
+                    let params = HoldsParams {
+                        batch: Some(hold.batch),
+                        ..HoldsParams::default()
+                    };
+                    let page = client.holds(&params).await.map_err(client_failure)?;
                     page.items
                 } else {
                     vec![(**hold).clone()]

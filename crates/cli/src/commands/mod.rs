@@ -9,11 +9,10 @@ pub mod policy;
 pub mod raise;
 pub mod serve;
 
-use reqwest::Method;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::Failure;
+use crate::client::{Client, ClientError};
 use crate::connect::{Connect, client_failure};
 use crate::terminal::safe::clean_line;
 
@@ -28,35 +27,13 @@ pub struct Common {
 }
 
 impl Common {
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Failure> {
-        self.connect
-            .client()?
-            .get(path)
-            .await
-            .map_err(client_failure)
+    pub fn client(&self) -> Result<Client, Failure> {
+        self.connect.client()
     }
 
-    /// A POST or a PATCH of `body`.
-    pub async fn send<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: &impl Serialize,
-    ) -> Result<T, Failure> {
-        self.connect
-            .client()?
-            .with_body(method, path, body)
-            .await
-            .map_err(client_failure)
-    }
-
-    /// Deletes what `path` names, then says so (`what`: "world lab").
-    pub async fn delete(&self, path: &str, what: &str) -> Result<(), Failure> {
-        self.connect
-            .client()?
-            .delete(path)
-            .await
-            .map_err(client_failure)?;
+    /// Says that what a request deleted (`what`: "world lab") is gone, or why not.
+    pub fn deleted(&self, done: Result<(), ClientError>, what: &str) -> Result<(), Failure> {
+        done.map_err(client_failure)?;
         if self.json {
             return print_json(&serde_json::json!({ "deleted": true }));
         }

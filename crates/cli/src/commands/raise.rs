@@ -2,13 +2,11 @@
 //! long polls, withdrawing it on Ctrl-C, and the exit statuses scripts can rely on.
 
 use clap::Args;
-use holdpoint_protocol::{
-    GateResponse, GateResult, Hold, HoldRequest, NewHolds, SessionInfo, WaitResult, Withdraw, World,
-};
+use holdpoint_protocol::{GateResult, Hold, HoldRequest, NewHolds, WaitParams, Withdraw};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::Failure;
-use crate::client::{Client, seg};
+use crate::client::Client;
 use crate::connect::Connect;
 
 /// Exit statuses of `ask` and `exec`, chosen not to collide with the statuses commands
@@ -60,15 +58,15 @@ impl Target {
         if let Some(w) = &self.world {
             return Ok(w.clone());
         }
-        let me: SessionInfo = client.get("/api/v1/session").await.map_err(error)?;
+        let me = client.session().await.map_err(error)?;
         if let Some(w) = me.world {
             return Ok(w);
         }
-        let worlds: Vec<World> = client.get("/api/v1/worlds").await.map_err(error)?;
+        let worlds = client.worlds().await.map_err(error)?;
         match worlds.as_slice() {
             [one] => Ok(one.id.to_string()),
             [] => Err(error(
-                "there is no world to ask in: create one (POST /api/v1/worlds) or name one with --world",
+                "there is no world to ask in: create one (`holdpoint worlds create NAME`) or name one with --world",
             )),
             _ => Err(error("there are several worlds: name one with --world")),
         }
@@ -83,8 +81,10 @@ impl Target {
             items: vec![item],
         };
         let key = uuid::Uuid::now_v7().to_string();
-        let path = format!("/api/v1/worlds/{}/holds", seg(&world));
-        let response: GateResponse = client.post_once(&path, &body, &key).await.map_err(error)?;
+        let response = client
+            .raise(&world, &body, Some(&key))
+            .await
+            .map_err(error)?;
         response
             .results
             .into_iter()
@@ -108,10 +108,12 @@ pub async fn outcome(client: &Client, hold: &Hold, what: &str) -> Result<Hold, F
             None => std::future::pending().await,
         }
     };
-    let path = format!("/api/v1/holds/{}/wait?timeout=30s", hold.id);
+    let params = WaitParams {
+        timeout: Some("30s".into()),
+    };
     let wait = async {
         loop {
-            let r: WaitResult = client.get(&path).await.map_err(error)?;
+            let r = client.wait(hold.id, &params).await.map_err(error)?;
             if r.decided {
                 return Ok(r.hold);
             }
@@ -121,8 +123,7 @@ pub async fn outcome(client: &Client, hold: &Hold, what: &str) -> Result<Hold, F
         r = wait => r,
         Some(()) = interrupted => {
             let body = Withdraw { reason: Some("the asking command was interrupted".into()) };
-            let path = format!("/api/v1/holds/{}/withdraw", hold.id);
-            match client.post::<Hold>(&path, &body).await {
+            match client.withdraw(hold.id, &body).await {
                 Ok(_) => eprintln!("Interrupted; hold {} withdrawn.", hold.id),
                 Err(e) => eprintln!("Interrupted; hold {} not withdrawn: {e}", hold.id),
             }

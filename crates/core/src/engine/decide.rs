@@ -225,6 +225,7 @@ impl Engine {
     pub async fn decide_batch(
         &self,
         who: &Principal,
+        batch: BatchId,
         req: DecideBatchRequest,
         scope: &Scope,
         idempotency_key: Option<&str>,
@@ -241,7 +242,7 @@ impl Engine {
         }
         let idem = Idem::new(
             &self.inner.limits,
-            &format!("batch:{}", req.batch),
+            &format!("batch:{batch}"),
             who,
             idempotency_key,
             &req,
@@ -250,7 +251,7 @@ impl Engine {
             return Ok(r);
         }
         for _ in 0..MAX_ATTEMPTS {
-            let holds = self.batch_in_scope(req.batch, scope).await?;
+            let holds = self.batch_in_scope(batch, scope).await?;
             let approvals: Vec<&Hold> = holds
                 .iter()
                 .filter(|h| h.kind() == HoldKind::Approval)

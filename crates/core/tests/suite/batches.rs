@@ -38,12 +38,8 @@ fn seen(holds: &[&Hold]) -> Vec<SeenHold> {
         .collect()
 }
 
-fn all(batch: &Hold, seen: Vec<SeenHold>, decision: Decision) -> DecideBatchRequest {
-    DecideBatchRequest {
-        batch: batch.batch,
-        seen,
-        decision,
-    }
+fn all(seen: Vec<SeenHold>, decision: Decision) -> DecideBatchRequest {
+    DecideBatchRequest { seen, decision }
 }
 
 #[tokio::test]
@@ -59,7 +55,8 @@ async fn decide_all_applies_to_every_approval_seen() {
         .engine
         .decide_batch(
             &approver("alice"),
-            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), approve),
             &Scope::any(),
             None,
         )
@@ -129,7 +126,13 @@ async fn decide_all_is_refused_when_the_batch_differs_from_what_was_seen() {
     for (seen, message) in cases {
         let err = t
             .engine
-            .decide_batch(&alice, all(&h[0], seen, deny.clone()), &Scope::any(), None)
+            .decide_batch(
+                &alice,
+                h[0].batch,
+                all(seen, deny.clone()),
+                &Scope::any(),
+                None,
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code(), "batch_mismatch");
@@ -147,7 +150,8 @@ async fn decide_all_is_refused_when_the_batch_differs_from_what_was_seen() {
         .engine
         .decide_batch(
             &alice,
-            all(&h[0], seen(&[&h[0], &h[1]]), Decision::Confirm),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), Decision::Confirm),
             &Scope::any(),
             None,
         )
@@ -158,7 +162,8 @@ async fn decide_all_is_refused_when_the_batch_differs_from_what_was_seen() {
         .engine
         .decide_batch(
             &alice,
-            all(&h[0], seen(&[&h[0], &h[1]]), deny.clone()),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), deny.clone()),
             &Scope::world("elsewhere"),
             None,
         )
@@ -169,7 +174,8 @@ async fn decide_all_is_refused_when_the_batch_differs_from_what_was_seen() {
         .engine
         .decide_batch(
             &agent("bot"),
-            all(&h[0], seen(&[&h[0], &h[1]]), deny),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), deny),
             &Scope::any(),
             None,
         )
@@ -201,7 +207,8 @@ async fn decide_all_leaves_holds_decided_before_as_they_are() {
         .engine
         .decide_batch(
             &approver("alice"),
-            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), approve),
             &Scope::any(),
             Some("once"),
         )
@@ -219,7 +226,8 @@ async fn decide_all_leaves_holds_decided_before_as_they_are() {
         .engine
         .decide_batch(
             &approver("alice"),
-            all(&h[0], seen(&[&h[0], &h[1]]), approve),
+            h[0].batch,
+            all(seen(&[&h[0], &h[1]]), approve),
             &Scope::any(),
             Some("once"),
         )

@@ -5,6 +5,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use holdpoint_protocol::Role;
 use std::sync::Arc;
 
 use super::credentials::{Credentials, same};
@@ -53,21 +54,30 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-/// Probes answer whatever the Host: a load balancer or an orchestrator calls them by address,
-/// and they reveal nothing.
-fn probe(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz")
+/// Who may call a route: declared beside it (`routes/mod.rs`), put into each request by the
+/// route table, and checked here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, whatever the `Host`: load balancers and orchestrators call probes by address,
+    /// and they reveal nothing.
+    Probe,
+    /// Anyone (the `Host` and `Origin` are still checked).
+    Public,
+    /// Any caller with a token or a browser session.
+    Signed,
+    /// Callers of these roles.
+    Roles(&'static [Role]),
 }
 
-/// Paths anyone may call (still Host-checked).
-fn public(path: &str) -> bool {
-    matches!(
-        path,
-        "/" | "/healthz" | "/readyz" | "/metrics" | "/login" | "/api/v1/openapi.json"
-    )
+impl Access {
+    pub fn is_public(self) -> bool {
+        matches!(self, Access::Probe | Access::Public)
+    }
 }
 
-/// Checks Host and Origin, then who is calling; puts the [`Caller`] into the request.
+/// Checks Host and Origin, then who is calling and whether the route's [`Access`] (put into
+/// the request by the route table; none for an unknown path, which needs a caller) lets them;
+/// puts the [`Caller`] into the request.
 pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
     match check(&guard, &mut req).await {
         Ok(()) => next.run(req).await,
@@ -76,7 +86,12 @@ pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> 
 }
 
 async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {
-    if probe(req.uri().path()) {
+    let access = req
+        .extensions()
+        .get::<Access>()
+        .copied()
+        .unwrap_or(Access::Signed);
+    if access == Access::Probe {
         return Ok(());
     }
     let headers = req.headers();
@@ -101,7 +116,7 @@ async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {
             "requests from {origin} are not accepted: this API is for this server's own pages"
         )));
     }
-    if public(req.uri().path()) {
+    if access == Access::Public {
         return Ok(());
     }
     let bearer = headers
@@ -156,6 +171,9 @@ async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {
             ));
         }
     };
+    if let Access::Roles(roles) = access {
+        caller.require(roles)?;
+    }
     req.extensions_mut().insert(caller);
     Ok(())
 }

@@ -19,7 +19,7 @@ use holdpoint_core::Scope;
 use holdpoint_protocol::{Actor, Principal, Role, WorldId};
 
 pub use credentials::{Credentials, SESSION_TTL, secret};
-pub use guard::{CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
+pub use guard::{Access, CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
 
 use crate::error::ApiError;
 

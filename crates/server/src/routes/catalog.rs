@@ -5,16 +5,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
     Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessagesPage, NewAgent,
-    NewChat, NewWorld, Role, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
+    NewChat, NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
 };
-use serde::Deserialize;
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
-
-const PEOPLE_AND_AGENTS: &[Role] = &[Role::Admin, Role::Approver, Role::Agent];
 
 /// Worlds this caller may see.
 #[utoipa::path(get, path = "/api/v1/worlds", tag = "worlds", responses((status = 200, body = Vec<World>)))]
@@ -35,7 +32,6 @@ pub async fn create_world(
     caller: Caller,
     Body(new): Body<NewWorld>,
 ) -> Result<(StatusCode, Json<World>), ApiError> {
-    caller.require(&[Role::Admin])?;
     Ok((
         StatusCode::CREATED,
         Json(app.runtime().create_world(&caller.actor(), new).await?),
@@ -62,7 +58,6 @@ pub async fn update_world(
     Path(world): Path<String>,
     Body(changes): Body<WorldChanges>,
 ) -> Result<Json<World>, ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     Ok(Json(
         app.runtime()
@@ -79,7 +74,6 @@ pub async fn delete_world(
     caller: Caller,
     Path(world): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     app.runtime().delete_world(&caller.actor(), w.id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -106,7 +100,6 @@ pub async fn create_agent(
     Path(world): Path<String>,
     Body(new): Body<NewAgent>,
 ) -> Result<(StatusCode, Json<Agent>), ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     Ok((
         StatusCode::CREATED,
@@ -139,7 +132,6 @@ pub async fn update_agent(
     Path((world, agent)): Path<(String, String)>,
     Body(changes): Body<AgentChanges>,
 ) -> Result<Json<Agent>, ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     let a = app.runtime().find_agent(w.id, &agent).await?;
     Ok(Json(
@@ -157,7 +149,6 @@ pub async fn delete_agent(
     caller: Caller,
     Path((world, agent)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     let a = app.runtime().find_agent(w.id, &agent).await?;
     app.runtime()
@@ -186,7 +177,6 @@ pub async fn create_chat(
     Path(world): Path<String>,
     Body(new): Body<NewChat>,
 ) -> Result<(StatusCode, Json<Chat>), ApiError> {
-    caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     Ok((
         StatusCode::CREATED,
@@ -225,7 +215,6 @@ pub async fn update_chat(
     Path((world, chat)): Path<(String, String)>,
     Body(changes): Body<ChatChanges>,
 ) -> Result<Json<Chat>, ApiError> {
-    caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     let id = chat_id(&chat)?;
     Ok(Json(
@@ -243,7 +232,6 @@ pub async fn delete_chat(
     caller: Caller,
     Path((world, chat)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     app.runtime()
         .delete_chat(&caller.actor(), w.id, chat_id(&chat)?)
@@ -251,31 +239,20 @@ pub async fn delete_chat(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Paging through messages.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct MessagesQuery {
-    /// The `next` of the previous page.
-    after: Option<u64>,
-    /// At most 1000; 100 by default.
-    limit: Option<usize>,
-}
-
 /// A chat's messages, oldest first, a page at a time.
-#[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path), MessagesQuery),
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path), PageParams),
     responses((status = 200, body = MessagesPage)))]
 pub async fn messages(
     State(app): State<App>,
     caller: Caller,
     Path((world, chat)): Path<(String, String)>,
-    Params(q): Params<MessagesQuery>,
+    Params(q): Params<PageParams>,
 ) -> Result<Json<MessagesPage>, ApiError> {
     let w = app.world(&caller, &world).await?;
-    let limit = super::page_limit(q.limit)?;
+    let limit = super::page_size(q.limit, super::Listing::Log)?;
     let page = app
         .runtime()
-        .messages(w.id, chat_id(&chat)?, q.after, limit)
+        .messages(w.id, chat_id(&chat)?, super::position(q.after)?, limit)
         .await?;
     let next = (page.len() == limit)
         .then(|| page.last().map(|(p, _)| *p))
@@ -297,7 +274,6 @@ pub async fn send(
     Path((world, chat)): Path<(String, String)>,
     Body(msg): Body<SendMessage>,
 ) -> Result<(StatusCode, Json<TurnStarted>), ApiError> {
-    caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     let turn = app
         .runtime()
@@ -334,7 +310,6 @@ pub async fn cancel(
     caller: Caller,
     Path((world, turn)): Path<(String, String)>,
 ) -> Result<Json<Turn>, ApiError> {
-    caller.require(PEOPLE_AND_AGENTS)?;
     let w = app.world(&caller, &world).await?;
     Ok(Json(
         app.runtime().cancel_turn(w.id, turn_id(&turn)?).await?,

@@ -7,37 +7,16 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
-    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldKind,
-    HoldQuery, HoldRequest, HoldStatus, NewHolds, Order, Page, Role, SeenHold, StatusFilter,
-    WaitResult, Withdraw,
+    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldQuery,
+    HoldRequest, HoldStatus, HoldsParams, NewHolds, Page, StatusFilter, WaitParams, WaitResult,
+    Withdraw,
 };
-use serde::Deserialize;
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params, parse_value};
-
-/// Filters for listing holds.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct HoldsQuery {
-    /// A world, by id or name.
-    world: Option<String>,
-    /// A chat (needs `world`).
-    chat: Option<String>,
-    /// `pending` (the default: open holds), `resolved`, `any`, or one status (`approved`, …).
-    status: Option<String>,
-    kind: Option<HoldKind>,
-    batch: Option<BatchId>,
-    /// `oldest` (the default) or `newest` first.
-    order: Option<Order>,
-    /// The `next` of the previous page.
-    cursor: Option<String>,
-    /// At most 500; 50 by default.
-    limit: Option<usize>,
-}
+use crate::routes::Listing;
 
 fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
     Ok(match s {
@@ -51,12 +30,12 @@ fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
 }
 
 /// List holds, oldest first; pending ones by default.
-#[utoipa::path(get, path = "/api/v1/holds", tag = "holds", params(HoldsQuery),
+#[utoipa::path(get, path = "/api/v1/holds", tag = "holds", params(HoldsParams),
     responses((status = 200, body = Page<Hold>), (status = 400, body = ErrorBody)))]
 pub async fn list(
     State(app): State<App>,
     caller: Caller,
-    Params(q): Params<HoldsQuery>,
+    Params(q): Params<HoldsParams>,
 ) -> Result<Json<Page<Hold>>, ApiError> {
     let world = match (&q.world, caller.world) {
         (Some(w), _) => Some(app.world(&caller, w).await?.id.to_string()),
@@ -71,9 +50,22 @@ pub async fn list(
         batch: q.batch,
         order: q.order.unwrap_or_default(),
         cursor: q.cursor,
-        limit: q.limit.unwrap_or(0),
+        limit: super::page_size(
+            q.limit,
+            Listing::Holds {
+                max: app.engine().limits().page,
+            },
+        )?,
     };
-    Ok(Json(app.engine().holds(&query).await?))
+    // Everything the engine can find wrong with a listing is in the query string: 400.
+    let page = app.engine().holds(&query).await.map_err(|e| {
+        let mut e = ApiError::from(e);
+        if e.status == StatusCode::UNPROCESSABLE_ENTITY {
+            e.status = StatusCode::BAD_REQUEST;
+        }
+        e
+    })?;
+    Ok(Json(page))
 }
 
 /// One hold and every event about it.
@@ -171,18 +163,8 @@ pub async fn decide_default(
     ))
 }
 
-/// "Decide all": one decision for every approval of a batch, bound to the holds seen.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BatchDecision {
-    /// The approvals of the batch as shown (ids and argument digests).
-    seen: Vec<SeenHold>,
-    /// `approve`, `deny` or `deny_stop`.
-    decision: Decision,
-}
-
 /// "Decide all": one decision for every approval of a batch, bound to the ids and argument digests seen. If the batch differs from what was seen, nothing is decided (409).
-#[utoipa::path(post, path = "/api/v1/batches/{batch}/decision", tag = "holds", request_body = BatchDecision,
+#[utoipa::path(post, path = "/api/v1/batches/{batch}/decision", tag = "holds", request_body = DecideBatchRequest,
     params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 200, body = DecideBatchResult), (status = 409, description = "The batch differs from what was seen", body = ErrorBody)))]
 pub async fn decide_batch(
@@ -190,42 +172,34 @@ pub async fn decide_batch(
     caller: Caller,
     Path(batch): Path<String>,
     headers: HeaderMap,
-    Body(b): Body<BatchDecision>,
+    Body(req): Body<DecideBatchRequest>,
 ) -> Result<Json<DecideBatchResult>, ApiError> {
     let batch: BatchId = batch
         .parse()
         .map_err(|_| ApiError::not_found("batch", &batch))?;
     let key = idempotency_key(&headers)?;
-    let req = DecideBatchRequest {
-        batch,
-        seen: b.seen,
-        decision: b.decision,
-    };
     Ok(Json(
         app.engine()
-            .decide_batch(&caller.principal, req, &caller.scope(), key.as_deref())
+            .decide_batch(
+                &caller.principal,
+                batch,
+                req,
+                &caller.scope(),
+                key.as_deref(),
+            )
             .await?,
     ))
 }
 
-/// How long to wait.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct WaitQuery {
-    /// Such as `30s` (the default) or `2m`; at most the server's limit (2 minutes).
-    timeout: Option<String>,
-}
-
 /// Wait until the hold is decided or the timeout passes (long polling). The hold keeps its
 /// own deadline either way.
-#[utoipa::path(get, path = "/api/v1/holds/{hold}/wait", tag = "holds", params(("hold" = HoldId, Path), WaitQuery),
+#[utoipa::path(get, path = "/api/v1/holds/{hold}/wait", tag = "holds", params(("hold" = HoldId, Path), WaitParams),
     responses((status = 200, body = WaitResult), (status = 404, body = ErrorBody)))]
 pub async fn wait(
     State(app): State<App>,
     caller: Caller,
     Path(id): Path<String>,
-    Params(q): Params<WaitQuery>,
+    Params(q): Params<WaitParams>,
 ) -> Result<Json<WaitResult>, ApiError> {
     let id = hold_id(&id)?;
     let max = app.config().max_wait;
@@ -270,21 +244,15 @@ pub async fn create(
     caller: Caller,
     Path(world): Path<String>,
     headers: HeaderMap,
-    Body(new): Body<RawHolds>,
+    Body(new): Body<serde_json::Value>,
 ) -> Result<(StatusCode, Json<GateResponse>), ApiError> {
-    caller.require(&[Role::Agent, Role::Admin])?;
+    let new = new_holds(new)?;
     let world = app.world(&caller, &world).await?;
-    let items = new
-        .items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| hold_request(i, item))
-        .collect::<Result<_, _>>()?;
     let req = GateRequest {
         world: world.id.to_string(),
         chat: new.chat,
         agent: None,
-        items,
+        items: new.items,
         idempotency_key: idempotency_key(&headers)?,
     };
     let response = app.engine().gate_all(&caller.principal, req).await?;
@@ -302,14 +270,20 @@ pub async fn create(
     ))
 }
 
-/// [`NewHolds`] as it arrives: each item is read on its own, so that an error names the
-/// field inside it (serde loses the path inside an internally tagged enum).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawHolds {
-    #[serde(default)]
-    chat: Option<String>,
-    items: Vec<serde_json::Value>,
+/// Reads [`NewHolds`]. serde loses the path inside an internally tagged enum, so when the
+/// body does not fit, each item is read on its own to name the field at fault.
+fn new_holds(body: serde_json::Value) -> Result<NewHolds, ApiError> {
+    parse_value::<NewHolds>(body.clone(), "").map_err(|whole| {
+        body.get("items")
+            .and_then(serde_json::Value::as_array)
+            .and_then(|items| {
+                items
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, item)| hold_request(i, item.clone()).err())
+            })
+            .unwrap_or(whole)
+    })
 }
 
 fn hold_request(i: usize, mut item: serde_json::Value) -> Result<HoldRequest, ApiError> {

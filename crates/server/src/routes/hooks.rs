@@ -4,9 +4,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
-    CreatedWebhook, DeliveriesPage, ErrorBody, NewWebhook, Role, Webhook, WebhookId,
+    CreatedWebhook, DeliveriesPage, ErrorBody, NewWebhook, PageParams, Webhook, WebhookId,
 };
-use serde::Deserialize;
 
 use crate::app::App;
 use crate::auth::{Caller, secret};
@@ -22,7 +21,6 @@ pub async fn list(
     caller: Caller,
     Path(world): Path<String>,
 ) -> Result<Json<Vec<Webhook>>, ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     Ok(Json(
         app.webhooks()
@@ -43,7 +41,6 @@ pub async fn create(
     Path(world): Path<String>,
     Body(new): Body<NewWebhook>,
 ) -> Result<(StatusCode, Json<CreatedWebhook>), ApiError> {
-    caller.require(&[Role::Admin])?;
     let w = app.world(&caller, &world).await?;
     let url = reqwest::Url::parse(&new.url)
         .map_err(|e| ApiError::field("url", format!("not a URL: {e}")))?;
@@ -93,7 +90,6 @@ fn webhook_id(s: &str) -> Result<WebhookId, ApiError> {
 }
 
 async fn owned(app: &App, caller: &Caller, id: WebhookId) -> Result<Subscription, ApiError> {
-    caller.require(&[Role::Admin])?;
     let sub = app
         .webhooks()
         .subscription(id)
@@ -116,32 +112,21 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Paging through deliveries.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct DeliveriesQuery {
-    /// The `next` of the previous page.
-    after: Option<u64>,
-    /// At most 1000; 100 by default.
-    limit: Option<usize>,
-}
-
 /// The deliveries to this webhook, oldest first, a page at a time, with their attempts and
 /// status. Finished ones are kept for `webhooks.keep_deliveries` (30 days by default).
-#[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path), DeliveriesQuery),
+#[utoipa::path(get, path = "/api/v1/webhooks/{webhook}/deliveries", tag = "webhooks", params(("webhook" = WebhookId, Path), PageParams),
     responses((status = 200, body = DeliveriesPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn deliveries(
     State(app): State<App>,
     caller: Caller,
     Path(id): Path<String>,
-    Params(q): Params<DeliveriesQuery>,
+    Params(q): Params<PageParams>,
 ) -> Result<Json<DeliveriesPage>, ApiError> {
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
-    let limit = super::page_limit(q.limit)?;
+    let limit = super::page_size(q.limit, super::Listing::Log)?;
     Ok(Json(
         app.webhooks()
-            .deliveries(sub.webhook.id, q.after, limit)
+            .deliveries(sub.webhook.id, super::position(q.after)?, limit)
             .await?,
     ))
 }

@@ -8,39 +8,25 @@ use axum::response::sse::{Event as Sse, KeepAlive};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use holdpoint_core::store::EventFilter;
-use holdpoint_protocol::ErrorBody;
-use serde::Deserialize;
+use holdpoint_protocol::{ErrorBody, StreamParams};
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Params;
 
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct StreamQuery {
-    /// Only this world's events (id or name).
-    world: Option<String>,
-    /// Only this chat's events (with `world`).
-    chat: Option<String>,
-    /// Replay from after this position (as `Last-Event-ID` does). Without either, the stream
-    /// starts with what is committed from now on.
-    after: Option<u64>,
-}
-
 /// Live events. Each SSE message has `id` (the event's position), `event` (its type) and
 /// `data` (the event as JSON). Reconnecting with `Last-Event-ID` replays exactly what was
 /// missed. On an idle stream a comment line is sent as a heartbeat every `server.heartbeat`
 /// (15 seconds by default), which keeps proxies from closing it.
-#[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamQuery, ("Last-Event-ID" = Option<u64>, Header)),
+#[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamParams, ("Last-Event-ID" = Option<u64>, Header)),
     responses((status = 200, description = "text/event-stream of Event", content_type = "text/event-stream", body = holdpoint_protocol::Event),
         (status = 400, body = ErrorBody)))]
 pub async fn stream(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
-    Params(q): Params<StreamQuery>,
+    Params(q): Params<StreamParams>,
 ) -> Result<Response, ApiError> {
     if q.chat.is_some() && q.world.is_none() {
         return Err(ApiError::field("chat", "filtering by chat needs a world"));
@@ -57,7 +43,7 @@ pub async fn stream(
             })?),
             "Last-Event-ID",
         ),
-        None => (q.after, "after"),
+        None => (super::position(q.after)?, "after"),
     };
     // A position the log has not reached would silently skip what comes until it does (a
     // client that kept its position across a restore from backup, say).

@@ -9,125 +9,156 @@ mod hooks;
 mod live;
 mod ops;
 
+mod table;
+
+use std::sync::LazyLock;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
 use axum::middleware;
-use axum::routing::{delete, get, post};
+use axum::routing::get;
+use holdpoint_protocol::Role;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::routes;
 
 use crate::app::App;
 use crate::error::ApiError;
 use crate::{auth, metrics};
 
-/// The whole HTTP interface. Tests call it directly; `serve` puts it on a socket.
-/// A listing's page size: `limit`, 100 when left out, at most 1000.
-pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
-    match limit.unwrap_or(100) {
-        n @ 1..=1000 => Ok(n),
+use table::{AccessTable, Routes};
+
+use crate::auth::Access;
+
+const ADMINS: &[Role] = &[Role::Admin];
+const PEOPLE: &[Role] = &[Role::Admin, Role::Approver];
+/// Who raises holds: agents, and admins trying things out.
+const RAISERS: &[Role] = &[Role::Agent, Role::Admin];
+
+/// Every route, once: its handler (method, path and description in its `#[utoipa::path]`)
+/// and who may call it. Deciding holds needs a person's role, but that is the engine's rule
+/// (with a rule's named approvers), so those routes only need a caller.
+fn declare() -> Routes {
+    use Access::{Probe, Public, Roles, Signed};
+    Routes::new(ApiDoc::openapi())
+        .hidden("/", Method::GET, Public, get(ops::index))
+        .add(Probe, routes!(ops::healthz))
+        .add(Probe, routes!(ops::readyz))
+        .add(Public, routes!(ops::metrics))
+        .add(Public, routes!(access::login))
+        .add(Public, routes!(openapi_json))
+        .add(Signed, routes!(access::session))
+        .add(Signed, routes!(access::logout))
+        .add(Roles(ADMINS), routes!(access::tokens))
+        .add(Roles(ADMINS), routes!(access::create_token))
+        .add(Roles(ADMINS), routes!(access::revoke_token))
+        .add(Signed, routes!(catalog::worlds))
+        .add(Roles(ADMINS), routes!(catalog::create_world))
+        .add(Signed, routes!(catalog::world))
+        .add(Roles(ADMINS), routes!(catalog::update_world))
+        .add(Roles(ADMINS), routes!(catalog::delete_world))
+        .add(Signed, routes!(catalog::agents))
+        .add(Roles(ADMINS), routes!(catalog::create_agent))
+        .add(Signed, routes!(catalog::agent))
+        .add(Roles(ADMINS), routes!(catalog::update_agent))
+        .add(Roles(ADMINS), routes!(catalog::delete_agent))
+        .add(Signed, routes!(catalog::chats))
+        .add(Signed, routes!(catalog::create_chat))
+        .add(Signed, routes!(catalog::chat))
+        .add(Signed, routes!(catalog::update_chat))
+        .add(Signed, routes!(catalog::delete_chat))
+        .add(Signed, routes!(catalog::messages))
+        .add(Signed, routes!(catalog::send))
+        .add(Signed, routes!(catalog::turn))
+        .add(Signed, routes!(catalog::cancel))
+        .add(Roles(RAISERS), routes!(holds::create))
+        .add(Signed, routes!(holds::list))
+        .add(Signed, routes!(holds::get))
+        .add(Signed, routes!(holds::decide))
+        .add(Signed, routes!(holds::decide_default))
+        .add(Signed, routes!(holds::decide_batch))
+        .add(Signed, routes!(holds::wait))
+        .add(Signed, routes!(holds::withdraw))
+        .add(Signed, routes!(grants::list))
+        .add(Signed, routes!(grants::revoke))
+        .add(Signed, routes!(grants::explain))
+        .add(Roles(ADMINS), routes!(hooks::list))
+        .add(Roles(ADMINS), routes!(hooks::create))
+        .add(Roles(ADMINS), routes!(hooks::delete))
+        .add(Roles(ADMINS), routes!(hooks::deliveries))
+        .add(Roles(PEOPLE), routes!(audit::events))
+        .add(Roles(ADMINS), routes!(audit::verify))
+        .add(Signed, routes!(live::stream))
+}
+
+/// The size of a page a listing is asked for: `limit`, from 1 to the listing's largest page.
+/// Every listing reads its `limit` here, so they all treat it alike.
+pub(crate) fn page_size(limit: Option<usize>, listing: Listing) -> Result<usize, ApiError> {
+    let (default, max) = match listing {
+        Listing::Holds { max } => (holdpoint_core::limits::DEFAULT_PAGE.min(max), max),
+        Listing::Log => (100, 1000),
+    };
+    match limit.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
         n => Err(ApiError::param(
             "limit",
-            format!("{n} is not from 1 to 1000"),
+            format!("{n} is not from 1 to {max}"),
         )),
     }
 }
 
+/// The position a listing goes on after (`after`): a log position, which the store keeps as a
+/// signed 64-bit integer.
+pub(crate) fn position(after: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match after {
+        Some(n) if i64::try_from(n).is_err() => Err(ApiError::param(
+            "after",
+            format!("{n} is beyond any position (at most {})", i64::MAX),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// The listings, by the size of their pages.
+#[derive(Clone, Copy)]
+pub(crate) enum Listing {
+    /// Holds: 50 by default, at most the engine's largest page (500 unless configured).
+    Holds { max: usize },
+    /// The audit log, messages, deliveries: 100 by default, at most 1000.
+    Log,
+}
+
+/// The whole HTTP interface. Tests call it directly; `serve` puts it on a socket.
 pub fn router(app: App) -> Router {
     let max_body = app.config().max_body;
-    Router::new()
-        .route("/", get(ops::index))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/login", get(access::login))
-        .route("/api/v1/openapi.json", get(openapi_json))
-        .route("/api/v1/session", get(access::session))
-        .route("/api/v1/logout", post(access::logout))
-        .route(
-            "/api/v1/tokens",
-            get(access::tokens).post(access::create_token),
-        )
-        .route("/api/v1/tokens/{token}", delete(access::revoke_token))
-        .route(
-            "/api/v1/worlds",
-            get(catalog::worlds).post(catalog::create_world),
-        )
-        .route(
-            "/api/v1/worlds/{world}",
-            get(catalog::world)
-                .patch(catalog::update_world)
-                .delete(catalog::delete_world),
-        )
-        .route(
-            "/api/v1/worlds/{world}/agents",
-            get(catalog::agents).post(catalog::create_agent),
-        )
-        .route(
-            "/api/v1/worlds/{world}/agents/{agent}",
-            get(catalog::agent)
-                .patch(catalog::update_agent)
-                .delete(catalog::delete_agent),
-        )
-        .route(
-            "/api/v1/worlds/{world}/chats",
-            get(catalog::chats).post(catalog::create_chat),
-        )
-        .route(
-            "/api/v1/worlds/{world}/chats/{chat}",
-            get(catalog::chat)
-                .patch(catalog::update_chat)
-                .delete(catalog::delete_chat),
-        )
-        .route(
-            "/api/v1/worlds/{world}/chats/{chat}/messages",
-            get(catalog::messages).post(catalog::send),
-        )
-        .route("/api/v1/worlds/{world}/turns/{turn}", get(catalog::turn))
-        .route(
-            "/api/v1/worlds/{world}/turns/{turn}/cancel",
-            post(catalog::cancel),
-        )
-        .route("/api/v1/worlds/{world}/holds", post(holds::create))
-        .route("/api/v1/worlds/{world}/grants", get(grants::list))
-        .route(
-            "/api/v1/worlds/{world}/webhooks",
-            get(hooks::list).post(hooks::create),
-        )
-        .route("/api/v1/holds", get(holds::list))
-        .route("/api/v1/holds/{hold}", get(holds::get))
-        .route("/api/v1/holds/{hold}/decision", post(holds::decide))
-        .route("/api/v1/holds/{hold}/default", post(holds::decide_default))
-        .route("/api/v1/holds/{hold}/wait", get(holds::wait))
-        .route("/api/v1/holds/{hold}/withdraw", post(holds::withdraw))
-        .route(
-            "/api/v1/batches/{batch}/decision",
-            post(holds::decide_batch),
-        )
-        .route("/api/v1/grants/{grant}", delete(grants::revoke))
-        .route("/api/v1/policy/explain", post(grants::explain))
-        .route("/api/v1/webhooks/{webhook}", delete(hooks::delete))
-        .route(
-            "/api/v1/webhooks/{webhook}/deliveries",
-            get(hooks::deliveries),
-        )
-        .route("/api/v1/audit/events", get(audit::events))
-        .route("/api/v1/audit/verify", get(audit::verify))
-        .route("/api/v1/events", get(live::stream))
+    let (router, _, access) = declare().finish();
+    router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(middleware::from_fn_with_state(app.clone(), auth::guard))
+        .layer(middleware::from_fn_with_state::<
+            _,
+            std::sync::Arc<AccessTable>,
+            _,
+        >(access, table::mark))
         .layer(middleware::from_fn_with_state(app.clone(), metrics::track))
+        .layer(middleware::from_fn(ops::uri_limit))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(app)
 }
 
+/// This document: every route and schema of the API.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
 async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(ApiDoc::openapi())
+    axum::Json(openapi())
 }
 
 /// The OpenAPI document, as committed in `docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+    static DOC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| declare().finish().1);
+    DOC.clone()
 }
 
 struct Security;
@@ -163,20 +194,12 @@ impl utoipa::Modify for Security {
     ),
     security(("token" = []), ("session" = [])),
     modifiers(&Security),
-    paths(
-        ops::healthz, ops::readyz, ops::metrics,
-        access::login, access::session, access::logout, access::tokens, access::create_token, access::revoke_token,
-        catalog::worlds, catalog::create_world, catalog::world, catalog::update_world, catalog::delete_world,
-        catalog::agents, catalog::create_agent, catalog::agent, catalog::update_agent, catalog::delete_agent,
-        catalog::chats, catalog::create_chat, catalog::chat, catalog::update_chat, catalog::delete_chat, catalog::messages, catalog::send,
-        catalog::turn, catalog::cancel,
-        holds::list, holds::get, holds::decide, holds::decide_default, holds::decide_batch, holds::wait, holds::create, holds::withdraw,
-        grants::list, grants::revoke, grants::explain,
-        hooks::list, hooks::create, hooks::delete, hooks::deliveries,
-        audit::events, audit::verify,
-        live::stream,
-    ),
-    components(schemas(holdpoint_protocol::EventPayload, holdpoint_protocol::Event)),
+    // Schemas that operations name but do not bring along themselves: the event stream's (its
+    // body is not JSON) and those of query parameters (utoipa collects only bodies').
+    components(schemas(
+        holdpoint_protocol::EventPayload, holdpoint_protocol::Event, holdpoint_protocol::ErrorBody,
+        holdpoint_protocol::HoldKind, holdpoint_protocol::Order,
+    )),
     tags(
         (name = "holds", description = "Holds: list, decide, wait on, raise and withdraw them"),
         (name = "worlds"), (name = "agents"), (name = "chats"),

@@ -1,8 +1,9 @@
 //! Health, readiness, metrics, the landing page, and the answers for unknown routes.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 
@@ -51,4 +52,21 @@ pub async fn method_not_allowed() -> ApiError {
         "method_not_allowed",
         "this endpoint does not take that method: see /api/v1/openapi.json",
     )
+}
+
+/// The longest request target (path and query) served. Longer ones get 414 in the API's error
+/// shape. (Past 64 KiB the HTTP layer itself refuses them before Holdpoint sees them.)
+pub const MAX_URI: usize = 8 * 1024;
+
+pub async fn uri_limit(req: Request, next: Next) -> Response {
+    let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if len > MAX_URI {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the path and query are {len} bytes; at most {MAX_URI} are accepted"),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }

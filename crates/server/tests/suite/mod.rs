@@ -6,6 +6,7 @@ mod housekeeping;
 mod ops;
 mod turns;
 mod webhooks;
+mod wire;
 
 use std::time::Duration;
 
