@@ -122,6 +122,11 @@ fn seg(s: &str) -> String {
     out
 }
 
+/// Where the API is on a server.
+pub const API_ROOT: &str = "/api/v1";
+/// The API's OpenAPI document.
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
 /// The API's paths: the one place that spells them.
 mod path {
     use super::seg;

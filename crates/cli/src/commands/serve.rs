@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use holdpoint_client::{API_ROOT, OPENAPI_PATH};
 use holdpoint_server::{LogFormat, Server, Settings, load_policy};
 
 use super::runtime;
@@ -132,9 +133,8 @@ fn announce(server: &Server, data: &Path, format: LogFormat) {
         ),
     }
     println!(
-        "  API:      {}/api/v1 (described at {}/api/v1/openapi.json)",
-        server.url(),
-        server.url()
+        "  API:      {url}{API_ROOT} (described at {url}{OPENAPI_PATH})",
+        url = server.url()
     );
     println!("Stop with Ctrl-C; turns stay stored and resume on the next start.");
 }
