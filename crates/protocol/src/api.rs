@@ -25,6 +25,13 @@ pub struct ErrorDetail {
     pub details: Option<Value>,
 }
 
+/// The answer of the probes `/healthz` and `/readyz`.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` (the process is up) or `ready` (its storage answers).
+    pub status: String,
+}
+
 /// Who is calling.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionInfo {

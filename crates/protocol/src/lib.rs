@@ -18,9 +18,10 @@ mod time;
 
 pub use api::{
     ApplyDefault, AskInfo, AuditReport, ChatMessage, CreatedToken, CreatedWebhook, DeliveriesPage,
-    DeliveryStatus, ErrorBody, ErrorDetail, EventsPage, ExplainRequest, Explanation, HoldDetail,
-    MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, SendMessage, SessionInfo, TokenInfo,
-    TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
+    DeliveryStatus, ErrorBody, ErrorDetail, EventsPage, ExplainRequest, Explanation, Health,
+    HoldDetail, MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, SendMessage,
+    SessionInfo, TokenInfo, TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw,
+    error_chain,
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,

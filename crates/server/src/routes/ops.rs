@@ -5,22 +5,26 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
-use serde_json::json;
+use holdpoint_protocol::Health;
 
 use crate::app::App;
 use crate::error::ApiError;
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "ok")))]
-pub async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "ok", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
 }
 
 /// The server can serve: its storage answers.
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "ready"), (status = 503, body = holdpoint_protocol::ErrorBody)))]
-pub async fn readyz(State(app): State<App>) -> Result<Json<serde_json::Value>, ApiError> {
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "ready", body = Health), (status = 503, body = holdpoint_protocol::ErrorBody)))]
+pub async fn readyz(State(app): State<App>) -> Result<Json<Health>, ApiError> {
     app.store().audit_head().await?;
-    Ok(Json(json!({ "status": "ready" })))
+    Ok(Json(Health {
+        status: "ready".into(),
+    }))
 }
 
 /// Prometheus metrics.

@@ -141,7 +141,9 @@ fn describe(operation: &mut Operation, access: Access) {
     )];
     match access {
         Access::Probe => errors.clear(),
-        Access::Public => {}
+        Access::Public => {
+            errors.push((403, "A browser page of another origin".into()));
+        }
         Access::Signed => {
             errors.push((
                 401,
@@ -184,6 +186,15 @@ fn describe(operation: &mut Operation, access: Access) {
         errors.push((
             400,
             "A query parameter is wrong: details.field names it".into(),
+        ));
+    }
+    if params
+        .iter()
+        .any(|p| matches!(p, RefOr::T(p) if p.name.eq_ignore_ascii_case("idempotency-key")))
+    {
+        errors.push((
+            409,
+            "The Idempotency-Key was used before for another request".into(),
         ));
     }
     // A path's id, or a world named in the query or the body, that does not exist (or that
