@@ -78,6 +78,8 @@ pub(crate) struct Inner {
     pub(crate) config: RuntimeConfig,
     /// Turns running in this process, to cancel them.
     pub(crate) running: Mutex<HashMap<TurnId, CancellationToken>>,
+    /// Who asked to cancel a turn, until the turn's end is recorded in their name.
+    pub(crate) cancelers: Mutex<HashMap<TurnId, Actor>>,
 }
 
 /// Who an agent of the runtime is when it acts (gates, creates agents). Named by id, stable
@@ -114,6 +116,7 @@ impl Runtime {
                 llm,
                 config,
                 running: Mutex::new(HashMap::new()),
+                cancelers: Mutex::new(HashMap::new()),
             }),
         };
         let active: Vec<TurnId> = runtime.records().all(RecordKind::ActiveTurn, None).await?;
@@ -160,8 +163,9 @@ impl Runtime {
         self.event_by(&Actor::of(Source::System), world, chat, payload)
     }
 
-    /// An event about a world (and chat) that `by` caused.
-    pub(crate) fn event_by(
+    /// An event about a world (and chat) that `by` caused. The server records what it keeps
+    /// of a world (webhook subscriptions) with it too.
+    pub fn event_by(
         &self,
         by: &Actor,
         world: impl ToString,
@@ -176,6 +180,18 @@ impl Runtime {
             actor: by.clone(),
             payload,
         }
+    }
+
+    /// Notes that `by` asked to cancel turn `id`, so that the turn's end names them.
+    pub(crate) fn note_canceler(&self, id: TurnId, by: &Actor) {
+        lock(&self.inner.cancelers).insert(id, by.clone());
+    }
+
+    /// Who asked to cancel turn `id`, forgotten once read; Holdpoint itself when nobody did.
+    pub(crate) fn take_canceler(&self, id: TurnId) -> Actor {
+        lock(&self.inner.cancelers)
+            .remove(&id)
+            .unwrap_or(Actor::of(Source::System))
     }
 
     pub(crate) fn world_dir(&self, world: holdpoint_protocol::WorldId) -> PathBuf {

@@ -65,7 +65,7 @@ pub enum Source {
     Agent,
     /// A deadline passed and the configured outcome was applied.
     Timeout,
-    /// Holdpoint itself (a turn was cancelled, a process restarted).
+    /// Holdpoint itself (a turn going on, failing or interrupted by a restart).
     System,
     /// A non-interactive client applied the documented fail-closed default.
     Default,

@@ -28,9 +28,9 @@ use holdpoint_core::record::put;
 use holdpoint_core::store::{CommitError, Conflict, RecordKind, Write};
 use holdpoint_llm::ChatRequest;
 use holdpoint_protocol::{
-    Agent, ApprovalRequest, CallRecord, CallState, ChatId, DecidedBy, EventPayload, GateRequest,
-    GateResult, HoldRequest, Message, MessageRole, Principal, ToolResult, Turn, TurnId, TurnStatus,
-    WorldId,
+    Actor, Agent, ApprovalRequest, CallRecord, CallState, ChatId, DecidedBy, EventPayload,
+    GateRequest, GateResult, HoldRequest, Message, MessageRole, Principal, Source, ToolResult,
+    Turn, TurnId, TurnStatus, WorldId,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -61,10 +61,12 @@ impl From<RuntimeError> for Stop {
 }
 
 impl Runtime {
-    /// Adds a user message to a chat and starts a turn for it. Refused while a hold is pending
-    /// in the chat (decide it first) or a turn is under way there.
+    /// Adds a user message to a chat and starts a turn for it; `by` is who sent it, as the
+    /// audit log records it. Refused while a hold is pending in the chat (decide it first) or
+    /// a turn is under way there.
     pub async fn send_message(
         &self,
+        by: &Actor,
         world: WorldId,
         chat: ChatId,
         text: &str,
@@ -144,12 +146,14 @@ impl Runtime {
             )?,
         ];
         let events = vec![
-            self.event(
+            self.event_by(
+                by,
                 world,
                 Some(chat.to_string()),
                 EventPayload::MessageCreated { message },
             ),
-            self.event(
+            self.event_by(
+                by,
                 world,
                 Some(chat.to_string()),
                 EventPayload::TurnStarted { turn: turn.id },
@@ -170,8 +174,14 @@ impl Runtime {
     }
 
     /// Cancels a turn: its pending holds are withdrawn, a running command is stopped, and the
-    /// calls not run are reported to the LLM as not executed.
-    pub async fn cancel_turn(&self, world: WorldId, id: TurnId) -> Result<Turn, RuntimeError> {
+    /// calls not run are reported to the LLM as not executed. The cancellation and the
+    /// withdrawals are recorded as `by`'s.
+    pub async fn cancel_turn(
+        &self,
+        by: &Actor,
+        world: WorldId,
+        id: TurnId,
+    ) -> Result<Turn, RuntimeError> {
         let turn = self.turn(id).await?;
         if turn.world != world {
             return Err(RuntimeError::not_found("turn", id));
@@ -182,6 +192,7 @@ impl Runtime {
                 message: format!("turn {id} is already {:?}", turn.status).to_lowercase(),
             });
         }
+        self.note_canceler(id, by);
         let token = crate::runtime::lock(&self.inner.running).get(&id).cloned();
         match token {
             Some(token) => token.cancel(),
@@ -191,7 +202,12 @@ impl Runtime {
                 d.abandon(Stop::Canceled).await;
             }
         }
-        self.wait_until_inactive(id).await
+        let turn = self.wait_until_inactive(id).await;
+        if turn.as_ref().is_ok_and(|t| !t.status.is_active()) {
+            // Not read when the turn ended otherwise before it saw the cancel.
+            self.take_canceler(id);
+        }
+        turn
     }
 
     async fn wait_until_inactive(&self, id: TurnId) -> Result<Turn, RuntimeError> {
@@ -779,6 +795,11 @@ impl<'a> Driver<'a> {
     /// Ends the turn: withdraws its pending holds, reports every call not done as not
     /// executed (so the conversation stays whole for the next turn), and records why.
     async fn abandon(&mut self, stop: Stop) {
+        // A cancel is recorded as whoever asked for it; any other end as Holdpoint's.
+        let by = match stop {
+            Stop::Canceled => self.rt.take_canceler(self.turn.id),
+            _ => Actor::of(Source::System),
+        };
         let (status, reason, payload) = match stop {
             Stop::Lost => return,
             Stop::Canceled => (
@@ -804,7 +825,7 @@ impl<'a> Driver<'a> {
             }
         };
         if let Some(batch) = self.turn.batch
-            && let Err(e) = self.rt.engine().withdraw_batch(batch, &reason).await
+            && let Err(e) = self.rt.engine().withdraw_batch(batch, &by, &reason).await
         {
             tracing::warn!(turn = %self.turn.id, error = %e, "could not withdraw the turn's holds");
         }
@@ -827,7 +848,12 @@ impl<'a> Driver<'a> {
         let mut events: Vec<EventDraft> = events.into_iter().map(|p| self.event(p)).collect();
         let (mut writes, messages) = self.tool_messages().unwrap_or_default();
         events.extend(messages);
-        events.push(self.event(payload));
+        events.push(self.rt.event_by(
+            &by,
+            self.turn.world,
+            Some(self.turn.chat.to_string()),
+            payload,
+        ));
         writes.push(Write::DeleteRecord {
             kind: RecordKind::ActiveTurn,
             id: *self.turn.id.as_uuid(),

@@ -216,7 +216,7 @@ async fn bad_input_names_the_field() {
             "",
         ),
         (
-            rt.send_message(h.world.id, h.chat.id, "  ")
+            rt.send_message(&by(), h.world.id, h.chat.id, "  ")
                 .await
                 .unwrap_err(),
             "text",
@@ -252,7 +252,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
         "turn_in_progress"
     );
     assert_eq!(
-        h.rt.send_message(h.world.id, h.chat.id, "more")
+        h.rt.send_message(&by(), h.world.id, h.chat.id, "more")
             .await
             .unwrap_err()
             .code(),
@@ -280,7 +280,7 @@ async fn a_busy_chat_cannot_be_deleted_or_handed_to_another_agent() {
             .unwrap();
     assert_eq!((chat.title.as_str(), chat.agent), ("renamed", h.agent.id));
     let mut events = h.events().await;
-    h.rt.cancel_turn(h.world.id, turn.id).await.unwrap();
+    h.rt.cancel_turn(&by(), h.world.id, turn.id).await.unwrap();
     let _ = &mut events;
     // Once the turn is over, the chat can change hands.
     let chat =

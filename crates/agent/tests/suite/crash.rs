@@ -46,7 +46,10 @@ async fn child_process() {
     )
     .await;
     let mut events = engine.events(None, Default::default()).await.unwrap();
-    let turn = rt.send_message(world, chat, "do the thing").await.unwrap();
+    let turn = rt
+        .send_message(&by(), world, chat, "do the thing")
+        .await
+        .unwrap();
     // Marked, because the test harness starts the line ("test … ... ") before the test runs;
     // and flushed, because output to a pipe is buffered.
     let say = |line: String| {

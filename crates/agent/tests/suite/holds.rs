@@ -7,7 +7,7 @@ use holdpoint_test_support::{approver, next_matching};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::{Harness, next_hold, turn_end};
+use super::{Harness, by, next_hold, turn_end};
 
 const ASK_ALL: &str = "mode = \"manual\"";
 
@@ -305,7 +305,7 @@ async fn approve_for_this_chat_skips_the_same_call_later_in_the_chat_only() {
     );
     let other = h.new_chat().await;
     let third =
-        h.rt.send_message(h.world.id, other.id, "three")
+        h.rt.send_message(&by(), h.world.id, other.id, "three")
             .await
             .unwrap();
     let held = next_hold(&mut events).await;
@@ -332,7 +332,7 @@ async fn a_message_while_a_hold_is_pending_is_refused() {
     let turn = h.send("go").await;
     let hold = next_hold(&mut events).await;
     let err =
-        h.rt.send_message(h.world.id, h.chat.id, "another")
+        h.rt.send_message(&by(), h.world.id, h.chat.id, "another")
             .await
             .unwrap_err();
     assert_eq!(err.code(), "chat_locked");
@@ -355,13 +355,15 @@ async fn cancelling_a_waiting_turn_withdraws_its_holds() {
     let mut events = h.events().await;
     let turn = h.send("go").await;
     let hold = next_hold(&mut events).await;
-    let canceled = h.rt.cancel_turn(h.world.id, turn.id).await.unwrap();
+    let canceled = h.rt.cancel_turn(&by(), h.world.id, turn.id).await.unwrap();
     assert_eq!(canceled.status, TurnStatus::Canceled);
     let stored = h.engine.hold(hold.id, &Scope::any()).await.unwrap();
     assert_eq!(stored.status, HoldStatus::Canceled);
+    // The withdrawal is recorded as the person who cancelled the turn.
+    let outcome = stored.outcome.unwrap();
     assert_eq!(
-        stored.outcome.unwrap().source,
-        holdpoint_protocol::Source::System
+        (outcome.source, outcome.decided_by),
+        (holdpoint_protocol::Source::Person, vec!["root".to_owned()])
     );
     let err = h
         .engine
@@ -376,7 +378,7 @@ async fn cancelling_a_waiting_turn_withdraws_its_holds() {
         .unwrap_err();
     assert_eq!(err.code(), "already_decided");
     assert_eq!(
-        h.rt.cancel_turn(h.world.id, turn.id)
+        h.rt.cancel_turn(&by(), h.world.id, turn.id)
             .await
             .unwrap_err()
             .code(),

@@ -130,7 +130,7 @@ impl Harness {
     /// Sends a message in the harness's chat.
     pub async fn send(&self, text: &str) -> Turn {
         self.rt
-            .send_message(self.world.id, self.chat.id, text)
+            .send_message(&by(), self.world.id, self.chat.id, text)
             .await
             .unwrap()
     }

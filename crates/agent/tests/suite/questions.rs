@@ -3,7 +3,7 @@ use holdpoint_test_support::llm::{Step, call};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::{Harness, next_hold, turn_end};
+use super::{Harness, by, next_hold, turn_end};
 
 fn ask(id: &str, confirm: bool) -> Step {
     Step::calls(vec![call(
@@ -177,7 +177,7 @@ async fn a_skill_allowed_for_the_session_is_not_asked_again_in_that_chat() {
         "session"
     );
     let other = h.new_chat().await;
-    h.rt.send_message(h.world.id, other.id, "elsewhere")
+    h.rt.send_message(&by(), h.world.id, other.id, "elsewhere")
         .await
         .unwrap();
     let hold = next_hold(&mut events).await;

@@ -2,7 +2,7 @@
 
 use holdpoint_protocol::{
     Actor, BatchId, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
-    EventPayload, Grant, GrantId, Hold, HoldId, HoldKind, Principal, Role, Source, Timestamp,
+    EventPayload, Grant, GrantId, Hold, HoldId, HoldKind, Principal, Role, Timestamp,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -348,11 +348,12 @@ impl Engine {
         }
     }
 
-    /// Withdraws every open hold of a batch on behalf of Holdpoint (its turn was cancelled).
-    /// Returns the holds it withdrew.
+    /// Withdraws every open hold of a batch on behalf of `by` (who cancelled its turn, or
+    /// Holdpoint itself when the turn ended otherwise). Returns the holds it withdrew.
     pub async fn withdraw_batch(
         &self,
         batch: BatchId,
+        by: &Actor,
         reason: &str,
     ) -> Result<Vec<Hold>, EngineError> {
         let mut withdrawn = Vec::new();
@@ -363,7 +364,7 @@ impl Engine {
             let r = self
                 .update(h.id, &Scope::any(), None, |h, now| {
                     Ok(
-                        hold::withdraw(h, Actor::of(Source::System), Some(reason.to_owned()), now)
+                        hold::withdraw(h, by.clone(), Some(reason.to_owned()), now)
                             .map(|t| (t, ())),
                     )
                 })

@@ -367,9 +367,10 @@ async fn cancelling_a_turn_withdraws_its_batch() {
         )
         .await
         .unwrap();
+    // Bob cancelled the turn: the withdrawal is his.
     let withdrawn = t
         .engine
-        .withdraw_batch(holds[0].batch, "turn cancelled")
+        .withdraw_batch(holds[0].batch, &approver("bob").actor(), "turn cancelled")
         .await
         .unwrap();
     assert_eq!(
@@ -378,10 +379,11 @@ async fn cancelling_a_turn_withdraws_its_batch() {
     );
     let o = withdrawn[0].outcome.clone().unwrap();
     assert_eq!(
-        (o.status, o.source, o.reason.as_deref()),
+        (o.status, o.source, o.decided_by, o.reason.as_deref()),
         (
             OutcomeStatus::Canceled,
-            Source::System,
+            Source::Person,
+            vec!["bob".to_owned()],
             Some("turn cancelled")
         )
     );

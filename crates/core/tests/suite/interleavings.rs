@@ -7,8 +7,8 @@ use std::time::Duration;
 use holdpoint_core::policy::Policy;
 use holdpoint_core::{EngineError, Scope};
 use holdpoint_protocol::{
-    ApproveScope, DecideOutcome, DecideResult, Decision, GateResult, Hold, HoldRequest, HoldSpec,
-    OutcomeStatus,
+    Actor, ApproveScope, DecideOutcome, DecideResult, Decision, GateResult, Hold, HoldRequest,
+    HoldSpec, OutcomeStatus, Source,
 };
 use holdpoint_test_support::{PATIENCE, TestEngine, agent, approval, approver, gate, question};
 use proptest::prelude::*;
@@ -140,7 +140,11 @@ async fn run(kinds: Vec<u8>, ops: Vec<Op>) {
                 }
                 Op::CancelTurn => {
                     engine
-                        .withdraw_batch(holds[0].batch, "turn cancelled")
+                        .withdraw_batch(
+                            holds[0].batch,
+                            &Actor::of(Source::System),
+                            "turn cancelled",
+                        )
                         .await
                         .unwrap();
                     None

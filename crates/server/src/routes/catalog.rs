@@ -277,7 +277,7 @@ pub async fn send(
     let w = app.world(&caller, &world).await?;
     let turn = app
         .runtime()
-        .send_message(w.id, chat_id(&chat)?, &msg.text)
+        .send_message(&caller.actor(), w.id, chat_id(&chat)?, &msg.text)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn: turn.id })))
 }
@@ -312,6 +312,8 @@ pub async fn cancel(
 ) -> Result<Json<Turn>, ApiError> {
     let w = app.world(&caller, &world).await?;
     Ok(Json(
-        app.runtime().cancel_turn(w.id, turn_id(&turn)?).await?,
+        app.runtime()
+            .cancel_turn(&caller.actor(), w.id, turn_id(&turn)?)
+            .await?,
     ))
 }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{TestServer, held, question, raise};
+use super::{TestServer, audit_after, held, last_seq, question, raise};
 
 fn agent(name: &str) -> serde_json::Value {
     json!({"name": name, "llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}, "system_prompt": "You help."})
@@ -272,28 +272,6 @@ async fn unknown_routes_and_methods_get_the_error_shape() {
     assert_eq!(code, "not_found");
     let (code, _) = t.api.delete("/api/v1/worlds").await.error(405);
     assert_eq!(code, "method_not_allowed");
-}
-
-/// The audit events after `after`, as the admin reads them.
-async fn audit_after(t: &TestServer, after: u64) -> Vec<serde_json::Value> {
-    t.api
-        .get(&format!("/api/v1/audit/events?after={after}&limit=1000"))
-        .await
-        .expect(200)["events"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-/// The position of the last event in the log.
-async fn last_seq(t: &TestServer) -> u64 {
-    t.server
-        .app()
-        .store()
-        .audit_head()
-        .await
-        .unwrap()
-        .map_or(0, |h| h.seq)
 }
 
 #[tokio::test]

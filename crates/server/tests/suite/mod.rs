@@ -159,3 +159,25 @@ pub async fn browser(t: &TestServer, token: &str) -> (String, String) {
         .expect(200);
     (cookie, session["csrf_token"].as_str().unwrap().to_owned())
 }
+
+/// The audit events after `after`, as the admin reads them.
+pub async fn audit_after(t: &TestServer, after: u64) -> Vec<Value> {
+    t.api
+        .get(&format!("/api/v1/audit/events?after={after}&limit=1000"))
+        .await
+        .expect(200)["events"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The position of the last event in the log.
+pub async fn last_seq(t: &TestServer) -> u64 {
+    t.server
+        .app()
+        .store()
+        .audit_head()
+        .await
+        .unwrap()
+        .map_or(0, |h| h.seq)
+}

@@ -4,7 +4,7 @@
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
-use super::{Api, TestServer};
+use super::{Api, TestServer, audit_after, last_seq};
 
 /// A world `lab` with an agent on `base_url` and a chat; returns the chat's id.
 async fn chat(t: &TestServer, base_url: &str) -> String {
@@ -142,6 +142,72 @@ async fn a_turn_can_be_canceled_through_the_api() {
         .error(409);
 }
 
+/// The actors of the events of type `kind` among `events`, in log order.
+fn actors(events: &[Value], kind: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["payload"]["type"] == kind)
+        .map(|e| e["actor"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn who_sent_a_message_and_who_canceled_its_turn_are_logged() {
+    let llm = ScriptedLlm::start(vec![Step::calls(vec![call(
+        "c1",
+        "shell_cmd",
+        json!({"command": "true"}),
+    )])])
+    .await;
+    let t = TestServer::start().await;
+    let chat = chat(&t, &llm.base_url()).await;
+    let bot = t.caller("bot", "agent", Some("lab")).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let mut stream = t.api.events("?world=lab", None).await;
+    let from = last_seq(&t).await;
+    let turn = send(&bot, &chat, "go").await.expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hold = stream.next_of("hold.created").await.data["hold"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    alice
+        .post(
+            &format!("/api/v1/worlds/lab/turns/{turn}/cancel"),
+            json!({}),
+        )
+        .await
+        .expect(200);
+
+    let events = audit_after(&t, from).await;
+    let bot_actor = json!({"source": "agent", "name": "bot", "role": "agent"});
+    let system = json!({"source": "system"});
+    // The user's message is the sender's; the agent's answer and the tool result recorded
+    // as the turn ends are Holdpoint's.
+    let messages = actors(&events, "message.created");
+    assert_eq!(messages[0], bot_actor);
+    assert!(
+        messages.len() > 1 && messages[1..].iter().all(|a| *a == system),
+        "{messages:?}"
+    );
+    assert_eq!(actors(&events, "turn.started"), [bot_actor]);
+    assert_eq!(actors(&events, "turn.tool_call"), [system]);
+    let canceler = [json!({"source": "person", "name": "alice", "role": "approver"})];
+    assert_eq!(actors(&events, "hold.withdrawn"), canceler);
+    assert_eq!(actors(&events, "turn.canceled"), canceler);
+    let outcome = &t
+        .api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200)["hold"]["outcome"];
+    assert_eq!(
+        (&outcome["source"], &outcome["decided_by"]),
+        (&json!("person"), &json!(["alice"]))
+    );
+}
+
 #[tokio::test]
 async fn an_agent_without_a_reachable_llm_fails_with_what_to_configure() {
     // A port nothing listens on.
@@ -163,6 +229,8 @@ async fn an_agent_without_a_reachable_llm_fails_with_what_to_configure() {
         error.contains("cannot reach the LLM") && error.contains("base URL"),
         "{error}"
     );
+    // Nobody ended the turn: the log says Holdpoint did.
+    assert_eq!(failed.data["actor"], json!({"source": "system"}));
     let stored = t
         .api
         .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
