@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Actor, Agent, AgentId, Chat, ChatId, Grant, GrantId, Hold, HoldId, Message, Outcome,
-    PendingAnswer, RuleRef, Timestamp, TokenInfo, ToolCall, ToolResult, TurnId, Vote, World,
-    WorldId,
+    PendingAnswer, RuleRef, Timestamp, TokenInfo, ToolCall, ToolResult, TurnId, Vote, Webhook,
+    World, WorldId,
 };
 
 /// One entry of the log, as committed.
@@ -103,6 +103,12 @@ pub enum EventPayload {
     /// An API token was revoked; its browser sessions ended with it.
     #[serde(rename = "token.revoked")]
     TokenRevoked { token: TokenInfo },
+    /// A URL was subscribed to a world's hold events (never with the signing secret).
+    #[serde(rename = "webhook.created")]
+    WebhookCreated { webhook: Webhook },
+    /// A webhook subscription was deleted, with its deliveries.
+    #[serde(rename = "webhook.deleted")]
+    WebhookDeleted { webhook: Webhook },
     /// A message was added to a chat (a user's, the agent's answer, a tool result).
     #[serde(rename = "message.created")]
     MessageCreated { message: Message },
@@ -168,6 +174,8 @@ impl EventPayload {
             EventPayload::ChatDeleted { .. } => "chat.deleted",
             EventPayload::TokenCreated { .. } => "token.created",
             EventPayload::TokenRevoked { .. } => "token.revoked",
+            EventPayload::WebhookCreated { .. } => "webhook.created",
+            EventPayload::WebhookDeleted { .. } => "webhook.deleted",
             EventPayload::MessageCreated { .. } => "message.created",
             EventPayload::TurnStarted { .. } => "turn.started",
             EventPayload::TurnText { .. } => "turn.text",

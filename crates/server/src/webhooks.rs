@@ -17,7 +17,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_core::record::put;
 use holdpoint_core::store::{EventFilter, RecordKind, Write};
 use holdpoint_protocol::{
-    DeliveriesPage, DeliveryStatus, Event, Timestamp, Webhook, WebhookDelivery, WebhookId, WorldId,
+    Actor, DeliveriesPage, DeliveryStatus, Event, EventPayload, Timestamp, Webhook,
+    WebhookDelivery, WebhookId, WorldId,
 };
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -112,8 +113,10 @@ impl Webhooks {
             .await?)
     }
 
+    /// Stores a new subscription, logged as `by`'s (`webhook.created`, without the secret).
     pub(crate) async fn save_subscription(
         &self,
+        by: &Actor,
         s: &Subscription,
         world: WorldId,
     ) -> Result<(), ApiError> {
@@ -125,13 +128,25 @@ impl Webhooks {
             1,
             s,
         )?;
-        self.records().commit(vec![write], vec![]).await?;
+        let event = self.runtime.event_by(
+            by,
+            world,
+            None,
+            EventPayload::WebhookCreated {
+                webhook: s.webhook.clone(),
+            },
+        );
+        self.records().commit(vec![write], vec![event]).await?;
         Ok(())
     }
 
-    /// Removes a subscription with its deliveries.
-    pub(crate) async fn delete_subscription(&self, id: WebhookId) -> Result<(), ApiError> {
-        let id = *id.as_uuid();
+    /// Removes a subscription with its deliveries, logged as `by`'s (`webhook.deleted`).
+    pub(crate) async fn delete_subscription(
+        &self,
+        by: &Actor,
+        webhook: &Webhook,
+    ) -> Result<(), ApiError> {
+        let id = *webhook.id.as_uuid();
         let writes = vec![
             Write::DeleteRecords {
                 kind: RecordKind::WebhookDelivery,
@@ -142,7 +157,15 @@ impl Webhooks {
                 id,
             },
         ];
-        self.records().commit(writes, vec![]).await?;
+        let event = self.runtime.event_by(
+            by,
+            &webhook.world,
+            None,
+            EventPayload::WebhookDeleted {
+                webhook: webhook.clone(),
+            },
+        );
+        self.records().commit(writes, vec![event]).await?;
         Ok(())
     }
 

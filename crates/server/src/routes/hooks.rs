@@ -75,7 +75,9 @@ pub async fn create(
         webhook: webhook.clone(),
         secret: secret("whsec_")?,
     };
-    app.webhooks().save_subscription(&sub, w.id).await?;
+    app.webhooks()
+        .save_subscription(&caller.actor(), &sub, w.id)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {
@@ -108,7 +110,9 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let sub = owned(&app, &caller, webhook_id(&id)?).await?;
-    app.webhooks().delete_subscription(sub.webhook.id).await?;
+    app.webhooks()
+        .delete_subscription(&caller.actor(), &sub.webhook)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio::sync::mpsc;
 
-use super::{TestServer, answer, held, question, raise};
+use super::{TestServer, answer, audit_after, held, last_seq, question, raise};
 
 /// What the receiver got.
 struct Received {
@@ -364,6 +364,58 @@ async fn subscriptions_are_checked_and_admin_only() {
         .get(&format!("/api/v1/webhooks/{id}/deliveries"))
         .await
         .error(404);
+}
+
+#[tokio::test]
+async fn subscribing_and_unsubscribing_are_logged_with_who_did_it_never_the_secret() {
+    let t = TestServer::start().await;
+    let world = t.world("lab").await;
+    let carol = t.caller("carol", "admin", None).await;
+    let from = last_seq(&t).await;
+    let created = carol
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": "http://127.0.0.1:9/x", "events": ["hold.created", "hold.withdrawn"]}),
+        )
+        .await
+        .expect(201);
+    let webhook = created["webhook"].clone();
+    let secret = created["secret"].as_str().unwrap();
+    carol
+        .delete(&format!(
+            "/api/v1/webhooks/{}",
+            webhook["id"].as_str().unwrap()
+        ))
+        .await
+        .expect(204);
+
+    let events = audit_after(&t, from).await;
+    let logged: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["type"].as_str().unwrap(),
+                e["world"].clone(),
+                e["actor"].clone(),
+                e["payload"]["webhook"].clone(),
+            )
+        })
+        .collect();
+    let carol_actor = json!({"source": "person", "name": "carol", "role": "admin"});
+    assert_eq!(
+        logged,
+        [
+            (
+                "webhook.created",
+                world["id"].clone(),
+                carol_actor.clone(),
+                webhook.clone()
+            ),
+            ("webhook.deleted", world["id"].clone(), carol_actor, webhook),
+        ]
+    );
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(!text.contains(secret), "the secret is in the log: {text}");
 }
 
 #[tokio::test]
