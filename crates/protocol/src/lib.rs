@@ -46,8 +46,8 @@ pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };
 pub use runtime::{
-    Agent, AgentChanges, CallRecord, CallState, Chat, ChatChanges, LlmSettings, Message,
-    MessageRole, NewAgent, NewChat, NewWorld, ToolCall, ToolResult, Turn, TurnStatus, World,
-    WorldChanges,
+    Agent, AgentChanges, ApprovedBy, CallRecord, CallState, Chat, ChatChanges, LlmSettings,
+    Message, MessageRole, NewAgent, NewChat, NewWorld, ToolCall, ToolResult, Turn, TurnStatus,
+    World, WorldChanges,
 };
 pub use time::{Deadline, ParseDeadlineError, Timestamp};

@@ -136,6 +136,40 @@ pub enum CallState {
     Done,
 }
 
+/// How a call that runs was allowed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovedBy {
+    /// A policy rule or the policy's mode allowed it without asking.
+    Policy,
+    /// A standing grant from an earlier "approve always" or "approve for this chat".
+    Grant,
+    /// A person approved it.
+    Person,
+    /// Nobody answered in time and the hold's timeout outcome approved it.
+    Timeout,
+    /// A skill a person allowed for the rest of the chat.
+    Session,
+}
+
+impl ApprovedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovedBy::Policy => "policy",
+            ApprovedBy::Grant => "grant",
+            ApprovedBy::Person => "person",
+            ApprovedBy::Timeout => "timeout",
+            ApprovedBy::Session => "session",
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One tool call of a turn's current step.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CallRecord {
@@ -146,9 +180,9 @@ pub struct CallRecord {
     pub arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldId>,
-    /// How a call that runs was allowed: `policy`, `grant`, `person`, `timeout`, `session`.
+    /// How a call that runs was allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approved_by: Option<String>,
+    pub approved_by: Option<ApprovedBy>,
     /// A person edited the arguments before approving.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
@@ -190,8 +224,8 @@ pub enum ToolResult {
         output: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         arguments: Option<Value>,
-        /// How it was allowed: `policy`, `person`, `grant` or `timeout`.
-        approved_by: String,
+        /// How it was allowed.
+        approved_by: ApprovedBy,
     },
     /// The tool ran and failed.
     Failed { error: String },

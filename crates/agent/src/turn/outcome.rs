@@ -1,8 +1,8 @@
 //! What a hold's outcome means for its call.
 
 use holdpoint_protocol::{
-    CallRecord, CallState, DecidedBy, EventPayload, Outcome, OutcomeStatus, Source, ToolResult,
-    TurnId, Verdict,
+    ApprovedBy, CallRecord, CallState, DecidedBy, EventPayload, Outcome, OutcomeStatus, Source,
+    ToolResult, TurnId, Verdict,
 };
 
 use super::finished;
@@ -67,14 +67,7 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
                 }
                 (_, Some(option @ ("yes_once" | "yes_in_session"))) => {
                     rec.state = CallState::Ready;
-                    rec.approved_by = Some(
-                        if o.status == OutcomeStatus::TimedOut {
-                            "timeout"
-                        } else {
-                            "person"
-                        }
-                        .into(),
-                    );
+                    rec.approved_by = Some(approved_by(o));
                     if option == "yes_in_session" {
                         applied.remember_skill = rec
                             .arguments
@@ -92,14 +85,7 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
         Gate::Policy | Gate::AlwaysAsk => match (o.status, o.verdict) {
             (OutcomeStatus::Approved | OutcomeStatus::TimedOut, Some(Verdict::Approve)) => {
                 rec.state = CallState::Ready;
-                rec.approved_by = Some(
-                    if o.status == OutcomeStatus::TimedOut {
-                        "timeout"
-                    } else {
-                        "person"
-                    }
-                    .into(),
-                );
+                rec.approved_by = Some(approved_by(o));
                 rec.edited = o.edited;
                 if let Some(args) = &o.arguments {
                     rec.arguments = Some(args.clone());
@@ -121,6 +107,15 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
         },
     }
     applied
+}
+
+/// Who approved a call whose hold was approved: a person, or the hold's timeout outcome.
+fn approved_by(o: &Outcome) -> ApprovedBy {
+    if o.status == OutcomeStatus::TimedOut {
+        ApprovedBy::Timeout
+    } else {
+        ApprovedBy::Person
+    }
 }
 
 /// A denial, as the LLM hears it: by a person, or by the fail-closed default that a client

@@ -95,6 +95,38 @@ async fn a_free_text_question_is_refused_without_a_hold() {
 }
 
 #[tokio::test]
+async fn an_invalid_call_is_told_its_error_without_positions_in_holdpoints_batch() {
+    // Two questions in one step: the engine gets both in one batch, and refuses the second's
+    // duplicate option id as `items[1].options[1].id`, a position the LLM never saw.
+    let fine = call(
+        "q1",
+        "ask_human",
+        json!({"question": "Deploy now?", "options": [{"id": "yes", "label": "Deploy"}, {"id": "no", "label": "Wait"}]}),
+    );
+    let twice = call(
+        "q2",
+        "ask_human",
+        json!({"question": "Which region?", "options": [{"id": "eu", "label": "Europe"}, {"id": "eu", "label": "Also Europe"}]}),
+    );
+    let h = Harness::new("", vec![Step::calls(vec![fine, twice]), Step::text("ok")]).await;
+    let mut events = h.events().await;
+    let turn = h.send("ship it").await;
+    let hold = next_hold(&mut events).await;
+    h.decide(
+        &hold,
+        Decision::Answer {
+            options: vec!["yes".into()],
+        },
+    )
+    .await;
+    turn_end(&h.rt, &mut events, turn.id).await;
+    assert_eq!(
+        h.llm.requests()[1].tool_result("q2").unwrap(),
+        json!({"status": "invalid_arguments", "error": "options[1].id: \"eu\" is used by an earlier option; ids must be unique"})
+    );
+}
+
+#[tokio::test]
 async fn create_agent_always_asks() {
     let create = call(
         "c",

@@ -1,0 +1,319 @@
+//! Driving a turn: one step after another, each saved before the next begins, until the turn
+//! ends; and how it ends when it stops early.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use holdpoint_core::audit::EventDraft;
+use holdpoint_core::record::put;
+use holdpoint_core::store::{CommitError, Conflict, RecordKind, Write};
+use holdpoint_protocol::{
+    Actor, Agent, CallRecord, CallState, EventPayload, Message, MessageRole, Principal, Source,
+    ToolResult, Turn, TurnId, TurnStatus,
+};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::finished;
+use crate::error::RuntimeError;
+use crate::runtime::Runtime;
+
+/// Why a turn stopped being driven.
+pub(super) enum Stop {
+    /// Another driver saved the turn first: it carries on.
+    Lost,
+    Canceled,
+    /// A person denied a call with "deny and stop".
+    StoppedByPerson,
+    Failed(String),
+}
+
+impl From<RuntimeError> for Stop {
+    fn from(e: RuntimeError) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
+impl Runtime {
+    /// Drives a turn in this process (once).
+    pub(crate) fn spawn_turn(&self, id: TurnId) {
+        let token = CancellationToken::new();
+        {
+            let mut running = crate::runtime::lock(&self.inner.running);
+            if running.contains_key(&id) {
+                return;
+            }
+            running.insert(id, token.clone());
+        }
+        let rt = self.clone();
+        tokio::spawn(async move {
+            rt.drive(id, token).await;
+            crate::runtime::lock(&rt.inner.running).remove(&id);
+        });
+    }
+
+    async fn drive(&self, id: TurnId, cancel: CancellationToken) {
+        let mut d = match Driver::load(self, id, cancel).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(turn = %id, error = %e, "cannot resume a turn");
+                return;
+            }
+        };
+        if let Err(stop) = d.recover_interrupted().await {
+            d.abandon(stop).await;
+            return;
+        }
+        while d.turn.status.is_active() {
+            let step = if d.cancel.is_cancelled() {
+                Err(Stop::Canceled)
+            } else {
+                d.step().await
+            };
+            match step {
+                Ok(()) => {}
+                Err(Stop::Lost) => return,
+                Err(stop) => {
+                    d.abandon(stop).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One turn being driven in this process, with what its steps need.
+pub(super) struct Driver<'a> {
+    pub(super) rt: &'a Runtime,
+    pub(super) turn: Turn,
+    pub(super) agent: Agent,
+    pub(super) dir: PathBuf,
+    pub(super) cancel: CancellationToken,
+}
+
+impl<'a> Driver<'a> {
+    pub(super) async fn load(
+        rt: &'a Runtime,
+        id: TurnId,
+        cancel: CancellationToken,
+    ) -> Result<Driver<'a>, RuntimeError> {
+        let turn = rt.turn(id).await?;
+        let agent = rt.find_agent(turn.world, &turn.agent.to_string()).await?;
+        let dir = rt.world_dir(turn.world);
+        Ok(Driver {
+            rt,
+            turn,
+            agent,
+            dir,
+            cancel,
+        })
+    }
+
+    pub(super) fn principal(&self) -> Principal {
+        crate::runtime::agent_principal(&self.agent)
+    }
+
+    pub(super) fn event(&self, payload: EventPayload) -> EventDraft {
+        self.rt
+            .event(self.turn.world, Some(self.turn.chat.to_string()), payload)
+    }
+
+    /// Saves the turn (at the next version) with other writes and events, atomically.
+    pub(super) async fn save(
+        &mut self,
+        mut writes: Vec<Write>,
+        events: Vec<EventDraft>,
+    ) -> Result<(), Stop> {
+        self.turn.version += 1;
+        let chat = *self.turn.chat.as_uuid();
+        writes.insert(
+            0,
+            put(
+                RecordKind::Turn,
+                *self.turn.id.as_uuid(),
+                Some(chat),
+                None,
+                self.turn.version,
+                &self.turn,
+            )
+            .map_err(|e| Stop::Failed(e.to_string()))?,
+        );
+        let result = self.rt.commit(writes, events).await;
+        if result.is_err() {
+            self.turn.version -= 1;
+        }
+        match result {
+            Ok(()) => Ok(()),
+            Err(CommitError::Conflict(Conflict::StaleRecord { .. })) => Err(Stop::Lost),
+            Err(e) => Err(Stop::Failed(format!("could not save the turn: {e}"))),
+        }
+    }
+
+    /// A call that was running when the last process stopped: its outcome is unknown, and it
+    /// is not run again.
+    async fn recover_interrupted(&mut self) -> Result<(), Stop> {
+        let mut events = Vec::new();
+        let turn = self.turn.id;
+        for rec in self
+            .turn
+            .calls
+            .iter_mut()
+            .filter(|c| c.state == CallState::Running)
+        {
+            let result = ToolResult::Interrupted {
+                note: "Holdpoint stopped while this tool was running: it may or may not have had its effect, and it was not run again".into(),
+            };
+            events.push(finished(turn, rec, result));
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        let events = events.into_iter().map(|p| self.event(p)).collect();
+        self.save(vec![], events).await
+    }
+
+    async fn step(&mut self) -> Result<(), Stop> {
+        let calls = &self.turn.calls;
+        if calls.is_empty() {
+            return self.think().await;
+        }
+        if calls.iter().any(|c| c.state == CallState::Proposed) {
+            return self.gate().await;
+        }
+        // Calls policy allowed run at once; held ones once the whole batch is decided.
+        let ready = |c: &CallRecord| c.state == CallState::Ready;
+        if let Some(i) = calls.iter().position(|c| ready(c) && c.hold.is_none()) {
+            return self.run(i).await;
+        }
+        if calls.iter().any(|c| c.state == CallState::Held) {
+            return self.wait().await;
+        }
+        if let Some(i) = calls.iter().position(ready) {
+            return self.run(i).await;
+        }
+        self.conclude().await
+    }
+
+    /// Gives the LLM one result per call, in call order.
+    async fn conclude(&mut self) -> Result<(), Stop> {
+        let (writes, events) = self.tool_messages()?;
+        self.turn.calls.clear();
+        self.turn.batch = None;
+        self.turn.status = TurnStatus::Running;
+        self.save(writes, events).await
+    }
+
+    fn tool_messages(&self) -> Result<(Vec<Write>, Vec<EventDraft>), Stop> {
+        let mut writes = Vec::new();
+        let mut events = Vec::new();
+        let chat = *self.turn.chat.as_uuid();
+        for rec in &self.turn.calls {
+            let Some(result) = &rec.result else { continue };
+            let content = serde_json::to_string(result).map_err(|e| Stop::Failed(e.to_string()))?;
+            let message = Message {
+                role: MessageRole::Tool,
+                content: Some(content),
+                tool_calls: vec![],
+                tool_call_id: Some(rec.call.id.clone()),
+                turn: Some(self.turn.id),
+                at: self.rt.now(),
+            };
+            writes.push(
+                put(
+                    RecordKind::Message,
+                    Uuid::now_v7(),
+                    Some(chat),
+                    None,
+                    1,
+                    &message,
+                )
+                .map_err(|e| Stop::Failed(e.to_string()))?,
+            );
+            events.push(self.event(EventPayload::MessageCreated { message }));
+        }
+        Ok((writes, events))
+    }
+
+    /// Ends the turn: withdraws its pending holds, reports every call not done as not
+    /// executed (so the conversation stays whole for the next turn), and records why.
+    pub(super) async fn abandon(&mut self, stop: Stop) {
+        // A cancel is recorded as whoever asked for it; any other end as Holdpoint's.
+        let by = match stop {
+            Stop::Canceled => self.rt.take_canceler(self.turn.id),
+            _ => Actor::of(Source::System),
+        };
+        let (status, reason, payload) = match stop {
+            Stop::Lost => return,
+            Stop::Canceled => (
+                TurnStatus::Canceled,
+                "the turn was cancelled".to_owned(),
+                EventPayload::TurnCanceled { turn: self.turn.id },
+            ),
+            Stop::StoppedByPerson => (
+                TurnStatus::Stopped,
+                "a person stopped the turn".to_owned(),
+                EventPayload::TurnStopped { turn: self.turn.id },
+            ),
+            Stop::Failed(error) => {
+                tracing::warn!(turn = %self.turn.id, %error, "turn failed");
+                (
+                    TurnStatus::Failed,
+                    error.clone(),
+                    EventPayload::TurnFailed {
+                        turn: self.turn.id,
+                        error,
+                    },
+                )
+            }
+        };
+        if let Some(batch) = self.turn.batch
+            && let Err(e) = self.rt.engine().withdraw_batch(batch, &by, &reason).await
+        {
+            tracing::warn!(turn = %self.turn.id, error = %e, "could not withdraw the turn's holds");
+        }
+        let mut events = Vec::new();
+        let turn = self.turn.id;
+        for rec in self
+            .turn
+            .calls
+            .iter_mut()
+            .filter(|c| c.state != CallState::Done)
+        {
+            events.push(finished(
+                turn,
+                rec,
+                ToolResult::NotExecuted {
+                    reason: reason.clone(),
+                },
+            ));
+        }
+        let mut events: Vec<EventDraft> = events.into_iter().map(|p| self.event(p)).collect();
+        let (mut writes, messages) = self.tool_messages().unwrap_or_default();
+        events.extend(messages);
+        events.push(self.rt.event_by(
+            &by,
+            self.turn.world,
+            Some(self.turn.chat.to_string()),
+            payload,
+        ));
+        writes.push(Write::DeleteRecord {
+            kind: RecordKind::ActiveTurn,
+            id: *self.turn.id.as_uuid(),
+        });
+        self.turn.calls.clear();
+        self.turn.batch = None;
+        self.turn.status = status;
+        self.turn.finished_at = Some(self.rt.now());
+        if status == TurnStatus::Failed {
+            self.turn.error = Some(reason);
+        }
+        // A second attempt, should the first lose a race with a final save of the driver.
+        for _ in 0..3 {
+            match self.save(writes.clone(), events.clone()).await {
+                Ok(()) | Err(Stop::Lost) => return,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        tracing::error!(turn = %self.turn.id, "could not record the end of a turn");
+    }
+}

@@ -1,0 +1,196 @@
+//! The gate step: each proposed call is checked (a known tool, JSON arguments), then the
+//! engine's gate decides the rest in one batch: allowed, denied, held or invalid.
+
+use holdpoint_core::store::RecordKind;
+use holdpoint_protocol::{
+    ApprovalRequest, ApprovedBy, CallState, ChatId, DecidedBy, GateRequest, GateResult,
+    HoldRequest, ToolResult,
+};
+use serde_json::Value;
+
+use super::driver::{Driver, Stop};
+use super::{finished, outcome};
+use crate::tools::{self, Gate};
+
+/// What checking one call before the engine comes to.
+enum Gated {
+    /// The engine's gate decides it.
+    Ask(HoldRequest),
+    /// It may run without asking anyone (a skill allowed for the rest of the chat).
+    Ready(ApprovedBy),
+    /// Its result, without asking anyone (the call cannot run as proposed).
+    Done(ToolResult),
+}
+
+impl Driver<'_> {
+    pub(super) async fn gate(&mut self) -> Result<(), Stop> {
+        let mut items = Vec::new();
+        let mut slots = Vec::new();
+        let mut events = Vec::new();
+        let chat = self.turn.chat;
+        let turn = self.turn.id;
+        for i in 0..self.turn.calls.len() {
+            if self.turn.calls[i].state != CallState::Proposed {
+                continue;
+            }
+            match self.gate_item(i, chat).await? {
+                Gated::Ask(item) => {
+                    items.push(item);
+                    slots.push(i);
+                }
+                Gated::Ready(by) => {
+                    let rec = &mut self.turn.calls[i];
+                    rec.state = CallState::Ready;
+                    rec.approved_by = Some(by);
+                }
+                Gated::Done(result) => {
+                    events.push(finished(turn, &mut self.turn.calls[i], result));
+                }
+            }
+        }
+        if !items.is_empty() {
+            let request = GateRequest {
+                world: self.turn.world.to_string(),
+                chat: Some(chat.to_string()),
+                agent: Some(self.agent.id.to_string()),
+                items,
+                idempotency_key: Some(format!("turn:{}:step:{}", self.turn.id, self.turn.step)),
+            };
+            let response = self
+                .rt
+                .engine()
+                .gate(&self.principal(), request)
+                .await
+                .map_err(|e| Stop::Failed(e.to_string()))?;
+            self.turn.batch = response.batch;
+            for (i, result) in slots.into_iter().zip(response.results) {
+                let rec = &mut self.turn.calls[i];
+                match result {
+                    GateResult::Allowed { decided_by, .. } => {
+                        rec.state = CallState::Ready;
+                        rec.approved_by = Some(if matches!(decided_by, DecidedBy::Grant { .. }) {
+                            ApprovedBy::Grant
+                        } else {
+                            ApprovedBy::Policy
+                        });
+                    }
+                    GateResult::Denied { decided_by, .. } => events.push(finished(
+                        turn,
+                        rec,
+                        ToolResult::DeniedByPolicy {
+                            rule: outcome::describe(&decided_by),
+                        },
+                    )),
+                    GateResult::Held { hold } => {
+                        rec.state = CallState::Held;
+                        rec.hold = Some(hold.id);
+                    }
+                    GateResult::Invalid { field, message } => {
+                        let error = match within_call(&field) {
+                            "" => message,
+                            field => format!("{field}: {message}"),
+                        };
+                        events.push(finished(turn, rec, ToolResult::InvalidArguments { error }));
+                    }
+                }
+            }
+        }
+        let events = events.into_iter().map(|p| self.event(p)).collect();
+        self.save(vec![], events).await
+    }
+
+    /// What call `i` comes to before the engine is asked.
+    async fn gate_item(&mut self, i: usize, chat: ChatId) -> Result<Gated, Stop> {
+        let rec = &mut self.turn.calls[i];
+        let id = rec.call.id.clone();
+        let Some(def) = tools::find(&self.agent, &rec.call.name) else {
+            let names: Vec<String> = tools::specs(&self.agent)
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            return Ok(Gated::Done(ToolResult::InvalidArguments {
+                error: format!(
+                    "there is no tool named {:?}; the tools are {}",
+                    rec.call.name,
+                    names.join(", ")
+                ),
+            }));
+        };
+        let args: Value = match serde_json::from_str(&rec.call.arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return Ok(Gated::Done(ToolResult::InvalidArguments {
+                    error: "the arguments must be a JSON object".into(),
+                }));
+            }
+            Err(e) => {
+                return Ok(Gated::Done(ToolResult::InvalidArguments {
+                    error: format!("the arguments are not valid JSON: {e}"),
+                }));
+            }
+        };
+        rec.arguments = Some(args.clone());
+        Ok(match def.gate {
+            Gate::Policy | Gate::AlwaysAsk => Gated::Ask(HoldRequest::Approval(ApprovalRequest {
+                tool_call_id: Some(id),
+                tool: def.name.into(),
+                arguments: args,
+                schema: Some((def.schema)()),
+                annotations: None,
+                description: None,
+                deadline: None,
+                always_ask: def.gate == Gate::AlwaysAsk,
+                offers: None,
+            })),
+            Gate::Question => match tools::question(&id, &args) {
+                Ok(q) => Gated::Ask(HoldRequest::Question(q)),
+                Err(error) => Gated::Done(ToolResult::InvalidArguments { error }),
+            },
+            Gate::Skill => {
+                let name = args["name"].as_str().unwrap_or_default().to_owned();
+                let session = self
+                    .rt
+                    .store()
+                    .record_by_key(RecordKind::SkillSession, Some(*chat.as_uuid()), &name)
+                    .await
+                    .map_err(|e| Stop::Failed(e.to_string()))?;
+                if session.is_some() {
+                    return Ok(Gated::Ready(ApprovedBy::Session));
+                }
+                match tools::skill_question(&id, &self.dir, &args) {
+                    Ok((_, q)) => Gated::Ask(HoldRequest::Question(q)),
+                    Err(error) => Gated::Done(ToolResult::Failed { error }),
+                }
+            }
+        })
+    }
+}
+
+/// A field named by the engine's gate, as the LLM knows it: relative to its own call. The
+/// engine names fields by their place in the batch it was sent (`items[1].options`), a
+/// position of Holdpoint's that matches none of the LLM's calls; the error is reported on the
+/// call it is about, so the field names a part of that call's arguments, or nothing.
+fn within_call(field: &str) -> &str {
+    let Some(rest) = field.strip_prefix("items[") else {
+        return field;
+    };
+    match rest.split_once(']') {
+        Some((n, rest)) if n.bytes().all(|b| b.is_ascii_digit()) => {
+            rest.strip_prefix('.').unwrap_or(rest)
+        }
+        _ => field,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within_call;
+
+    #[test]
+    fn fields_are_named_within_the_call() {
+        assert_eq!(within_call("items[1].options[0].id"), "options[0].id");
+        assert_eq!(within_call("items[12]"), "");
+        assert_eq!(within_call("deadline"), "deadline");
+        assert_eq!(within_call("items[x].a"), "items[x].a");
+    }
+}
