@@ -11,16 +11,18 @@ mod follower;
 mod gate;
 mod grants;
 mod progress;
+mod queries;
 mod recent;
 mod retention;
 mod stream;
+mod timer_loop;
 mod timers;
+mod waiting;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
 
-use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Outcome, Page, StatusFilter};
+use holdpoint_protocol::{Event, Hold, HoldId, Outcome};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
@@ -29,11 +31,9 @@ pub use stream::EventStream;
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::clock::{Clock, SystemClock};
 use crate::error::EngineError;
-use crate::limits::{DEFAULT_PAGE, Limits};
+use crate::limits::Limits;
 use crate::policy::Policy;
-use crate::store::{
-    CommitError, EventFilter, HoldFilter, StatusSet, Store, StoreError, Transaction, Write,
-};
+use crate::store::{CommitError, EventFilter, Store, StoreError, Transaction, Write};
 use grants::GrantIndex;
 use timers::{TimerKind, TimerQueue};
 
@@ -169,7 +169,7 @@ impl EngineBuilder {
             tasks: Mutex::new(Vec::new()),
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
-        let timer = tokio::spawn(timer_loop(Arc::downgrade(&inner)));
+        let timer = tokio::spawn(timer_loop::run(Arc::downgrade(&inner)));
         lock(&inner.tasks).extend([follower, timer]);
         Ok(Engine { inner })
     }
@@ -269,25 +269,6 @@ impl Engine {
         Ok(())
     }
 
-    /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
-    /// from memory (it never changes again), such as the one a wait just saw resolved.
-    pub async fn hold(&self, id: HoldId, scope: &Scope) -> Result<Hold, EngineError> {
-        let resolved = lock(&self.inner.recent)
-            .get(id)
-            .filter(|h| h.outcome.is_some());
-        let hold = match resolved {
-            Some(h) => Some(Hold::clone(&h)),
-            None => self.inner.store.hold(id).await?,
-        };
-        match hold {
-            Some(h) if scope.admits(&h) => Ok(h),
-            _ => Err(EngineError::NotFound {
-                what: "hold",
-                id: id.to_string(),
-            }),
-        }
-    }
-
     /// Every event about a hold, oldest first: its history.
     pub async fn history(&self, id: HoldId, scope: &Scope) -> Result<Vec<Arc<Event>>, EngineError> {
         self.hold(id, scope).await?;
@@ -298,155 +279,9 @@ impl Engine {
         Ok(self.inner.store.all_events(&filter).await?)
     }
 
-    /// A page of holds. Served by the store's indexes: the first page costs the same with
-    /// ten pending holds or a hundred thousand.
-    pub async fn holds(&self, query: &HoldQuery) -> Result<Page<Hold>, EngineError> {
-        if query.chat.is_some() && query.world.is_none() {
-            return Err(EngineError::invalid(
-                "invalid_input",
-                "chat",
-                "filtering by chat needs a world",
-            ));
-        }
-        let max = self.inner.limits.page;
-        let limit = match query.limit {
-            0 => DEFAULT_PAGE.min(max),
-            n if n > max => {
-                return Err(EngineError::invalid(
-                    "invalid_input",
-                    "limit",
-                    format!("at most {max} holds per page"),
-                ));
-            }
-            n => n,
-        };
-        let after = match &query.cursor {
-            None => None,
-            Some(c) => Some(c.parse::<u64>().map_err(|_| {
-                EngineError::invalid(
-                    "invalid_input",
-                    "cursor",
-                    "not a cursor returned by a previous page",
-                )
-            })?),
-        };
-        let filter = HoldFilter {
-            world: query.world.clone(),
-            chat: query.chat.clone(),
-            status: match query.status {
-                StatusFilter::Open => StatusSet::Open,
-                StatusFilter::Resolved => StatusSet::Resolved,
-                StatusFilter::Any => StatusSet::Any,
-                StatusFilter::Is(s) => StatusSet::Is(s),
-            },
-            kind: query.kind,
-            batch: query.batch,
-            order: query.order,
-            after,
-            limit: limit + 1,
-        };
-        let mut rows = self.inner.store.holds(&filter).await?;
-        let next = if rows.len() > limit {
-            rows.truncate(limit);
-            rows.last().map(|r| r.position.to_string())
-        } else {
-            None
-        };
-        Ok(Page {
-            items: rows.into_iter().map(|r| r.item).collect(),
-            next,
-        })
-    }
-
-    /// Whether new user messages to the chat are refused (a hold is open in it).
-    pub async fn chat_locked(&self, world: &str, chat: &str) -> Result<bool, EngineError> {
-        Ok(self.inner.store.chat_has_open_hold(world, chat).await?)
-    }
-
-    /// Waits until the hold is resolved or `timeout` passes (`None`: still open). The hold
-    /// keeps its own deadline either way.
-    pub async fn wait(
-        &self,
-        id: HoldId,
-        timeout: Duration,
-        scope: &Scope,
-    ) -> Result<Option<Outcome>, EngineError> {
-        let (tx, rx) = oneshot::channel();
-        lock(&self.inner.waiters).entry(id).or_default().push(tx);
-        let guard = WaiterGuard {
-            inner: &self.inner,
-            id,
-        };
-        // Registered first, then checked: a resolution applied from here on wakes us, and one
-        // applied before has already cleared the hold's timers (or is in the store).
-        let known_open = match lock(&self.inner.recent).get(id) {
-            Some(hold) if scope.admits(&hold) => {
-                if let Some(outcome) = &hold.outcome {
-                    return Ok(Some(outcome.clone()));
-                }
-                lock(&self.inner.timers).tracks(id)
-            }
-            _ => false,
-        };
-        if !known_open {
-            let hold = self.hold(id, scope).await?;
-            if let Some(outcome) = hold.outcome {
-                return Ok(Some(outcome));
-            }
-        }
-        let result = tokio::time::timeout(timeout, rx).await;
-        drop(guard);
-        match result {
-            Ok(Ok(outcome)) => Ok(Some(outcome)),
-            Ok(Err(_)) => Err(EngineError::Busy),
-            Err(_) => Ok(None),
-        }
-    }
-
-    /// Committed events after `after` (or from now on, with `None`), filtered. Resumable:
-    /// reconnecting with the last `seq` seen replays exactly what was missed.
-    pub async fn events(
-        &self,
-        after: Option<u64>,
-        filter: EventFilter,
-    ) -> Result<EventStream, EngineError> {
-        let rx = self.inner.store.subscribe();
-        let (cursor, catching_up) = match after {
-            Some(seq) => (seq, true),
-            None => (
-                self.inner.store.audit_head().await?.map_or(0, |h| h.seq),
-                false,
-            ),
-        };
-        Ok(EventStream::new(
-            self.inner.store.clone(),
-            rx,
-            filter,
-            cursor,
-            catching_up,
-        ))
-    }
-
-    /// Active grants of a world (or of all).
-    pub async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, EngineError> {
-        Ok(self.inner.store.grants(world).await?)
-    }
-
     /// Walks the whole audit chain.
     pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
         Ok(verify(self.inner.store.as_ref()).await?)
-    }
-
-    /// Holds not yet resolved, as far as the applied log tells.
-    pub fn open_holds(&self) -> u64 {
-        self.inner
-            .open_holds
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Open holds whose deadlines the timers track (for metrics and tests).
-    pub fn tracked_timers(&self) -> usize {
-        lock(&self.inner.timers).len()
     }
 
     pub(crate) fn now(&self) -> holdpoint_protocol::Timestamp {
@@ -497,100 +332,6 @@ pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError
     }
     let head = store.audit_head().await?;
     Ok(verifier.finish(head))
-}
-
-/// Removes a waiter's closed sender when its wait ends early (timeout, disconnect).
-struct WaiterGuard<'a> {
-    inner: &'a Inner,
-    id: HoldId,
-}
-
-impl Drop for WaiterGuard<'_> {
-    fn drop(&mut self) {
-        let mut waiters = lock(&self.inner.waiters);
-        if let Some(list) = waiters.get_mut(&self.id) {
-            list.retain(|tx| !tx.is_closed());
-            if list.is_empty() {
-                waiters.remove(&self.id);
-            }
-        }
-    }
-}
-
-/// Fires due deadlines and reminders. Holds only a weak reference while it sleeps.
-async fn timer_loop(inner: Weak<Inner>) {
-    const BURST: usize = 256;
-    loop {
-        let Some(engine) = inner.upgrade().map(|inner| Engine { inner }) else {
-            return;
-        };
-        let now = engine.now();
-        let due = lock(&engine.inner.timers).pop_due(now, BURST);
-        if !due.is_empty() {
-            let mut set = tokio::task::JoinSet::new();
-            for (hold, kind) in due {
-                let e = engine.clone();
-                set.spawn(async move { e.fire(hold, kind).await });
-            }
-            while set.join_next().await.is_some() {}
-            continue;
-        }
-        let next = lock(&engine.inner.timers).next_at();
-        let clock = engine.inner.clock.clone();
-        // A change notified while nobody waits leaves a permit, so none is lost here.
-        let notify = engine.inner.timers_changed.clone();
-        drop(engine);
-        let changed = notify.notified();
-        match next {
-            Some(at) => {
-                tokio::select! {
-                    () = clock.sleep_until(at) => {}
-                    () = changed => {}
-                }
-            }
-            None => changed.await,
-        }
-    }
-}
-
-impl Engine {
-    fn set_timer(&self, hold: HoldId, kind: TimerKind, at: holdpoint_protocol::Timestamp) {
-        lock(&self.inner.timers).set(hold, kind, at);
-        self.inner.timers_changed.notify_one();
-    }
-
-    /// Applies a due deadline or reminder. On a storage failure it tries again shortly: a
-    /// hold must never outlive its deadline because one write failed.
-    async fn fire(&self, id: HoldId, kind: TimerKind) {
-        const RETRY: Duration = Duration::from_secs(1);
-        let result = self
-            .update(id, &Scope::any(), None, |hold, now| {
-                let t = match kind {
-                    TimerKind::Deadline => crate::hold::expire(hold, now),
-                    TimerKind::Remind => crate::hold::remind(hold, now),
-                };
-                Ok(t.map(|t| (t, ())))
-            })
-            .await;
-        match result {
-            Ok(Updated::Applied(..)) => {}
-            Ok(Updated::Unchanged(hold)) => {
-                // Still open but not yet due by this node's clock: look again then.
-                let at = match kind {
-                    TimerKind::Deadline => hold.deadline,
-                    TimerKind::Remind => hold.remind_at.filter(|_| !hold.reminded),
-                };
-                if let Some(at) = at.filter(|_| hold.is_open()) {
-                    self.set_timer(id, kind, at.max(self.now()));
-                }
-            }
-            Err(EngineError::NotFound { .. }) => {}
-            Err(e) => {
-                tracing::warn!(hold = %id, error = %e, "could not apply a hold's {kind:?} timer; retrying");
-                self.set_timer(id, kind, self.now().saturating_add(RETRY));
-            }
-        }
-    }
 }
 
 /// The result of an optimistic update.

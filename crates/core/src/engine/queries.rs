@@ -1,0 +1,135 @@
+//! Reading what the engine knows: holds, pages of holds, event streams, grants and counts.
+
+use holdpoint_protocol::{Grant, Hold, HoldId, HoldQuery, Page, StatusFilter};
+
+use super::{Engine, EventStream, Scope, lock};
+use crate::error::EngineError;
+use crate::limits::DEFAULT_PAGE;
+use crate::store::{EventFilter, HoldFilter, StatusSet};
+
+impl Engine {
+    /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
+    /// from memory (it never changes again), such as the one a wait just saw resolved.
+    pub async fn hold(&self, id: HoldId, scope: &Scope) -> Result<Hold, EngineError> {
+        let resolved = lock(&self.inner.recent)
+            .get(id)
+            .filter(|h| h.outcome.is_some());
+        let hold = match resolved {
+            Some(h) => Some(Hold::clone(&h)),
+            None => self.inner.store.hold(id).await?,
+        };
+        match hold {
+            Some(h) if scope.admits(&h) => Ok(h),
+            _ => Err(EngineError::NotFound {
+                what: "hold",
+                id: id.to_string(),
+            }),
+        }
+    }
+
+    /// A page of holds. Served by the store's indexes: the first page costs the same with
+    /// ten pending holds or a hundred thousand.
+    pub async fn holds(&self, query: &HoldQuery) -> Result<Page<Hold>, EngineError> {
+        if query.chat.is_some() && query.world.is_none() {
+            return Err(EngineError::invalid(
+                "invalid_input",
+                "chat",
+                "filtering by chat needs a world",
+            ));
+        }
+        let max = self.inner.limits.page;
+        let limit = match query.limit {
+            0 => DEFAULT_PAGE.min(max),
+            n if n > max => {
+                return Err(EngineError::invalid(
+                    "invalid_input",
+                    "limit",
+                    format!("at most {max} holds per page"),
+                ));
+            }
+            n => n,
+        };
+        let after = match &query.cursor {
+            None => None,
+            Some(c) => Some(c.parse::<u64>().map_err(|_| {
+                EngineError::invalid(
+                    "invalid_input",
+                    "cursor",
+                    "not a cursor returned by a previous page",
+                )
+            })?),
+        };
+        let filter = HoldFilter {
+            world: query.world.clone(),
+            chat: query.chat.clone(),
+            status: match query.status {
+                StatusFilter::Open => StatusSet::Open,
+                StatusFilter::Resolved => StatusSet::Resolved,
+                StatusFilter::Any => StatusSet::Any,
+                StatusFilter::Is(s) => StatusSet::Is(s),
+            },
+            kind: query.kind,
+            batch: query.batch,
+            order: query.order,
+            after,
+            limit: limit + 1,
+        };
+        let mut rows = self.inner.store.holds(&filter).await?;
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|r| r.position.to_string())
+        } else {
+            None
+        };
+        Ok(Page {
+            items: rows.into_iter().map(|r| r.item).collect(),
+            next,
+        })
+    }
+
+    /// Whether new user messages to the chat are refused (a hold is open in it).
+    pub async fn chat_locked(&self, world: &str, chat: &str) -> Result<bool, EngineError> {
+        Ok(self.inner.store.chat_has_open_hold(world, chat).await?)
+    }
+
+    /// Committed events after `after` (or from now on, with `None`), filtered. Resumable:
+    /// reconnecting with the last `seq` seen replays exactly what was missed.
+    pub async fn events(
+        &self,
+        after: Option<u64>,
+        filter: EventFilter,
+    ) -> Result<EventStream, EngineError> {
+        let rx = self.inner.store.subscribe();
+        let (cursor, catching_up) = match after {
+            Some(seq) => (seq, true),
+            None => (
+                self.inner.store.audit_head().await?.map_or(0, |h| h.seq),
+                false,
+            ),
+        };
+        Ok(EventStream::new(
+            self.inner.store.clone(),
+            rx,
+            filter,
+            cursor,
+            catching_up,
+        ))
+    }
+
+    /// Active grants of a world (or of all).
+    pub async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, EngineError> {
+        Ok(self.inner.store.grants(world).await?)
+    }
+
+    /// Holds not yet resolved, as far as the applied log tells.
+    pub fn open_holds(&self) -> u64 {
+        self.inner
+            .open_holds
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Open holds whose deadlines the timers track (for metrics and tests).
+    pub fn tracked_timers(&self) -> usize {
+        lock(&self.inner.timers).len()
+    }
+}
