@@ -1,8 +1,10 @@
 //! The SQLite store.
 
+mod apply;
 mod cache;
 mod checkpointer;
 mod reader;
+mod rows;
 mod schema;
 mod syncer;
 mod writer;
@@ -26,7 +28,8 @@ use tokio::sync::{broadcast, oneshot};
 
 use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
-use writer::{HoldRow, Job, Message, PreparedWrite, RecordRow, Writer};
+use rows::{HoldRow, Job, Message, PreparedWrite, RecordRow};
+use writer::Writer;
 
 /// Why a database could not be opened.
 #[derive(Debug, thiserror::Error)]
