@@ -9,10 +9,11 @@ use holdpoint_protocol::{
 };
 
 use super::{Common, print_json, runtime};
+
 use crate::Failure;
 use crate::client::Client;
 use crate::connect::client_failure;
-use crate::decide::{Decider, Handled, option_ids};
+use crate::decide::{Decider, Handled, option_ids, result_text};
 use crate::present;
 use crate::terminal::{self, Console, Happened};
 
@@ -316,30 +317,16 @@ async fn decide(common: &Common, id: &str, decision: Decision) -> Result<(), Fai
         return print_json(&result);
     }
     let hold = &result.hold;
-    match result.result {
-        DecideOutcome::VoteRecorded => println!(
-            "Approval recorded for {}: {} of {} needed.",
-            hold.id,
-            hold.votes.len(),
-            hold.quorum
-        ),
-        DecideOutcome::AwaitingConfirm => println!(
-            "Answer chosen for {}; confirm it with `holdpoint holds confirm {}` (or cancel).",
-            hold.id, hold.id
-        ),
-        _ => println!(
-            "{} {}: {}",
-            if hold.kind() == HoldKind::Approval {
-                "Approval"
-            } else {
-                "Question"
-            },
-            hold.id,
-            hold.outcome
-                .as_ref()
-                .map(present::outcome)
-                .unwrap_or_default()
-        ),
+    let kind = match hold.kind() {
+        HoldKind::Approval => "Approval",
+        HoldKind::Question => "Question",
+    };
+    println!("{kind} {}: {}", hold.id, result_text(&result));
+    if result.result == DecideOutcome::AwaitingConfirm {
+        println!(
+            "Confirm it with `holdpoint holds confirm {}` (or cancel).",
+            hold.id
+        );
     }
     Ok(())
 }
