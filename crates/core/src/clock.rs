@@ -15,6 +15,12 @@ pub trait Clock: Send + Sync + 'static {
     async fn sleep_until(&self, t: Timestamp);
 }
 
+/// The system's wall-clock time now, for programs that show times (the CLI). Library code
+/// takes time from its [`Clock`], so that tests can move it.
+pub fn now() -> Timestamp {
+    Timestamp::from(std::time::SystemTime::now())
+}
+
 /// The system's wall clock.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
@@ -25,7 +31,7 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 #[async_trait]
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        Timestamp::now()
+        now()
     }
 
     async fn sleep_until(&self, t: Timestamp) {

@@ -14,6 +14,7 @@ pub mod hold;
 pub mod limits;
 pub mod policy;
 pub mod record;
+pub mod roles;
 pub mod store;
 
 pub use engine::{Engine, EngineBuilder, EventStream, HumanChannel, Scope, StartError, verify};

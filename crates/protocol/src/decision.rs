@@ -23,16 +23,6 @@ pub enum ApproveScope {
 }
 
 impl ApproveScope {
-    /// Narrowness order: a quorum of differing scopes approves with the narrowest.
-    pub fn narrowness(self) -> u8 {
-        match self {
-            ApproveScope::Once => 0,
-            ApproveScope::Chat => 1,
-            ApproveScope::AlwaysArgs => 2,
-            ApproveScope::AlwaysTool => 3,
-        }
-    }
-
     pub fn kind(self) -> DecisionKind {
         match self {
             ApproveScope::Once => DecisionKind::ApproveOnce,

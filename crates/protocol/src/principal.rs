@@ -19,11 +19,6 @@ impl Role {
             Role::Agent => "agent",
         }
     }
-
-    /// Whether this role may decide holds at all (a rule may narrow it further by name).
-    pub fn may_decide(self) -> bool {
-        matches!(self, Role::Admin | Role::Approver)
-    }
 }
 
 /// An authenticated caller: a named person or agent credential with its role.

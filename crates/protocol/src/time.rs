@@ -25,11 +25,6 @@ impl Timestamp {
         self.0
     }
 
-    /// The current wall-clock time. Library code takes time from its clock, not from here.
-    pub fn now() -> Self {
-        Self::from(SystemTime::now())
-    }
-
     /// `self + d`, saturating at the end of representable time.
     pub fn saturating_add(self, d: Duration) -> Self {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);

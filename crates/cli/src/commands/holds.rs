@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 
 use clap::{Args, Subcommand};
+use holdpoint_core::clock;
 use holdpoint_protocol::{
     ApproveScope, DecideOutcome, Decision, Event, EventPayload, Hold, HoldId, HoldKind, HoldSpec,
-    HoldsParams, StreamParams, Timestamp,
+    HoldsParams, StreamParams,
 };
 
 use super::{Common, print_json, runtime};
@@ -214,7 +215,7 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         println!("No holds.");
         return Ok(());
     }
-    let now = Timestamp::now();
+    let now = clock::now();
     println!(
         "{:<36}  {:<8}  {:<16}  {:<18}  WHAT",
         "ID", "KIND", "STATUS", "DEADLINE"
@@ -247,7 +248,7 @@ async fn show(a: HoldArgs) -> Result<(), Failure> {
         return print_json(&detail);
     }
     let hold = &detail.hold;
-    println!("{}", present::card(hold, Timestamp::now()));
+    println!("{}", present::card(hold, clock::now()));
     println!("  status: {}", hold.status.as_str());
     if let HoldSpec::Approval(spec) = &hold.spec {
         println!("  digest: {}", spec.digest);

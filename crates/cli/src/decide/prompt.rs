@@ -2,9 +2,10 @@
 //! new arguments, the confirm step), records the decision, and applies the fail-closed default
 //! when no one is there to ask.
 
+use holdpoint_core::clock;
 use holdpoint_protocol::{
     ApplyDefault, DecideBatchRequest, DecideOutcome, DecideResult, Decision, Hold, HoldKind,
-    HoldSpec, SeenHold, Timestamp,
+    HoldSpec, SeenHold,
 };
 use serde_json::Value;
 
@@ -82,7 +83,7 @@ impl Decider<'_> {
     /// Offers one decision for every approval of a batch. Returns the ids it decided (none
     /// when the person chose one by one), or `None` on Ctrl-C or the end of input.
     async fn decide_all(&mut self, approvals: &[&Hold]) -> Result<Option<Vec<String>>, Failure> {
-        let now = Timestamp::now();
+        let now = clock::now();
         println!("\nThe agent asks for {} calls at once:", approvals.len());
         for (i, h) in approvals.iter().enumerate() {
             println!(
@@ -153,7 +154,7 @@ impl Decider<'_> {
             self.apply_default(hold).await?;
             return Ok(Handled::Done);
         }
-        println!("\n{}", present::card(hold, Timestamp::now()));
+        println!("\n{}", present::card(hold, clock::now()));
         let items = menu(hold);
         let several = matches!(&hold.spec, HoldSpec::Question(q) if q.multiple);
         loop {

@@ -14,6 +14,7 @@ use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::EngineError;
 use crate::hold::{self, Transition, check_name};
+use crate::roles;
 use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
 
 /// An idempotency key, scoped to the operation and the caller, with the request's digest.
@@ -383,7 +384,7 @@ impl Engine {
         id: GrantId,
         scope: &Scope,
     ) -> Result<Grant, EngineError> {
-        if !who.role.may_decide() {
+        if !roles::may_decide(who.role) {
             return Err(EngineError::Forbidden(
                 "agent credentials cannot revoke grants".into(),
             ));

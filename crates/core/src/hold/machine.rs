@@ -15,6 +15,7 @@ use crate::canonical;
 use crate::error::EngineError;
 use crate::limits::Limits;
 use crate::policy::{Action, Call, Policy};
+use crate::roles;
 
 /// A hold's next version, with the events and grants that go with the change.
 #[derive(Debug, Clone)]
@@ -116,7 +117,7 @@ fn check_reason(reason: Option<&String>, limits: &Limits) -> Result<(), EngineEr
 
 /// Whether `who` may decide `hold` now: a person's role, the hold open, among its approvers.
 fn check_decider(hold: &Hold, who: &Principal) -> Result<(), EngineError> {
-    if !who.role.may_decide() {
+    if !roles::may_decide(who.role) {
         return Err(EngineError::Forbidden(
             "agent credentials cannot decide holds; an approver or an admin must".into(),
         ));
@@ -316,7 +317,7 @@ fn approve(
         let narrowest = votes
             .iter()
             .map(|v| v.scope)
-            .min_by_key(|s| s.narrowness())
+            .min_by_key(|s| narrowness(*s))
             .unwrap_or(scope);
         let by = votes.iter().map(|v| v.by.clone()).collect();
         return Ok(approved(hold, spec, who, narrowest, by, votes, reason, now));
@@ -669,6 +670,17 @@ pub fn remind(hold: &Hold, now: Timestamp) -> Option<Transition> {
         now,
         EventPayload::HoldReminded { deadline },
     ))
+}
+
+/// Narrowness order of approval scopes: a quorum of differing scopes approves with the
+/// narrowest.
+fn narrowness(scope: ApproveScope) -> u8 {
+    match scope {
+        ApproveScope::Once => 0,
+        ApproveScope::Chat => 1,
+        ApproveScope::AlwaysArgs => 2,
+        ApproveScope::AlwaysTool => 3,
+    }
 }
 
 #[cfg(test)]
