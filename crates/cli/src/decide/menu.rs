@@ -193,7 +193,83 @@ pub fn option_ids(q: &QuestionSpec) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
+
+    fn hold(spec: Value, offers: &[&str]) -> Hold {
+        serde_json::from_value(json!({
+            "id": "0193c2a4-5b1e-7f00-8a1c-3d2e4f5a6b7c",
+            "batch": "0193c2a4-5b1e-7f00-8a1c-3d2e4f5a6b7d",
+            "world": "lab",
+            "requested_by": "agent:helper",
+            "created_at": "2026-01-01T00:00:00.000Z",
+            "deadline": null,
+            "on_timeout": {"action": "deny"},
+            "quorum": 1,
+            "offers": offers,
+            "spec": spec,
+            "status": "pending",
+            "version": 1
+        }))
+        .unwrap()
+    }
+
+    fn approval(offers: &[&str]) -> Hold {
+        hold(
+            json!({"kind": "approval", "tool": "shell_cmd", "arguments": {"cmd": "ls"}, "digest": "d"}),
+            offers,
+        )
+    }
+
+    #[test]
+    fn a_menu_shows_what_the_hold_offers_in_a_fixed_order() {
+        let h = approval(&["edit", "deny", "approve_once"]);
+        assert_eq!(
+            menu(&h),
+            vec![
+                Choice::Approve(ApproveScope::Once),
+                Choice::Deny,
+                Choice::Edit
+            ]
+        );
+        let q = hold(
+            json!({"kind": "question", "question": "Deploy?", "default_option": "no",
+                   "options": [{"id": "yes", "label": "Deploy"}, {"id": "no", "label": "Wait", "description": "until Monday"}]}),
+            &["cancel", "answer"],
+        );
+        let items = menu(&q);
+        assert_eq!(
+            items,
+            vec![
+                Choice::Option("yes".into()),
+                Choice::Option("no".into()),
+                Choice::Cancel
+            ]
+        );
+        let labels: Vec<String> = items.iter().map(|c| c.label(&q)).collect();
+        assert_eq!(
+            labels,
+            [
+                "Deploy",
+                "Wait — until Monday (default)",
+                "cancel the question"
+            ]
+        );
+    }
+
+    #[test]
+    fn decide_all_offers_only_what_every_approval_offers() {
+        let (a, b) = (
+            approval(&["approve_once", "deny", "deny_stop"]),
+            approval(&["approve_once", "deny"]),
+        );
+        let labels: Vec<&str> = batch_menu(&[&a, &b]).into_iter().map(|(l, _)| l).collect();
+        assert_eq!(
+            labels,
+            ["approve all once", "deny all", "decide one by one"]
+        );
+    }
 
     #[test]
     fn menu_input_is_checked() {
