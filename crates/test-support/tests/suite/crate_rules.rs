@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("holdpoint-protocol", 0),
     ("holdpoint-core", 1),
     ("holdpoint-llm", 1),
+    ("holdpoint-client", 1),
     ("holdpoint-store", 2),
     ("holdpoint-agent", 2),
     ("holdpoint-server", 3),
