@@ -1,10 +1,12 @@
 //! Holds and outcomes as people read them on a terminal. Everything that came from an LLM, an
 //! agent or a tool server goes through [`safe`] first.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use holdpoint_protocol::{
-    ApproveScope, Hold, HoldSpec, Outcome, OutcomeStatus, Source, Timestamp, Verdict,
+    Agent, ApproveScope, Hold, HoldSpec, OnTimeout, Outcome, OutcomeStatus, RuleRef, Source,
+    Timestamp, Verdict,
 };
 use serde_json::Value;
 
@@ -72,8 +74,53 @@ pub fn relative(at: Timestamp, now: Timestamp) -> String {
     }
 }
 
+/// The names of agents by id, so a hold raised by a turn (`agent:<id>`) is said to come from
+/// the agent as people know it. Empty where the names are not known.
+#[derive(Clone, Debug, Default)]
+pub struct AgentNames {
+    names: HashMap<String, String>,
+    /// The worlds whose agents were added.
+    worlds: HashSet<String>,
+}
+
+impl AgentNames {
+    /// Adds the agents of `world`.
+    pub fn add(&mut self, world: &str, agents: &[Agent]) {
+        self.worlds.insert(world.to_owned());
+        self.names
+            .extend(agents.iter().map(|a| (a.id.to_string(), a.name.clone())));
+    }
+
+    /// Whether the agents of `world` were added.
+    pub fn knows(&self, world: &str) -> bool {
+        self.worlds.contains(world)
+    }
+
+    /// Who raised `hold`: `agent reviewer` for a known agent's turn, else the principal.
+    pub fn raised_by(&self, hold: &Hold) -> String {
+        let turn = hold
+            .agent
+            .as_ref()
+            .filter(|id| hold.requested_by.strip_prefix("agent:") == Some(id.as_str()))
+            .and_then(|id| self.names.get(id));
+        match turn {
+            Some(name) => format!("agent {}", clean_line(name)),
+            None => clean_line(&hold.requested_by),
+        }
+    }
+}
+
+/// The rule that asked, as the policy names it: its name, or `rules[N]` when it has none.
+pub fn rule(rule: &RuleRef) -> String {
+    if rule.name == format!("rules[{}]", rule.index) {
+        rule.name.clone()
+    } else {
+        format!("rule \"{}\"", short(&rule.name, 60))
+    }
+}
+
 /// Everything a person needs to decide a hold: what, why, who asked, until when.
-pub fn card(hold: &Hold, now: Timestamp) -> String {
+pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
     let mut out = Vec::new();
     match &hold.spec {
         HoldSpec::Approval(a) => {
@@ -97,11 +144,7 @@ pub fn card(hold: &Hold, now: Timestamp) -> String {
         }
     }
     let why = match (&hold.rule, hold.kind()) {
-        (Some(rule), _) => format!(
-            "; rule {} ({}) asks for it",
-            rule.index,
-            short(&rule.name, 60)
-        ),
+        (Some(r), _) => format!("; {} asks for it", rule(r)),
         (None, holdpoint_protocol::HoldKind::Approval) => {
             "; no rule matched, so the policy's mode asks".to_owned()
         }
@@ -109,12 +152,12 @@ pub fn card(hold: &Hold, now: Timestamp) -> String {
     };
     out.push(format!(
         "  raised by {}{why}; hold {}",
-        clean_line(&hold.requested_by),
+        agents.raised_by(hold),
         hold.id
     ));
     match hold.deadline {
         Some(d) => out.push(format!(
-            "  deadline {d} ({}); then {}",
+            "  deadline {d} ({}); then: {}",
             relative(d, now),
             on_timeout(hold)
         )),
@@ -133,13 +176,13 @@ pub fn card(hold: &Hold, now: Timestamp) -> String {
     out.join("\n")
 }
 
+/// What the deadline will do, as `then: …` shows it.
 fn on_timeout(hold: &Hold) -> String {
     match &hold.on_timeout {
-        holdpoint_protocol::OnTimeout::Deny => "denied".to_owned(),
-        holdpoint_protocol::OnTimeout::Approve => "approved".to_owned(),
-        holdpoint_protocol::OnTimeout::Choose { option } => {
-            format!("answered {}", clean_line(option))
-        }
+        OnTimeout::Deny => "denied".to_owned(),
+        OnTimeout::Approve => "approved".to_owned(),
+        OnTimeout::Choose { option } => format!("answered {}", clean_line(option)),
+        OnTimeout::NoAnswer => "no answer".to_owned(),
     }
 }
 
@@ -173,8 +216,10 @@ pub fn outcome(o: &Outcome) -> String {
         OutcomeStatus::Canceled => "canceled".to_owned(),
         OutcomeStatus::TimedOut => match (&o.verdict, options.is_empty()) {
             (Some(Verdict::Approve), _) => "timed out: approved".to_owned(),
-            (_, false) => format!("timed out: answered {options}"),
-            _ => "timed out: denied".to_owned(),
+            (Some(Verdict::Deny), _) => "timed out: denied".to_owned(),
+            (None, false) => format!("timed out: answered {options}"),
+            // A question without a default or a `no` option: nobody chose.
+            (None, true) => "timed out: no answer".to_owned(),
         },
     };
     let by = match o.source {
@@ -195,7 +240,111 @@ pub fn outcome(o: &Outcome) -> String {
 
 #[cfg(test)]
 mod tests {
+    use holdpoint_core::hold::{HoldContext, question_hold, validate_question};
+    use holdpoint_core::limits::Limits;
+    use holdpoint_protocol::{BatchId, Deadline, QuestionOption, QuestionRequest};
+    use serde_json::json;
+
     use super::*;
+
+    const AGENT: &str = "0193c2a4-0000-7000-8000-000000000001";
+
+    /// "Deploy to production?" as the turn of the agent `AGENT` raises it.
+    fn deploy_question(default: Option<&str>) -> Hold {
+        let option = |id: &str| QuestionOption {
+            id: id.into(),
+            label: id.into(),
+            description: None,
+        };
+        let req = QuestionRequest {
+            tool_call_id: None,
+            question: "Deploy to production?".into(),
+            options: vec![option("deploy"), option("abort")],
+            multiple: false,
+            confirm: false,
+            default_option: default.map(Into::into),
+            context: None,
+            deadline: None,
+        };
+        let requested_by = format!("agent:{AGENT}");
+        let ctx = HoldContext {
+            world: "lab",
+            chat: None,
+            agent: Some(AGENT),
+            requested_by: &requested_by,
+            batch: BatchId::random(),
+            now: Timestamp::from_millis(0),
+            remind_before: Duration::from_secs(60),
+        };
+        let spec = validate_question(&req, &Limits::default()).unwrap();
+        question_hold(&ctx, spec, None, Deadline::After(Duration::from_secs(600)))
+    }
+
+    fn reviewer() -> Agent {
+        serde_json::from_value(json!({
+            "id": AGENT, "world": "0193c2a4-0000-7000-8000-000000000002", "name": "reviewer",
+            "llm": {"base_url": "http://127.0.0.1:1", "model": "m"}, "system_prompt": "",
+            "max_steps": 10, "created_at": Timestamp::from_millis(0), "version": 1
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_question_nobody_can_answer_by_default_shows_no_answer() {
+        let now = Timestamp::from_millis(0);
+        let hold = deploy_question(None);
+        let shown = card(&hold, now, &AgentNames::default());
+        assert!(shown.contains("then: no answer"), "{shown}");
+        let with_default = card_of(&deploy_question(Some("abort")));
+        assert!(
+            with_default.contains("then: answered abort"),
+            "{with_default}"
+        );
+
+        let timed_out: Outcome =
+            serde_json::from_value(json!({"status": "timed_out", "source": "timeout", "decided_at": Timestamp::from_millis(0)}))
+                .unwrap();
+        assert_eq!(outcome(&timed_out), "timed out: no answer");
+        let denied = Outcome {
+            verdict: Some(Verdict::Deny),
+            ..timed_out
+        };
+        assert_eq!(outcome(&denied), "timed out: denied");
+    }
+
+    fn card_of(hold: &Hold) -> String {
+        card(hold, Timestamp::from_millis(0), &AgentNames::default())
+    }
+
+    #[test]
+    fn a_card_names_the_agent_and_the_rule_as_people_know_them() {
+        let mut hold = deploy_question(None);
+        let mut names = AgentNames::default();
+        assert!(card_of(&hold).contains(&format!("raised by agent:{AGENT};")));
+        names.add("lab", &[reviewer()]);
+        let known = card(&hold, Timestamp::from_millis(0), &names);
+        assert!(known.contains("raised by agent reviewer;"), "{known}");
+
+        hold.rule = Some(RuleRef {
+            index: 2,
+            name: "deploys need a person".into(),
+        });
+        let named = card_of(&hold);
+        assert!(
+            named.contains("; rule \"deploys need a person\" asks for it;"),
+            "{named}"
+        );
+        hold.rule = Some(RuleRef {
+            index: 0,
+            name: "rules[0]".into(),
+        });
+        let unnamed = card_of(&hold);
+        assert!(unnamed.contains("; rules[0] asks for it;"), "{unnamed}");
+
+        // A principal that merely looks like a turn's is shown as it is.
+        hold.requested_by = "ci-bot".into();
+        assert!(card(&hold, Timestamp::from_millis(0), &names).contains("raised by ci-bot;"));
+    }
 
     #[test]
     fn short_cuts_long_lines_and_cleans_them() {

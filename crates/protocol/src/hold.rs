@@ -181,8 +181,11 @@ pub enum OnTimeout {
     Deny,
     /// Approvals: the call is approved (only when configured).
     Approve,
-    /// Questions: this option is applied.
+    /// Questions: this option is applied (the question's default, else its option `no`).
     Choose { option: String },
+    /// Questions without a default or a `no` option: nobody chose, so no option is applied
+    /// and the question ends `timed_out` with none.
+    NoAnswer,
 }
 
 /// A hold's lifecycle state. `pending` and `awaiting_confirm` are open; the rest are final.

@@ -245,7 +245,9 @@ pub enum ToolResult {
     },
     /// Policy denied the call; it did not run.
     DeniedByPolicy { rule: String },
-    /// Nobody decided before the deadline; the call was denied and did not run.
+    /// Nobody decided before the deadline. `applied` is what applied instead: `deny` (the
+    /// call did not run), a skill question's fallback option, or `no_answer` (a question
+    /// nobody answered, with no default or `no` option: no option was chosen).
     TimedOut { applied: String },
     /// The call did not run because the turn stopped or the hold was withdrawn.
     NotExecuted { reason: String },

@@ -8,6 +8,9 @@ use holdpoint_protocol::{
 use super::finished;
 use crate::tools::Gate;
 
+/// What a question's timeout applied when nobody answered and no option was the fallback.
+const NO_ANSWER: &str = "no_answer";
+
 /// The effect of an outcome on a call.
 pub(super) struct Applied {
     /// The `turn.tool_finished` event, when the call's result is final.
@@ -43,6 +46,16 @@ pub(super) fn apply(turn: TurnId, rec: &mut CallRecord, gate: Gate, o: &Outcome)
         return applied;
     }
     match gate {
+        // Nobody answered, and the question named no option to fall back to: the LLM must
+        // not read an empty answer as someone's choice.
+        Gate::Question if o.status == OutcomeStatus::TimedOut && o.options.is_empty() => {
+            applied.finished = done(
+                rec,
+                ToolResult::TimedOut {
+                    applied: NO_ANSWER.into(),
+                },
+            );
+        }
         Gate::Question => {
             let result = ToolResult::Answer {
                 outcome: o.status,

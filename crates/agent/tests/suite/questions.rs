@@ -1,4 +1,7 @@
-use holdpoint_protocol::{ApproveScope, Decision, HoldSpec, TurnStatus};
+use std::time::Duration;
+
+use holdpoint_core::Scope;
+use holdpoint_protocol::{ApproveScope, Decision, HoldSpec, HoldStatus, OnTimeout, TurnStatus};
 use holdpoint_test_support::llm::{Step, call};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -63,6 +66,33 @@ async fn a_question_with_confirm_is_confirmed_or_canceled() {
         (result["outcome"].clone(), result.get("options")),
         (json!("canceled"), None),
         "a cancel never reports a choice"
+    );
+}
+
+#[tokio::test]
+async fn a_question_nobody_answered_is_told_as_no_answer() {
+    let deploy = call(
+        "q",
+        "ask_human",
+        json!({"question": "Deploy to production?", "options": [{"id": "deploy", "label": "Deploy"}, {"id": "abort", "label": "Abort"}], "timeout": "10m"}),
+    );
+    let h = Harness::new(
+        "",
+        vec![Step::calls(vec![deploy]), Step::text("nobody answered")],
+    )
+    .await;
+    let mut events = h.events().await;
+    let turn = h.send("ship it").await;
+    let hold = next_hold(&mut events).await;
+    assert_eq!(hold.on_timeout, OnTimeout::NoAnswer);
+    h.clock.advance(Duration::from_secs(601));
+    turn_end(&h.rt, &mut events, turn.id).await;
+    let timed_out = h.engine.hold(hold.id, &Scope::any()).await.unwrap();
+    assert_eq!(timed_out.status, HoldStatus::TimedOut);
+    assert_eq!(
+        h.llm.requests()[1].tool_result("q").unwrap(),
+        json!({"status": "timed_out", "applied": "no_answer"}),
+        "the first option is not an answer nobody chose"
     );
 }
 

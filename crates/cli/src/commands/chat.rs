@@ -15,7 +15,7 @@ use crate::Failure;
 use crate::client::{Client, ClientError};
 use crate::connect::{Connect, client_failure};
 use crate::decide::{Decider, Handled};
-use crate::present;
+use crate::present::{self, AgentNames};
 use crate::terminal::safe::clean;
 use crate::terminal::{self, Console, Happened};
 
@@ -218,6 +218,7 @@ impl Session<'_> {
             client: self.client,
             console,
             no_one: "no terminal: holdpoint chat ran without one",
+            agents: AgentNames::default(),
         };
         decider.batch(holds).await
     }

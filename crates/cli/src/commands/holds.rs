@@ -14,8 +14,8 @@ use super::{Common, print_json, runtime};
 use crate::Failure;
 use crate::client::Client;
 use crate::connect::client_failure;
-use crate::decide::{Decider, Handled, option_ids, result_text};
-use crate::present;
+use crate::decide::{Decider, Handled, learn_agents, option_ids, result_text};
+use crate::present::{self, AgentNames};
 use crate::terminal::{self, Console, Happened};
 
 #[derive(Subcommand)]
@@ -248,7 +248,9 @@ async fn show(a: HoldArgs) -> Result<(), Failure> {
         return print_json(&detail);
     }
     let hold = &detail.hold;
-    println!("{}", present::card(hold, clock::now()));
+    let mut agents = AgentNames::default();
+    learn_agents(&client, &hold.world, &mut agents).await;
+    println!("{}", present::card(hold, clock::now(), &agents));
     println!("  status: {}", hold.status.as_str());
     if let HoldSpec::Approval(spec) = &hold.spec {
         println!("  digest: {}", spec.digest);
@@ -452,6 +454,7 @@ impl Watcher<'_> {
             client: self.client,
             console,
             no_one: "",
+            agents: AgentNames::default(),
         };
         decider.batch(holds).await
     }

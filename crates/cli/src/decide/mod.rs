@@ -7,7 +7,7 @@ mod menu;
 mod prompt;
 
 pub use menu::{option_ids, result_text};
-pub use prompt::Decider;
+pub use prompt::{Decider, learn_agents};
 
 /// How showing holds to a person ended.
 #[derive(Debug, PartialEq, Eq)]

@@ -5,14 +5,14 @@
 use holdpoint_core::clock;
 use holdpoint_protocol::{
     ApplyDefault, DecideBatchRequest, DecideOutcome, DecideResult, Decision, Hold, HoldKind,
-    HoldSpec, SeenHold,
+    HoldSpec, SeenHold, Timestamp,
 };
 use serde_json::Value;
 
 use crate::Failure;
 use crate::client::{Client, ClientError};
 use crate::connect::client_failure;
-use crate::present;
+use crate::present::{self, AgentNames};
 use crate::terminal::safe::clean_line as clean_line_of;
 use crate::terminal::{Console, Happened};
 
@@ -26,9 +26,26 @@ pub struct Decider<'a> {
     pub console: &'a mut Console,
     /// Recorded as the reason when the default is applied.
     pub no_one: &'a str,
+    /// The agents' names, learnt per world as its holds are shown.
+    pub agents: AgentNames,
+}
+
+/// Learns the names of the agents of `world`, for the cards of its holds. A caller who may
+/// not list them learns none, and the cards name the principal that raised each hold instead.
+pub async fn learn_agents(client: &Client, world: &str, names: &mut AgentNames) {
+    let agents = client.agents(world).await.unwrap_or_default();
+    names.add(world, &agents);
 }
 
 impl Decider<'_> {
+    /// A hold's card, with the names of its world's agents.
+    async fn card(&mut self, hold: &Hold, now: Timestamp) -> String {
+        if !self.agents.knows(&hold.world) {
+            learn_agents(self.client, &hold.world, &mut self.agents).await;
+        }
+        present::card(hold, now, &self.agents)
+    }
+
     /// Decides a batch's open holds: "decide all" when several approvals are open, else one
     /// by one.
     pub async fn batch(&mut self, holds: Vec<Hold>) -> Result<Handled, Failure> {
@@ -86,12 +103,8 @@ impl Decider<'_> {
         let now = clock::now();
         println!("\nThe agent asks for {} calls at once:", approvals.len());
         for (i, h) in approvals.iter().enumerate() {
-            println!(
-                "\n[{}/{}] {}",
-                i + 1,
-                approvals.len(),
-                present::card(h, now)
-            );
+            let card = self.card(h, now).await;
+            println!("\n[{}/{}] {card}", i + 1, approvals.len());
         }
         let items = batch_menu(approvals);
         let batch = approvals[0].batch;
@@ -154,7 +167,8 @@ impl Decider<'_> {
             self.apply_default(hold).await?;
             return Ok(Handled::Done);
         }
-        println!("\n{}", present::card(hold, clock::now()));
+        let card = self.card(hold, clock::now()).await;
+        println!("\n{card}");
         let items = menu(hold);
         let several = matches!(&hold.spec, HoldSpec::Question(q) if q.multiple);
         loop {

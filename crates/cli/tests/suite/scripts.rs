@@ -145,6 +145,29 @@ async fn ask_exits_124_when_the_deadline_passes_and_prints_what_the_timeout_appl
 }
 
 #[tokio::test]
+async fn a_question_without_a_default_times_out_with_no_answer() {
+    let lab = Lab::start(vec![]).await;
+    let args = [
+        "ask",
+        "Deploy to production?",
+        "--option",
+        "deploy",
+        "--option",
+        "abort",
+        "--timeout",
+        "1s",
+    ];
+    let (child, _) = start(&lab, &args).await;
+    let (code, stdout, stderr) = finish(child).await;
+    assert_eq!(
+        (code, stdout.as_str()),
+        (124, ""),
+        "nobody chose `deploy`: {stderr}"
+    );
+    assert!(stderr.contains("timed out: no answer"), "{stderr}");
+}
+
+#[tokio::test]
 async fn ask_exits_125_when_it_cannot_ask() {
     let lab = Lab::start(vec![]).await;
     let child = lab

@@ -7,6 +7,7 @@ use holdpoint_protocol::{
     HoldStatus, OnTimeout, QuestionSpec, Timestamp, Verdict,
 };
 
+use super::fail_closed_option;
 use crate::policy::AskSettings;
 
 /// Where a new hold belongs, who raised it, and when.
@@ -114,32 +115,27 @@ pub fn approval_hold(
     hold
 }
 
-/// A question hold. On timeout the question's default applies, else an option `no`, else an
-/// option `cancel`, else the first option.
+/// A question hold. On timeout the question's fail-closed option applies (its default, else
+/// an option `no`); without one, nobody chose and no option is applied.
 pub fn question_hold(
     ctx: &HoldContext<'_>,
     spec: QuestionSpec,
     tool_call_id: Option<&String>,
     deadline: Deadline,
 ) -> Hold {
-    let fallback = spec
-        .default_option
-        .clone()
-        .or_else(|| {
-            ["no", "cancel"]
-                .iter()
-                .find(|id| spec.options.iter().any(|o| o.id == **id))
-                .map(|s| (*s).to_owned())
-        })
-        .or_else(|| spec.options.first().map(|o| o.id.clone()))
-        .unwrap_or_default();
+    let on_timeout = match fail_closed_option(&spec) {
+        Some(o) => OnTimeout::Choose {
+            option: o.id.clone(),
+        },
+        None => OnTimeout::NoAnswer,
+    };
     let offers = if spec.confirm {
         DecisionKind::QUESTION.to_vec()
     } else {
         vec![DecisionKind::Answer, DecisionKind::Cancel]
     };
     let mut hold = ctx.hold(tool_call_id, deadline, HoldSpec::Question(spec));
-    hold.on_timeout = OnTimeout::Choose { option: fallback };
+    hold.on_timeout = on_timeout;
     hold.offers = offers;
     hold
 }

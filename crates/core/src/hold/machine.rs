@@ -136,11 +136,19 @@ fn check_decider(hold: &Hold, who: &Principal) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// The option a question falls back to when no one can be asked: its default, else an
-/// option with the id `no`; `None` means the question is canceled.
+/// The option a question falls back to when nobody answers it — no one can be asked, or its
+/// deadline passed: its default, else an option with the id `no`. `None`: no option applies
+/// (never one nobody chose, such as the first).
 pub fn fail_closed_option(q: &QuestionSpec) -> Option<&QuestionOption> {
     let id = q.default_option.as_deref().unwrap_or("no");
     q.options.iter().find(|o| o.id == id)
+}
+
+fn chosen_option(option: &QuestionOption) -> ChosenOption {
+    ChosenOption {
+        id: option.id.clone(),
+        label: option.label.clone(),
+    }
 }
 
 /// Applies the fail-closed default for a client that cannot ask anyone (no terminal, say),
@@ -167,10 +175,7 @@ pub fn fail_closed(
         HoldSpec::Approval(_) => o.verdict = Some(Verdict::Deny),
         HoldSpec::Question(q) => {
             o.options = fail_closed_option(q)
-                .map(|opt| ChosenOption {
-                    id: opt.id.clone(),
-                    label: opt.label.clone(),
-                })
+                .map(chosen_option)
                 .into_iter()
                 .collect();
         }
@@ -522,10 +527,7 @@ fn chosen(q: &QuestionSpec, ids: &[String]) -> Result<Vec<ChosenOption>, EngineE
                     ),
                 )
             })?;
-            Ok(ChosenOption {
-                id: opt.id.clone(),
-                label: opt.label.clone(),
-            })
+            Ok(chosen_option(opt))
         })
         .collect()
 }
@@ -605,18 +607,16 @@ pub fn expire(hold: &Hold, now: Timestamp) -> Option<Transition> {
             o.arguments = Some(spec.arguments.clone());
             o.digest = Some(spec.digest.clone());
         }
-        (OnTimeout::Choose { option }, HoldSpec::Question(q)) => {
-            let label = q
-                .options
-                .iter()
-                .find(|o| &o.id == option)
-                .map_or_else(|| option.clone(), |o| o.label.clone());
-            o.options = vec![ChosenOption {
-                id: option.clone(),
-                label,
-            }];
+        // A question falls to its fail-closed option, whatever an older version stored as
+        // `on_timeout` (which could name the first option, one nobody chose); without one,
+        // no option is chosen.
+        (_, HoldSpec::Question(q)) => {
+            o.options = fail_closed_option(q)
+                .map(chosen_option)
+                .into_iter()
+                .collect();
         }
-        _ => o.verdict = Some(Verdict::Deny),
+        (_, HoldSpec::Approval(_)) => o.verdict = Some(Verdict::Deny),
     }
     let h = resolved(hold, o.clone());
     Some(Transition::new(

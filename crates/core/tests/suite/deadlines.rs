@@ -4,8 +4,8 @@ use std::time::Duration;
 use holdpoint_core::Scope;
 use holdpoint_core::policy::Policy;
 use holdpoint_protocol::{
-    ApproveScope, Decision, EventPayload, GateResult, Hold, HoldRequest, OutcomeStatus, Source,
-    Verdict,
+    ApproveScope, Decision, EventPayload, GateResult, Hold, HoldRequest, HoldStatus, OutcomeStatus,
+    Source, Verdict,
 };
 use holdpoint_store::{DATABASE_FILE, SqliteStore};
 use holdpoint_test_support::{
@@ -125,12 +125,13 @@ async fn configured_timeout_outcomes_apply() {
             approval("deploy", json!({"v": 3})),
             HoldRequest::Question(q),
             HoldRequest::Question(question("Go?", &["go", "no"])),
+            HoldRequest::Question(question("Deploy to production?", &["deploy", "abort"])),
         ],
     )
     .await;
     t.clock.advance(Duration::from_secs(3600));
     let mut outcomes = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let e = next_matching(&mut events, "a timeout", |e| {
             e.payload.type_name() == "hold.expired"
         })
@@ -153,6 +154,14 @@ async fn configured_timeout_outcomes_apply() {
     assert_eq!(of(&holds[1]).options[0].id, "eu", "the question's default");
     assert_eq!(of(&holds[2]).options[0].id, "no", "else the option `no`");
     assert!(of(&holds[2]).status == OutcomeStatus::TimedOut);
+    let unanswered = of(&holds[3]);
+    assert_eq!(
+        (unanswered.status, unanswered.verdict, unanswered.options),
+        (OutcomeStatus::TimedOut, None, Vec::new()),
+        "without a default or `no`, nobody chose: no option applies"
+    );
+    let stored = t.engine.hold(holds[3].id, &Scope::any()).await.unwrap();
+    assert_eq!(stored.status, HoldStatus::TimedOut);
 }
 
 #[tokio::test]

@@ -53,10 +53,14 @@ fn approval() -> Hold {
 }
 
 fn question(confirm: bool, multiple: bool, default: Option<&str>) -> Hold {
+    question_of(&["a", "b", "no"], confirm, multiple, default)
+}
+
+fn question_of(options: &[&str], confirm: bool, multiple: bool, default: Option<&str>) -> Hold {
     let req = QuestionRequest {
         tool_call_id: None,
         question: "Which?".into(),
-        options: ["a", "b", "no"]
+        options: options
             .iter()
             .map(|id| QuestionOption {
                 id: (*id).into(),
@@ -533,24 +537,57 @@ fn deadlines_apply_the_configured_outcome() {
         (Some(Verdict::Approve), Some(json!({"command": "ls"})))
     );
 
-    let fallback = |h: Hold| {
-        expire(&h, h.deadline.unwrap())
+    let timeout = |h: &Hold| {
+        expire(h, h.deadline.unwrap())
             .unwrap()
             .hold
             .outcome
             .unwrap()
-            .options[0]
-            .id
-            .clone()
     };
-    assert_eq!(fallback(question(false, false, Some("b"))), "b");
-    assert_eq!(fallback(question(false, false, None)), "no");
-    let mut first_only = question(false, false, None);
-    if let HoldSpec::Question(q) = &mut first_only.spec {
-        q.options.retain(|o| o.id != "no");
-    }
-    first_only.on_timeout = OnTimeout::Choose { option: "a".into() };
-    assert_eq!(fallback(first_only), "a");
+    let chosen =
+        |h: &Hold| -> Vec<String> { timeout(h).options.into_iter().map(|c| c.id).collect() };
+    assert_eq!(chosen(&question(false, false, Some("b"))), ["b"]);
+    assert_eq!(chosen(&question(false, false, None)), ["no"]);
+}
+
+#[test]
+fn a_question_nobody_answered_times_out_with_no_option() {
+    let deploy = question_of(&["deploy", "abort"], false, false, None);
+    assert_eq!(deploy.on_timeout, OnTimeout::NoAnswer);
+    let o = expire(&deploy, deploy.deadline.unwrap())
+        .unwrap()
+        .hold
+        .outcome
+        .unwrap();
+    assert_eq!(
+        (o.status, o.source, o.verdict, o.options.len()),
+        (OutcomeStatus::TimedOut, Source::Timeout, None, 0),
+        "no option applies, and a question has no verdict"
+    );
+    // An option with the id `cancel` is an option like any other.
+    let cancel = question_of(&["go", "cancel"], false, false, None);
+    assert_eq!(cancel.on_timeout, OnTimeout::NoAnswer);
+
+    // A pending question stored by an older version names its first option as the timeout;
+    // nobody chose it, so it is not applied either.
+    let mut stored = deploy.clone();
+    stored.on_timeout = OnTimeout::Choose {
+        option: "deploy".into(),
+    };
+    let o = expire(&stored, stored.deadline.unwrap())
+        .unwrap()
+        .hold
+        .outcome
+        .unwrap();
+    assert!(o.options.is_empty(), "{o:?}");
+
+    let with_default = question_of(&["deploy", "abort"], false, false, Some("abort"));
+    assert_eq!(
+        with_default.on_timeout,
+        OnTimeout::Choose {
+            option: "abort".into()
+        }
+    );
 }
 
 #[test]
