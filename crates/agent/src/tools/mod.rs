@@ -44,6 +44,8 @@ pub(crate) struct ToolDef {
     pub(crate) description: &'static str,
     pub(crate) gate: Gate,
     pub(crate) schema: fn() -> Value,
+    /// The argument that names a path in the world's directory, if the tool takes one.
+    pub(crate) path: Option<&'static str>,
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {
@@ -78,6 +80,7 @@ const TOOLS: &[ToolDef] = &[
         name: "shell_cmd",
         description: "Run a shell command line in the world's working directory. Returns exit code, stdout and stderr.",
         gate: Gate::Policy,
+        path: Some("cwd"),
         schema: || {
             object(
                 json!({
@@ -93,6 +96,7 @@ const TOOLS: &[ToolDef] = &[
         name: "read_file",
         description: "Read a text file of the world's working directory.",
         gate: Gate::Policy,
+        path: Some("path"),
         schema: || {
             object(
                 json!({"path": {"type": "string", "minLength": 1}}),
@@ -104,6 +108,7 @@ const TOOLS: &[ToolDef] = &[
         name: "write_file",
         description: "Write (or append to) a file in the world's working directory, creating directories as needed.",
         gate: Gate::Policy,
+        path: Some("path"),
         schema: || {
             object(
                 json!({"path": {"type": "string", "minLength": 1}, "content": {"type": "string"}, "append": {"type": "boolean"}}),
@@ -115,6 +120,7 @@ const TOOLS: &[ToolDef] = &[
         name: "list_files",
         description: "List the files of a directory of the world's working directory.",
         gate: Gate::Policy,
+        path: Some("path"),
         schema: || {
             object(
                 json!({"path": {"type": "string"}, "recursive": {"type": "boolean"}}),
@@ -126,18 +132,21 @@ const TOOLS: &[ToolDef] = &[
         name: "ask_human",
         description: "Ask a person a multiple-choice question and wait for the answer. Use it when you need a decision you should not make alone.",
         gate: Gate::Question,
+        path: None,
         schema: question_schema,
     },
     ToolDef {
         name: "human_intervention_request",
         description: "The same as ask_human.",
         gate: Gate::Question,
+        path: None,
         schema: question_schema,
     },
     ToolDef {
         name: "create_agent",
         description: "Create another agent in this world (a person must approve). It uses your LLM unless a model is given.",
         gate: Gate::AlwaysAsk,
+        path: None,
         schema: || {
             object(
                 json!({
@@ -154,6 +163,7 @@ const TOOLS: &[ToolDef] = &[
         name: "load_skill",
         description: "Load the instructions of one of the world's skills (a person must allow it).",
         gate: Gate::Skill,
+        path: None,
         schema: || {
             object(
                 json!({"name": {"type": "string", "description": "The skill's name, without .md"}}),
@@ -162,6 +172,20 @@ const TOOLS: &[ToolDef] = &[
         },
     },
 ];
+
+/// Refuses, before anyone is asked, a call that could never run: a path that is absolute or
+/// leaves the world's directory. Running checks again, for links changed meanwhile.
+pub(crate) fn check_path(def: &ToolDef, dir: &Path, args: &Value) -> Result<(), String> {
+    match def
+        .path
+        .and_then(|field| Some((field, args.get(field)?.as_str()?)))
+    {
+        Some((field, rel)) => fs::confine(dir, rel)
+            .map(drop)
+            .map_err(|e| format!("`{field}`: {e}")),
+        None => Ok(()),
+    }
+}
 
 /// The tool an agent may call under `name`.
 pub(crate) fn find(agent: &Agent, name: &str) -> Option<&'static ToolDef> {

@@ -130,6 +130,9 @@ impl Driver<'_> {
             }
         };
         rec.arguments = Some(args.clone());
+        if let Err(error) = tools::check_path(def, &self.dir, &args) {
+            return Ok(Gated::Done(ToolResult::InvalidArguments { error }));
+        }
         Ok(match def.gate {
             Gate::Policy | Gate::AlwaysAsk => Gated::Ask(HoldRequest::Approval(ApprovalRequest {
                 tool_call_id: Some(id),

@@ -47,8 +47,8 @@ async fn invalid_calls_go_back_to_the_llm_without_a_hold() {
 }
 
 #[tokio::test]
-async fn paths_out_of_the_world_are_refused() {
-    let policy = "mode = \"auto_approve\"";
+async fn paths_out_of_the_world_go_back_to_the_llm_before_anyone_is_asked() {
+    // Every call would be asked (mode manual), but none of them could ever run.
     let calls = vec![
         call("r", "read_file", json!({"path": "../../../etc/passwd"})),
         call(
@@ -60,20 +60,36 @@ async fn paths_out_of_the_world_are_refused() {
         call("s", "shell_cmd", json!({"command": "pwd", "cwd": "../.."})),
         call("k", "read_file", json!({"path": "link/secret"})),
     ];
-    let h = Harness::new(policy, vec![Step::calls(calls), Step::text("ok")]).await;
+    let h = Harness::new("", vec![Step::calls(calls), Step::text("ok")]).await;
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret"), "top secret").unwrap();
     std::os::unix::fs::symlink(outside.path(), h.world_dir().join("link")).unwrap();
     let mut events = h.events().await;
     let turn = h.send("look around").await;
-    turn_end(&h.rt, &mut events, turn.id).await;
+    let done = turn_end(&h.rt, &mut events, turn.id).await;
+    assert_eq!(done.status, TurnStatus::Finished);
+    assert!(
+        h.engine
+            .holds(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "nobody is asked about a call that cannot run"
+    );
     let req = &h.llm.requests()[1];
-    for id in ["r", "w", "l", "s", "k"] {
+    for (id, field, why) in [
+        ("r", "path", "leaves the world"),
+        ("w", "path", "absolute"),
+        ("l", "path", "leaves the world"),
+        ("s", "cwd", "leaves the world"),
+        ("k", "path", "symbolic link"),
+    ] {
         let r = req.tool_result(id).unwrap();
-        assert_eq!(r["status"], "failed", "{id}: {r}");
+        assert_eq!(r["status"], "invalid_arguments", "{id}: {r}");
         let e = r["error"].as_str().unwrap();
         assert!(
-            e.contains("leaves the world") || e.contains("absolute") || e.contains("symbolic link"),
+            e.starts_with(&format!("`{field}`: ")) && e.contains(why),
             "{id}: {e}"
         );
     }
