@@ -28,7 +28,10 @@ cancels the turn; Ctrl-D leaves (holds stay pending; come back with --chat).\n\
 Without a terminal (or with --non-interactive), messages are read from stdin, one per line, and\n\
 every hold gets the fail-closed default: approvals are denied; questions get their default\n\
 option, else `no`, else are canceled. Each is recorded with source `default`.\n\
-When no server answers (and none was named), Holdpoint runs in this process on the data directory."
+When no server answers (and none was named), Holdpoint runs in this process on the data directory.\n\n\
+Exit status: 0 no turn failed; 1 a message was refused (a turn was still running) or its turn\n\
+failed (the LLM unreachable or refusing, the step limit), or Holdpoint could not be reached or\n\
+refused a request; 2 the command line could not be parsed."
 )]
 pub struct ChatArgs {
     /// The world, by name or id.
@@ -76,6 +79,7 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
         place: &place,
         handled: HashSet::new(),
         mid_line: false,
+        unfinished: 0,
     };
     if interactive {
         println!(
@@ -112,6 +116,7 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
             Ok(t) => t,
             Err(e @ ClientError::Api { status: 409, .. }) => {
                 println!("{e}");
+                session.unfinished += 1;
                 continue;
             }
             Err(e) => return Err(client_failure(e)),
@@ -128,7 +133,15 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
             place.chat.id
         );
     }
-    Ok(())
+    match session.unfinished {
+        0 => Ok(()),
+        1 => Err(Failure::Check(
+            "error: a message was refused or its turn failed (see above)".into(),
+        )),
+        n => Err(Failure::Check(format!(
+            "error: {n} messages were refused or their turns failed (see above)"
+        ))),
+    }
 }
 
 async fn open_chat(client: &Client, args: &ChatArgs) -> Result<Place, Failure> {
@@ -192,6 +205,9 @@ struct Session<'a> {
     handled: HashSet<HoldId>,
     /// The last text printed did not end its line.
     mid_line: bool,
+    /// Messages refused, or whose turn failed. Any makes the exit status 1. (A turn that a
+    /// person canceled or stopped, or left waiting on a hold, ended as someone chose.)
+    unfinished: usize,
 }
 
 impl Session<'_> {
@@ -289,6 +305,7 @@ impl Session<'_> {
                 EventPayload::TurnFailed { error, .. } => {
                     self.end_line();
                     println!("The turn failed: {}", clean(&error));
+                    self.unfinished += 1;
                     return Ok(Ending::Next);
                 }
                 EventPayload::TurnCanceled { .. } => {

@@ -385,6 +385,27 @@ async fn chat_without_a_terminal_applies_and_records_the_fail_closed_default() {
 }
 
 #[tokio::test]
+async fn chat_without_a_terminal_exits_1_when_a_turn_failed() {
+    let lab = Lab::start(vec![
+        Step::text("Done."),
+        Step::Status(401, "invalid API key".into()),
+    ])
+    .await;
+    let (code, stdout, stderr) = piped(
+        lab.command(&["chat", "lab"], &lab.token),
+        b"first\nsecond\n",
+    )
+    .await;
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("Done."), "{stdout}");
+    assert!(stdout.contains("The turn failed"), "{stdout}");
+    assert!(
+        stderr.contains("a message was refused or its turn failed"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn chat_runs_holdpoint_in_process_when_no_server_answers() {
     let lab = Lab::start(vec![Step::text("Hello from the same process.")]).await;
     let data = lab.data().join("data");
