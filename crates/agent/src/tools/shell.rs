@@ -2,7 +2,9 @@
 //!
 //! The command runs in its own process group with a cleared environment (the server's
 //! secrets, such as LLM API keys, must not be readable by a command an LLM wrote), a timeout,
-//! and bounded output. On timeout or cancellation the whole group is killed.
+//! and bounded output. On timeout or cancellation the whole group is killed, and so it is when
+//! the server dies (see [`SUPERVISOR`]): a restarted server reports the call as interrupted,
+//! and nothing of it may go on having effects after that.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -32,6 +34,18 @@ async fn capped(mut r: impl AsyncRead + Unpin, max: usize) -> (Vec<u8>, bool) {
         }
     }
 }
+
+/// The group's leader: it runs the command line (`$1`) in the background, in its own group,
+/// and a watcher that reads its stdin, a pipe from the server that is never written. The pipe
+/// ends only when the server's process is gone — whatever killed it, `SIGKILL` included — and
+/// then the watcher kills the whole group. (An asynchronous list's stdin is `/dev/null` unless
+/// redirected, hence fd 3.) The leader's status is the command's.
+const SUPERVISOR: &str = r#"exec 3<&0 </dev/null
+sh -c "$1" 3<&- &
+command=$!
+{ cat >/dev/null; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
+exec 3<&-
+wait "$command""#;
 
 fn kill_group(pid: Option<u32>) {
     let pid = pid
@@ -69,13 +83,15 @@ pub(crate) async fn run(
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let mut child = Command::new("sh")
         .arg("-c")
+        .arg(SUPERVISOR)
+        .arg("holdpoint-shell")
         .arg(command)
         .current_dir(&cwd)
         .env_clear()
         .env("PATH", path)
         .env("HOME", root)
         .env("LANG", "C.UTF-8")
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -83,6 +99,8 @@ pub(crate) async fn run(
         .spawn()
         .map_err(|e| format!("cannot start sh: {e}"))?;
     let pid = child.id();
+    // Held open while the command runs: the supervisor's watcher waits for its end.
+    let _alive = child.stdin.take();
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let max = limits.max_output;
     let out = tokio::spawn(async move {

@@ -196,6 +196,134 @@ async fn a_turn_waiting_on_a_hold_resumes_after_a_restart() {
     assert!(second.terminate().await.success());
 }
 
+/// Waits until process `pid` has ended (gone, or a zombie nobody reaped yet).
+async fn ended(pid: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .chars()
+            .next();
+        if matches!(state, None | Some('Z' | 'X')) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} is still running"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_command_running_when_the_server_is_killed_dies_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pid_file, effect) = (dir.path().join("pid"), dir.path().join("effect"));
+    let command = format!(
+        "echo $$ > {0}.tmp && mv {0}.tmp {0}; sleep 2; echo done >> {1}",
+        pid_file.display(),
+        effect.display()
+    );
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "shell_cmd", json!({"command": command}))]),
+        Step::text("It was interrupted."),
+    ])
+    .await;
+    let data = dir.path().join("data");
+    let mut first = Served::spawn(&data, &[]);
+    let url = first.url().await;
+    let api = admin(&data, &url);
+    api.post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    api.post(
+        "/api/v1/worlds/lab/agents",
+        json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+    )
+    .await
+    .expect(201);
+    let chat = api
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut events = api.events("?world=lab", None).await;
+    let turn = api
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "run it"}),
+        )
+        .await
+        .expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hold = events.next_of("hold.created").await.data["hold"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    api.post(
+        &format!("/api/v1/holds/{hold}/decision"),
+        json!({"action": "approve"}),
+    )
+    .await
+    .expect(200);
+
+    // The command runs (it wrote its pid); the server dies without a chance to clean up.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let pid = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            break pid.trim().to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let server = rustix::process::Pid::from_raw(first.child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(server, rustix::process::Signal::KILL).unwrap();
+    first.child.wait().await.unwrap();
+
+    // The command dies with it, before its effect.
+    ended(&pid).await;
+    assert!(
+        !effect.exists(),
+        "the command went on after the server died: {:?}",
+        std::fs::read_to_string(&effect)
+    );
+
+    // The restarted server tells the LLM the call was interrupted.
+    let mut second = Served::spawn(&data, &[]);
+    let url = second.url().await;
+    let result = llm.wait_for_requests(2).await[1].tool_result("c1").unwrap();
+    assert_eq!(result["status"], "interrupted", "{result}");
+    assert!(!effect.exists());
+    // The turn finishes with the LLM's answer before the server stops.
+    let api = admin(&data, &url);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while api
+        .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
+        .await
+        .expect(200)["status"]
+        != "finished"
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(second.terminate().await.success());
+}
+
 #[tokio::test]
 async fn json_logs_for_collectors() {
     let dir = tempfile::tempdir().unwrap();
