@@ -35,8 +35,8 @@ async fn capped(mut r: impl AsyncRead + Unpin, max: usize) -> (Vec<u8>, bool) {
     }
 }
 
-/// The group's leader: it runs the command line (`$1`) in the background, in its own group,
-/// and a watcher that reads its stdin, a pipe from the server that is never written. The pipe
+/// The group's leader: it runs the command line (`$1`) in the background, in the group it
+/// leads, beside a watcher that reads its stdin, a pipe from the server that is never written. The pipe
 /// ends only when the server's process is gone — whatever killed it, `SIGKILL` included — and
 /// then the watcher kills the whole group. (An asynchronous list's stdin is `/dev/null` unless
 /// redirected, hence fd 3.) The leader's status is the command's.
