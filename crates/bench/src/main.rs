@@ -1,6 +1,7 @@
-//! Holdpoint's benchmarks. Run them in release mode:
+//! Holdpoint's benchmarks. Run them optimised, in the `profiling` profile (the release build
+//! with line tables, so a profiler's samples map to source lines):
 //!
-//!     cargo run --release -p holdpoint-bench -- all
+//!     cargo run --profile profiling -p holdpoint-bench -- all
 //!
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
@@ -35,7 +36,7 @@ static ALLOCATOR: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::
 #[derive(Parser)]
 #[command(
     name = "holdpoint-bench",
-    about = "Holdpoint's benchmarks (run with --release)"
+    about = "Holdpoint's benchmarks (run with --profile profiling)"
 )]
 struct Cli {
     /// Where databases are created [default: a temporary directory under ./target].
@@ -88,7 +89,7 @@ fn bench_dir(flag: Option<PathBuf>) -> anyhow::Result<tempfile::TempDir> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if cfg!(debug_assertions) {
-        println!("warning: a debug build; run with --release for meaningful figures\n");
+        println!("warning: a debug build; run with --profile profiling for meaningful figures\n");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
