@@ -35,19 +35,6 @@ impl Principal {
             role,
         }
     }
-
-    /// The actor recorded when this principal acts.
-    pub fn actor(&self) -> Actor {
-        let source = match self.role {
-            Role::Admin | Role::Approver => Source::Person,
-            Role::Agent => Source::Agent,
-        };
-        Actor {
-            source,
-            name: Some(self.name.clone()),
-            role: Some(self.role),
-        }
-    }
 }
 
 /// What kind of actor did something.

@@ -7,6 +7,7 @@ mod shell;
 use std::path::Path;
 
 use globset::Glob;
+use holdpoint_core::roles;
 use holdpoint_llm::ToolSpec;
 use holdpoint_protocol::{Agent, NewAgent, QuestionOption, QuestionRequest};
 use serde_json::{Value, json};
@@ -347,7 +348,7 @@ pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Resu
             let agent = ctx
                 .runtime
                 .create_agent(
-                    &crate::runtime::agent_principal(ctx.agent).actor(),
+                    &roles::actor_of(&crate::runtime::agent_principal(ctx.agent)),
                     ctx.agent.world,
                     new,
                 )

@@ -11,6 +11,7 @@ use std::time::Duration;
 use holdpoint_agent::{Runtime, RuntimeConfig};
 use holdpoint_core::clock::ManualClock;
 use holdpoint_core::policy::Policy;
+use holdpoint_core::roles;
 use holdpoint_core::store::EventFilter;
 use holdpoint_core::{Engine, EventStream, Scope};
 use holdpoint_llm::{LlmClient, Timeouts};
@@ -25,7 +26,7 @@ use tempfile::TempDir;
 
 /// The admin who changes the catalog in these tests, as the audit log records them.
 pub fn by() -> Actor {
-    admin("root").actor()
+    roles::actor_of(&admin("root"))
 }
 
 pub fn timeouts() -> Timeouts {

@@ -341,7 +341,7 @@ impl Engine {
                         hold: Box::new(h.clone()),
                     });
                 }
-                Ok(hold::withdraw(h, who.actor(), reason.clone(), now).map(|t| (t, ())))
+                Ok(hold::withdraw(h, roles::actor_of(who), reason.clone(), now).map(|t| (t, ())))
             })
             .await?;
         match result {
@@ -409,7 +409,7 @@ impl Engine {
             world: Some(grant.world.clone()),
             chat: grant.chat.clone(),
             hold: None,
-            actor: who.actor(),
+            actor: roles::actor_of(who),
             payload: EventPayload::GrantRevoked { grant: id },
         };
         let tx = Transaction {

@@ -15,6 +15,7 @@ use crate::canonical;
 use crate::error::{EngineError, ValidationError};
 use crate::hold::{self, HoldContext, check_name, validate_approval, validate_question};
 use crate::policy::{Action, Call, Policy};
+use crate::roles;
 use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
 
 /// What decides a call: the strictest rule, except that a grant allows what a rule would ask.
@@ -317,7 +318,7 @@ fn raise(
         world: Some(hold.world.clone()),
         chat: hold.chat.clone(),
         hold: Some(hold.id),
-        actor: who.actor(),
+        actor: roles::actor_of(who),
         payload: EventPayload::HoldCreated {
             hold: Box::new(hold.clone()),
         },

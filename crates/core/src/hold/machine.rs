@@ -182,7 +182,7 @@ pub fn fail_closed(
     }
     let actor = Actor {
         source: Source::Default,
-        ..who.actor()
+        ..roles::actor_of(who)
     };
     let h = resolved(hold, o.clone());
     Ok((
@@ -264,7 +264,12 @@ pub fn decide(
 fn person_resolution(hold: &Hold, who: &Principal, outcome: Outcome, now: Timestamp) -> Decided {
     let h = resolved(hold, outcome.clone());
     (
-        Transition::new(h, who.actor(), now, EventPayload::HoldDecided { outcome }),
+        Transition::new(
+            h,
+            roles::actor_of(who),
+            now,
+            EventPayload::HoldDecided { outcome },
+        ),
         DecideOutcome::Resolved,
     )
 }
@@ -314,7 +319,7 @@ fn approve(
                 quorum: hold.quorum,
             };
             return Ok((
-                Transition::new(h, who.actor(), now, payload),
+                Transition::new(h, roles::actor_of(who), now, payload),
                 DecideOutcome::VoteRecorded,
             ));
         }
@@ -360,7 +365,7 @@ fn approved(
     h.votes = votes;
     let mut t = Transition::new(
         h,
-        who.actor(),
+        roles::actor_of(who),
         now,
         EventPayload::HoldDecided { outcome: o },
     );
@@ -370,7 +375,7 @@ fn approved(
             world: Some(grant.world.clone()),
             chat: grant.chat.clone(),
             hold: Some(hold.id),
-            actor: who.actor(),
+            actor: roles::actor_of(who),
             payload: EventPayload::GrantCreated {
                 grant: grant.clone(),
             },
@@ -557,7 +562,7 @@ fn answer(
         h.pending_answer = Some(answer.clone());
         let t = Transition::new(
             h,
-            who.actor(),
+            roles::actor_of(who),
             now,
             EventPayload::HoldAwaitingConfirm { answer },
         );

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use holdpoint_core::policy::Policy;
+use holdpoint_core::roles;
 use holdpoint_core::{EngineError, Scope};
 use holdpoint_protocol::{
     ApproveScope, DecideOutcome, Decision, GateResult, Hold, HoldQuery, HoldRequest, OutcomeStatus,
@@ -370,7 +371,11 @@ async fn cancelling_a_turn_withdraws_its_batch() {
     // Bob cancelled the turn: the withdrawal is his.
     let withdrawn = t
         .engine
-        .withdraw_batch(holds[0].batch, &approver("bob").actor(), "turn cancelled")
+        .withdraw_batch(
+            holds[0].batch,
+            &roles::actor_of(&approver("bob")),
+            "turn cancelled",
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -15,7 +15,7 @@ mod guard;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use holdpoint_core::Scope;
+use holdpoint_core::{Scope, roles};
 use holdpoint_protocol::{Actor, Principal, Role, WorldId};
 
 pub use credentials::{Credentials, SESSION_TTL, secret};
@@ -61,7 +61,7 @@ impl Caller {
 
     /// Who this caller is in the audit log: name and role.
     pub fn actor(&self) -> Actor {
-        self.principal.actor()
+        roles::actor_of(&self.principal)
     }
 }
 
