@@ -26,14 +26,13 @@ use holdpoint_protocol::{Event, Hold, HoldId, Outcome};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
+pub use queries::verify;
 pub use stream::EventStream;
 
-use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::clock::{Clock, SystemClock};
-use crate::error::EngineError;
 use crate::limits::Limits;
 use crate::policy::Policy;
-use crate::store::{CommitError, EventFilter, Store, StoreError, Transaction, Write};
+use crate::store::{CommitError, Store, StoreError, Transaction, Write};
 use grants::GrantIndex;
 use timers::{TimerKind, TimerQueue};
 
@@ -269,21 +268,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Every event about a hold, oldest first: its history.
-    pub async fn history(&self, id: HoldId, scope: &Scope) -> Result<Vec<Arc<Event>>, EngineError> {
-        self.hold(id, scope).await?;
-        let filter = EventFilter {
-            hold: Some(id),
-            ..EventFilter::default()
-        };
-        Ok(self.inner.store.all_events(&filter).await?)
-    }
-
-    /// Walks the whole audit chain.
-    pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
-        Ok(verify(self.inner.store.as_ref()).await?)
-    }
-
     pub(crate) fn now(&self) -> holdpoint_protocol::Timestamp {
         self.inner.clock.now()
     }
@@ -312,26 +296,6 @@ impl Engine {
         }
         Ok(events)
     }
-}
-
-/// Walks a store's audit chain in pages.
-pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError>, StoreError> {
-    let mut verifier = ChainVerifier::new();
-    let mut after = 0;
-    loop {
-        let rows = store.raw_events(after, 1024).await?;
-        for row in &rows {
-            if let Err(e) = verifier.push(row) {
-                return Ok(Err(e));
-            }
-        }
-        match rows.last() {
-            Some(last) if rows.len() == 1024 => after = last.seq,
-            _ => break,
-        }
-    }
-    let head = store.audit_head().await?;
-    Ok(verifier.finish(head))
 }
 
 /// The result of an optimistic update.

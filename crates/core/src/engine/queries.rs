@@ -1,11 +1,15 @@
-//! Reading what the engine knows: holds, pages of holds, event streams, grants and counts.
+//! Reading what the engine knows: holds, pages of holds, a hold's history, event streams,
+//! grants, counts, and the audit chain's check.
 
-use holdpoint_protocol::{Grant, Hold, HoldId, HoldQuery, Page, StatusFilter};
+use std::sync::Arc;
+
+use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Page, StatusFilter};
 
 use super::{Engine, EventStream, Scope, lock};
+use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::limits::DEFAULT_PAGE;
-use crate::store::{EventFilter, HoldFilter, StatusSet};
+use crate::store::{EventFilter, HoldFilter, StatusSet, Store, StoreError};
 
 impl Engine {
     /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
@@ -87,6 +91,21 @@ impl Engine {
         })
     }
 
+    /// Every event about a hold, oldest first: its history.
+    pub async fn history(&self, id: HoldId, scope: &Scope) -> Result<Vec<Arc<Event>>, EngineError> {
+        self.hold(id, scope).await?;
+        let filter = EventFilter {
+            hold: Some(id),
+            ..EventFilter::default()
+        };
+        Ok(self.inner.store.all_events(&filter).await?)
+    }
+
+    /// Walks the whole audit chain.
+    pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
+        Ok(verify(self.inner.store.as_ref()).await?)
+    }
+
     /// Whether new user messages to the chat are refused (a hold is open in it).
     pub async fn chat_locked(&self, world: &str, chat: &str) -> Result<bool, EngineError> {
         Ok(self.inner.store.chat_has_open_hold(world, chat).await?)
@@ -132,4 +151,24 @@ impl Engine {
     pub fn tracked_timers(&self) -> usize {
         lock(&self.inner.timers).len()
     }
+}
+
+/// Walks a store's audit chain in pages.
+pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError>, StoreError> {
+    let mut verifier = ChainVerifier::new();
+    let mut after = 0;
+    loop {
+        let rows = store.raw_events(after, 1024).await?;
+        for row in &rows {
+            if let Err(e) = verifier.push(row) {
+                return Ok(Err(e));
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == 1024 => after = last.seq,
+            _ => break,
+        }
+    }
+    let head = store.audit_head().await?;
+    Ok(verifier.finish(head))
 }
