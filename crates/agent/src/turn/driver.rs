@@ -23,8 +23,8 @@ pub(super) enum Stop {
     /// Another driver saved the turn first: it carries on.
     Lost,
     Canceled,
-    /// A person denied a call with "deny and stop".
-    StoppedByPerson,
+    /// A person denied a call with "deny and stop": who did, as the log recorded the decision.
+    StoppedByPerson(Actor),
     Failed(String),
 }
 
@@ -237,9 +237,11 @@ impl<'a> Driver<'a> {
     /// Ends the turn: withdraws its pending holds, reports every call not done as not
     /// executed (so the conversation stays whole for the next turn), and records why.
     pub(super) async fn abandon(&mut self, stop: Stop) {
-        // A cancel is recorded as whoever asked for it; any other end as Holdpoint's.
-        let by = match stop {
+        // A cancel is recorded as whoever asked for it, a stop as the person who chose it;
+        // any other end as Holdpoint's.
+        let by = match &stop {
             Stop::Canceled => self.rt.take_canceler(self.turn.id),
+            Stop::StoppedByPerson(by) => by.clone(),
             _ => Actor::of(Source::System),
         };
         let (status, reason, payload) = match stop {
@@ -249,7 +251,7 @@ impl<'a> Driver<'a> {
                 "the turn was cancelled".to_owned(),
                 EventPayload::TurnCanceled { turn: self.turn.id },
             ),
-            Stop::StoppedByPerson => (
+            Stop::StoppedByPerson(_) => (
                 TurnStatus::Stopped,
                 "a person stopped the turn".to_owned(),
                 EventPayload::TurnStopped { turn: self.turn.id },

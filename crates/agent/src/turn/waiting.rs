@@ -6,7 +6,7 @@ use std::time::Duration;
 use holdpoint_core::Scope;
 use holdpoint_core::record::put;
 use holdpoint_core::store::RecordKind;
-use holdpoint_protocol::{CallState, TurnStatus};
+use holdpoint_protocol::{Actor, CallState, HoldId, Outcome, TurnStatus};
 use uuid::Uuid;
 
 use super::driver::{Driver, Stop};
@@ -76,8 +76,25 @@ impl Driver<'_> {
         }
         self.save(writes, events).await?;
         if applied.stop {
-            return Err(Stop::StoppedByPerson);
+            return Err(Stop::StoppedByPerson(self.decider(hold, &outcome).await));
         }
         Ok(())
+    }
+
+    /// Who decided a hold, with name and role, as its resolving event records them. The
+    /// outcome alone keeps only names; should the history be unreadable, it is what is left.
+    async fn decider(&self, hold: HoldId, outcome: &Outcome) -> Actor {
+        let history = self.rt.engine().history(hold, &Scope::any()).await;
+        let recorded = history.ok().and_then(|events| {
+            events
+                .iter()
+                .rev()
+                .find(|e| e.payload.resolution().is_some())
+                .map(|e| e.actor.clone())
+        });
+        recorded.unwrap_or_else(|| match outcome.decided_by.first() {
+            Some(name) => Actor::named(outcome.source, name.clone()),
+            None => Actor::of(outcome.source),
+        })
     }
 }

@@ -1,7 +1,9 @@
 use std::time::Duration;
 
 use holdpoint_core::Scope;
-use holdpoint_protocol::{ApproveScope, CallState, Decision, EventPayload, HoldStatus, TurnStatus};
+use holdpoint_protocol::{
+    Actor, ApproveScope, CallState, Decision, EventPayload, HoldStatus, Role, Source, TurnStatus,
+};
 use holdpoint_test_support::llm::{Step, call};
 use holdpoint_test_support::{approver, next_matching};
 use pretty_assertions::assert_eq;
@@ -134,6 +136,61 @@ async fn deny_and_stop_ends_the_turn_without_calling_the_llm_again() {
     turn_end(&h.rt, &mut events, next.id).await;
     let result = h.llm.requests()[1].tool_result("c1").unwrap();
     assert_eq!(result["status"], "denied_by_person");
+}
+
+#[tokio::test]
+async fn a_stop_and_the_withdrawal_of_the_rest_of_the_batch_are_the_deciders() {
+    let h = Harness::new(
+        ASK_ALL,
+        vec![Step::calls(vec![
+            call("c1", "shell_cmd", json!({"command": "touch x"})),
+            call("c2", "shell_cmd", json!({"command": "touch y"})),
+        ])],
+    )
+    .await;
+    let mut events = h.events().await;
+    let turn = h.send("go").await;
+    let raised = [next_hold(&mut events).await, next_hold(&mut events).await];
+    let [first, rest] = ["c1", "c2"].map(|call| {
+        raised
+            .iter()
+            .find(|hold| hold.tool_call_id.as_deref() == Some(call))
+            .unwrap()
+            .clone()
+    });
+    h.decide(
+        &first,
+        Decision::DenyStop {
+            reason: Some("stop".into()),
+        },
+    )
+    .await;
+    let stopped = next_matching(
+        &mut events,
+        "the turn stopped",
+        |e| matches!(&e.payload, EventPayload::TurnStopped { turn: t } if *t == turn.id),
+    )
+    .await;
+
+    let alice = Actor {
+        source: Source::Person,
+        name: Some("alice".into()),
+        role: Some(Role::Approver),
+    };
+    assert_eq!(stopped.actor, alice);
+    let history = h.engine.history(rest.id, &Scope::any()).await.unwrap();
+    let withdrawn = history.last().unwrap();
+    let EventPayload::HoldWithdrawn { outcome } = &withdrawn.payload else {
+        panic!(
+            "the rest of the batch is withdrawn: {:?}",
+            withdrawn.payload
+        );
+    };
+    assert_eq!(withdrawn.actor, alice);
+    assert_eq!(
+        (outcome.source, outcome.decided_by.clone()),
+        (Source::Person, vec!["alice".to_owned()])
+    );
 }
 
 #[tokio::test]
