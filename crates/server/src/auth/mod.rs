@@ -16,7 +16,7 @@ mod guard;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use holdpoint_core::{Scope, roles};
-use holdpoint_protocol::{Actor, Principal, Role, WorldId};
+use holdpoint_protocol::{Actor, Event, EventPayload, Principal, Role, WorldId};
 
 pub use credentials::{Credentials, SESSION_TTL, secret};
 pub use guard::{Access, CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
@@ -57,6 +57,18 @@ impl Caller {
 
     pub fn is_admin(&self) -> bool {
         self.principal.role == Role::Admin
+    }
+
+    /// Whether this caller may see `event`, beyond the world filter every reader of the log
+    /// applies. Token events describe credentials, which only admins may list, so only
+    /// admins see them: in the live stream and in the audit listing alike.
+    pub fn sees(&self, event: &Event) -> bool {
+        match event.payload {
+            EventPayload::TokenCreated { .. } | EventPayload::TokenRevoked { .. } => {
+                self.is_admin()
+            }
+            _ => true,
+        }
     }
 
     /// Who this caller is in the audit log: name and role.

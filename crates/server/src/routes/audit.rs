@@ -37,7 +37,12 @@ pub async fn events(
         .await?;
     Ok(Json(EventsPage {
         next: page.scanned_to,
-        events: page.events.iter().map(|e| (**e).clone()).collect(),
+        events: page
+            .events
+            .iter()
+            .filter(|e| caller.sees(e))
+            .map(|e| (**e).clone())
+            .collect(),
     }))
 }
 

@@ -68,17 +68,25 @@ pub async fn stream(
         )
         .await?;
     let shutdown = app.shutdown().clone();
-    let body = stream::unfold((events, shutdown), |(mut events, shutdown)| async move {
-        let next = tokio::select! {
-            () = shutdown.cancelled() => return None,
-            e = events.next() => e.ok()?,
-        };
-        let message = Sse::default()
-            .id(next.seq.to_string())
-            .event(next.payload.type_name())
-            .json_data(&*next)
-            .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
-        Some((Ok::<_, Infallible>(message), (events, shutdown)))
+    let body = stream::unfold((events, shutdown), move |(mut events, shutdown)| {
+        let caller = caller.clone();
+        async move {
+            let next = loop {
+                let next = tokio::select! {
+                    () = shutdown.cancelled() => return None,
+                    e = events.next() => e.ok()?,
+                };
+                if caller.sees(&next) {
+                    break next;
+                }
+            };
+            let message = Sse::default()
+                .id(next.seq.to_string())
+                .event(next.payload.type_name())
+                .json_data(&*next)
+                .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
+            Some((Ok::<_, Infallible>(message), (events, shutdown)))
+        }
     });
     Ok(axum::response::Sse::new(body)
         .keep_alive(KeepAlive::new().interval(app.config().heartbeat))

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{TestServer, browser, held, question, raise};
+use super::{Api, TestServer, browser, held, question, raise};
 
 #[tokio::test]
 async fn the_first_start_writes_an_admin_token_only_its_owner_can_read() {
@@ -485,4 +485,70 @@ async fn every_token_is_listed_however_many_there_are() {
     assert_eq!(listed.len(), MANY + 1);
     assert_eq!(listed[0], admin);
     assert_eq!(listed[MANY]["name"], format!("bot-{}", MANY - 1));
+}
+
+#[tokio::test]
+async fn only_admins_see_token_events_in_the_stream_and_the_audit_log() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let from = t.api.get("/api/v1/audit/verify").await.expect(200)["events"]
+        .as_u64()
+        .unwrap();
+    let mut admin_stream = t.api.events("", None).await;
+    let mut approver_stream = alice.events("", None).await;
+    let mut agent_stream = agent.events("", None).await;
+
+    let created = t
+        .api
+        .post("/api/v1/tokens", json!({"name": "ci", "role": "agent"}))
+        .await
+        .expect(201);
+    let id = created["info"]["id"].as_str().unwrap();
+    t.api
+        .delete(&format!("/api/v1/tokens/{id}"))
+        .await
+        .expect(204);
+    // Something everyone sees, after the token events.
+    let hold = held(
+        &raise(&agent, "lab", vec![question("Go?", &["yes"])]).await,
+        0,
+    );
+
+    for stream in [&mut approver_stream, &mut agent_stream] {
+        let m = stream.next().await;
+        assert_eq!(
+            (m.event.as_str(), m.data["hold"].as_str()),
+            ("hold.created", Some(hold.as_str()))
+        );
+    }
+    let seen: Vec<String> = [
+        admin_stream.next().await,
+        admin_stream.next().await,
+        admin_stream.next().await,
+    ]
+    .into_iter()
+    .map(|m| m.event)
+    .collect();
+    assert_eq!(seen, ["token.created", "token.revoked", "hold.created"]);
+
+    let listed = |api: &Api| {
+        let api = api.clone();
+        async move {
+            api.get(&format!("/api/v1/audit/events?after={from}"))
+                .await
+                .expect(200)["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["payload"]["type"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(&t.api).await,
+        ["token.created", "token.revoked", "hold.created"]
+    );
+    assert_eq!(listed(&alice).await, ["hold.created"]);
 }
