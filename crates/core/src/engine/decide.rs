@@ -57,6 +57,16 @@ impl Idem {
     }
 }
 
+/// What a batch decision's idempotency key is bound to: the batch with the body, as it has
+/// always been fingerprinted (`{batch, seen, decision}`), so a key recorded by an earlier
+/// version still replays when the same request is retried.
+#[derive(Serialize)]
+struct BatchFingerprint<'a> {
+    batch: BatchId,
+    #[serde(flatten)]
+    req: &'a DecideBatchRequest,
+}
+
 const KEY_TAKEN: &str = "idempotency_key_taken";
 
 fn transaction(t: Transition) -> Transaction {
@@ -246,7 +256,7 @@ impl Engine {
             &format!("batch:{batch}"),
             who,
             idempotency_key,
-            &req,
+            &BatchFingerprint { batch, req: &req },
         )?;
         if let Some(r) = self.replay(idem.as_ref()).await? {
             return Ok(r);

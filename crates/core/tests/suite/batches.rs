@@ -235,3 +235,75 @@ async fn decide_all_leaves_holds_decided_before_as_they_are() {
         .unwrap();
     assert_eq!(again, r, "the same key replays the first result");
 }
+
+#[tokio::test]
+async fn a_batch_decisions_idempotency_key_is_bound_to_its_batch_and_body() {
+    let t = TestEngine::new(Policy::default()).await;
+    let first = batch(&t).await;
+    let second = batch(&t).await;
+    let alice = approver("alice");
+    let body = all(
+        seen(&[&first[0], &first[1]]),
+        Decision::Deny { reason: None },
+    );
+    let decided = t
+        .engine
+        .decide_batch(
+            &alice,
+            first[0].batch,
+            body.clone(),
+            &Scope::any(),
+            Some("k"),
+        )
+        .await
+        .unwrap();
+
+    // The key is bound to `{batch, seen, decision}`, as it always was: a retry of a request
+    // recorded by an earlier version replays it.
+    t.clock.advance(std::time::Duration::from_secs(1));
+    let keys = t
+        .engine
+        .store()
+        .idempotent_keys_before(t.engine.clock().now(), 10)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let recorded = t
+        .engine
+        .store()
+        .idempotent(&keys[0])
+        .await
+        .unwrap()
+        .unwrap();
+    let expected = serde_json::to_value(&body).unwrap();
+    let mut fingerprinted = json!({"batch": first[0].batch});
+    for (k, v) in expected.as_object().unwrap() {
+        fingerprinted[k] = v.clone();
+    }
+    assert_eq!(
+        recorded.fingerprint,
+        holdpoint_core::canonical::digest(&fingerprinted)
+    );
+
+    // The same key and body on another batch is another request: it is checked against that
+    // batch (whose holds differ from those seen), not answered with the first batch's result.
+    let err = t
+        .engine
+        .decide_batch(&alice, second[0].batch, body, &Scope::any(), Some("k"))
+        .await
+        .unwrap_err();
+    assert_ne!(err.code(), "idempotency_mismatch");
+    assert!(
+        t.engine
+            .hold(second[0].id, &Scope::any())
+            .await
+            .unwrap()
+            .is_open()
+    );
+    assert!(
+        decided
+            .holds
+            .iter()
+            .all(|d| d.hold.status == HoldStatus::Denied)
+    );
+}
