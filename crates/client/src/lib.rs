@@ -415,8 +415,23 @@ impl Client {
         self.with_body(Method::POST, &path, new, key).await
     }
 
+    /// One page of holds; its `next` is the `cursor` of the page after it.
     pub async fn holds(&self, params: &HoldsParams) -> Result<Page<Hold>, ClientError> {
         self.get_with(path::HOLDS, params).await
+    }
+
+    /// Every hold that `params` selects, read page after page (of its `limit`) to the end.
+    pub async fn all_holds(&self, params: &HoldsParams) -> Result<Vec<Hold>, ClientError> {
+        let mut params = params.clone();
+        let mut all = Vec::new();
+        loop {
+            let page = self.holds(&params).await?;
+            all.extend(page.items);
+            match page.next {
+                Some(next) => params.cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
     }
 
     /// One hold with every event about it.

@@ -220,8 +220,7 @@ impl Session<'_> {
             limit: Some(500),
             ..HoldsParams::default()
         };
-        let page = self.client.holds(&params).await.map_err(client_failure)?;
-        Ok(page.items)
+        self.client.all_holds(&params).await.map_err(client_failure)
     }
 
     async fn decide(

@@ -364,9 +364,9 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
         limit: Some(500),
         ..HoldsParams::default()
     };
-    let pending = client.holds(&params).await.map_err(client_failure)?;
+    let pending = client.all_holds(&params).await.map_err(client_failure)?;
     let mut batches: Vec<Vec<Hold>> = Vec::new();
-    for h in pending.items {
+    for h in pending {
         match batches.iter_mut().find(|b| b[0].batch == h.batch) {
             Some(b) => b.push(h),
             None => batches.push(vec![h]),
@@ -398,8 +398,7 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
                         batch: Some(hold.batch),
                         ..HoldsParams::default()
                     };
-                    let page = client.holds(&params).await.map_err(client_failure)?;
-                    page.items
+                    client.all_holds(&params).await.map_err(client_failure)?
                 } else {
                     vec![(**hold).clone()]
                 };

@@ -1,5 +1,6 @@
 mod access;
 mod catalog;
+mod client;
 mod events;
 mod external;
 mod housekeeping;
