@@ -103,14 +103,14 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         (
             "first page, oldest first",
             HoldQuery {
-                limit: 50,
+                limit: Some(50),
                 ..HoldQuery::default()
             },
         ),
         (
             "first page, newest first",
             HoldQuery {
-                limit: 50,
+                limit: Some(50),
                 order: Order::Newest,
                 ..HoldQuery::default()
             },
@@ -118,7 +118,7 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         (
             "first page of one world",
             HoldQuery {
-                limit: 50,
+                limit: Some(50),
                 world: Some("world-3".into()),
                 ..HoldQuery::default()
             },

@@ -1,6 +1,8 @@
 //! Bounds on everything an agent, an LLM or an MCP server supplies. Untrusted input is bounded
 //! before it is stored or shown.
 
+use crate::error::EngineError;
+
 /// Size limits, in bytes of UTF-8 (strings) or of canonical JSON (values), and counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -52,3 +54,17 @@ impl Default for Limits {
 
 /// The default page size of listings.
 pub const DEFAULT_PAGE: usize = 50;
+
+/// The one rule for the size of a page a listing is asked for: `limit` from 1 to `max`, or
+/// `default` when none is given. `0` is not "the default": it is refused like any other size
+/// outside the range, naming `limit`.
+pub fn page_size(limit: Option<usize>, default: usize, max: usize) -> Result<usize, EngineError> {
+    match limit.unwrap_or(default) {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(EngineError::invalid(
+            "invalid_input",
+            "limit",
+            format!("{n} is not from 1 to {max}"),
+        )),
+    }
+}

@@ -40,8 +40,8 @@ pub struct HoldQuery {
     pub order: Order,
     /// The `next` cursor of the previous page.
     pub cursor: Option<String>,
-    /// Page size; the engine bounds it.
-    pub limit: usize,
+    /// Page size, from 1 to the engine's largest page; its default page when `None`.
+    pub limit: Option<usize>,
 }
 
 /// One page of results and the cursor of the next, if there is more.

@@ -8,7 +8,7 @@ use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Page, StatusFilt
 use super::{Engine, EventStream, Scope, lock};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
-use crate::limits::DEFAULT_PAGE;
+use crate::limits::{DEFAULT_PAGE, page_size};
 use crate::store::{EventFilter, HoldFilter, StatusSet, Store, StoreError};
 
 impl Engine {
@@ -42,17 +42,7 @@ impl Engine {
             ));
         }
         let max = self.inner.limits.page;
-        let limit = match query.limit {
-            0 => DEFAULT_PAGE.min(max),
-            n if n > max => {
-                return Err(EngineError::invalid(
-                    "invalid_input",
-                    "limit",
-                    format!("at most {max} holds per page"),
-                ));
-            }
-            n => n,
-        };
+        let limit = page_size(query.limit, DEFAULT_PAGE.min(max), max)?;
         let after = match &query.cursor {
             None => None,
             Some(c) => Some(c.parse::<u64>().map_err(|_| {

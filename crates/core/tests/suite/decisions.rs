@@ -417,7 +417,7 @@ async fn listing_pages_through_open_holds() {
         .unwrap();
     let mut seen = Vec::new();
     let mut query = HoldQuery {
-        limit: 2,
+        limit: Some(2),
         ..HoldQuery::default()
     };
     loop {
@@ -457,12 +457,22 @@ async fn listing_pages_through_open_holds() {
     let bad = t
         .engine
         .holds(&HoldQuery {
-            limit: 10_000,
+            limit: Some(10_000),
             ..HoldQuery::default()
         })
         .await
         .unwrap_err();
-    assert_eq!(bad.to_string(), "limit: at most 500 holds per page");
+    assert_eq!(bad.to_string(), "limit: 10000 is not from 1 to 500");
+    // 0 is not "the default": the API documents it as a 400, and so it is everywhere.
+    let bad = t
+        .engine
+        .holds(&HoldQuery {
+            limit: Some(0),
+            ..HoldQuery::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.to_string(), "limit: 0 is not from 1 to 500");
     let bad = t
         .engine
         .holds(&HoldQuery {

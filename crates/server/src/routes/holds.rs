@@ -16,7 +16,6 @@ use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params, parse_value};
-use crate::routes::Listing;
 
 fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
     Ok(match s {
@@ -50,12 +49,7 @@ pub async fn list(
         batch: q.batch,
         order: q.order.unwrap_or_default(),
         cursor: q.cursor,
-        limit: super::page_size(
-            q.limit,
-            Listing::Holds {
-                max: app.engine().limits().page,
-            },
-        )?,
+        limit: q.limit,
     };
     // Everything the engine can find wrong with a listing is in the query string: 400.
     let page = app.engine().holds(&query).await.map_err(|e| {

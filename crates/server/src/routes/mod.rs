@@ -92,20 +92,18 @@ fn declare() -> Routes {
         .add(Signed, routes!(live::stream))
 }
 
-/// The size of a page a listing is asked for: `limit`, from 1 to the listing's largest page.
-/// Every listing reads its `limit` here, so they all treat it alike.
+/// The size of a page a log-like listing is asked for: `limit`, by the one rule the engine
+/// applies to its listing of holds too (`holdpoint_core::limits::page_size`).
 pub(crate) fn page_size(limit: Option<usize>, listing: Listing) -> Result<usize, ApiError> {
     let (default, max) = match listing {
-        Listing::Holds { max } => (holdpoint_core::limits::DEFAULT_PAGE.min(max), max),
         Listing::Log => (100, 1000),
     };
-    match limit.unwrap_or(default) {
-        n if (1..=max).contains(&n) => Ok(n),
-        n => Err(ApiError::param(
-            "limit",
-            format!("{n} is not from 1 to {max}"),
-        )),
-    }
+    holdpoint_core::limits::page_size(limit, default, max).map_err(|e| {
+        let mut e = ApiError::from(e);
+        // A listing's limit is in its query string.
+        e.status = axum::http::StatusCode::BAD_REQUEST;
+        e
+    })
 }
 
 /// The position a listing goes on after (`after`): a log position, which the store keeps as a
@@ -120,11 +118,9 @@ pub(crate) fn position(after: Option<u64>) -> Result<Option<u64>, ApiError> {
     }
 }
 
-/// The listings, by the size of their pages.
+/// The listings, by the size of their pages (holds: the engine's own).
 #[derive(Clone, Copy)]
 pub(crate) enum Listing {
-    /// Holds: 50 by default, at most the engine's largest page (500 unless configured).
-    Holds { max: usize },
     /// The audit log, messages, deliveries: 100 by default, at most 1000.
     Log,
 }
