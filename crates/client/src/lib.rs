@@ -9,10 +9,10 @@ use holdpoint_protocol::{
     Agent, AgentChanges, ApplyDefault, AuditReport, BatchId, Chat, ChatChanges, CreatedToken,
     CreatedWebhook, DecideBatchRequest, DecideBatchResult, DecideResult, Decision, DeliveriesPage,
     ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation, GateResponse, Grant,
-    GrantId, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage, NewAgent, NewChat, NewHolds,
-    NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage, SessionInfo, StreamParams,
-    TokenId, TokenInfo, Turn, TurnId, TurnStarted, WaitParams, WaitResult, Webhook, WebhookId,
-    Withdraw, World, WorldChanges,
+    GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage, NewAgent, NewChat,
+    NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage, SessionInfo,
+    StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, WaitParams, WaitResult, Webhook,
+    WebhookId, Withdraw, World, WorldChanges,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -131,6 +131,7 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 mod path {
     use super::seg;
 
+    pub const HEALTHZ: &str = "/healthz";
     pub const SESSION: &str = "/api/v1/session";
     pub const TOKENS: &str = "/api/v1/tokens";
     pub const WORLDS: &str = "/api/v1/worlds";
@@ -260,6 +261,13 @@ impl Client {
 
     async fn delete(&self, path: &str) -> Result<(), ClientError> {
         self.send(self.request(Method::DELETE, path)).await
+    }
+
+    // Operations.
+
+    /// Whether the server is up: its liveness probe, which needs no token.
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.get(path::HEALTHZ).await
     }
 
     // Access.

@@ -38,3 +38,15 @@ async fn all_holds_reads_every_page_to_the_end() {
         .collect();
     assert_eq!(all, raised);
 }
+
+#[tokio::test]
+async fn health_answers_without_a_token() {
+    let t = TestServer::start().await;
+    let anonymous = Client::new(&t.server.url(), String::new()).unwrap();
+    assert_eq!(anonymous.health().await.unwrap().status, "ok");
+    let nowhere = Client::new("http://127.0.0.1:1", String::new()).unwrap();
+    assert!(matches!(
+        nowhere.health().await,
+        Err(holdpoint_client::ClientError::Unreachable { .. })
+    ));
+}
