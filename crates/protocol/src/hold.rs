@@ -90,12 +90,6 @@ impl HoldKind {
             HoldKind::Question => "question",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [HoldKind::Approval, HoldKind::Question]
-            .into_iter()
-            .find(|k| k.as_str() == s)
-    }
 }
 
 /// What the hold asks.

@@ -70,9 +70,8 @@ pub struct ListArgs {
     /// `pending` (open holds), `resolved`, `any`, or one status such as `approved`.
     #[arg(long, default_value = "pending")]
     status: String,
-    /// `approval` or `question`.
-    #[arg(long, value_parser = ["approval", "question"])]
-    kind: Option<String>,
+    #[arg(long, value_enum)]
+    kind: Option<Kind>,
     /// At most this many (up to 500).
     #[arg(long, default_value_t = 50)]
     limit: usize,
@@ -81,6 +80,22 @@ pub struct ListArgs {
     cursor: Option<String>,
     #[command(flatten)]
     common: Common,
+}
+
+/// A hold's kind as `--kind` names it: the protocol's `HoldKind`, spelt as on the wire.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Kind {
+    Approval,
+    Question,
+}
+
+impl From<Kind> for HoldKind {
+    fn from(kind: Kind) -> HoldKind {
+        match kind {
+            Kind::Approval => HoldKind::Approval,
+            Kind::Question => HoldKind::Question,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -202,7 +217,7 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         world: a.world,
         chat: a.chat,
         status: Some(a.status),
-        kind: a.kind.as_deref().and_then(HoldKind::parse),
+        kind: a.kind.map(HoldKind::from),
         limit: Some(a.limit),
         cursor: a.cursor,
         ..HoldsParams::default()
@@ -456,5 +471,28 @@ impl Watcher<'_> {
             agents: AgentNames::default(),
         };
         decider.batch(holds).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::{HoldKind, Kind};
+
+    #[test]
+    fn kind_names_every_hold_kind_as_the_wire_spells_it() {
+        let named: Vec<(String, HoldKind)> = Kind::value_variants()
+            .iter()
+            .map(|k| {
+                let value = k.to_possible_value().unwrap();
+                (value.get_name().to_owned(), HoldKind::from(*k))
+            })
+            .collect();
+        for (name, kind) in &named {
+            assert_eq!(name, kind.as_str());
+        }
+        let kinds: Vec<HoldKind> = named.iter().map(|(_, k)| *k).collect();
+        assert_eq!(kinds, [HoldKind::Approval, HoldKind::Question]);
     }
 }
