@@ -117,6 +117,27 @@ impl Records {
         records.into_iter().map(decode).collect()
     }
 
+    /// Every record of `kind` under `parent` with its id and version, oldest first, read to
+    /// the end: for acting on each of them (deleting, updating at its version).
+    pub async fn all_keyed<T: DeserializeOwned>(
+        &self,
+        kind: RecordKind,
+        parent: Option<Uuid>,
+    ) -> Result<Vec<Keyed<T>>, StoreError> {
+        let records = self.store.all_records(kind, parent).await?;
+        records
+            .into_iter()
+            .map(|r| {
+                let (id, version) = (r.id, r.version);
+                Ok(Keyed {
+                    id,
+                    version,
+                    value: decode(r)?,
+                })
+            })
+            .collect()
+    }
+
     /// One page of the records of `kind` under `parent`, after position `after`.
     pub async fn page<T: DeserializeOwned>(
         &self,

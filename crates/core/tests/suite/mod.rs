@@ -6,4 +6,5 @@ mod gate;
 mod grants;
 mod interleavings;
 mod nodes;
+mod records;
 mod streams;

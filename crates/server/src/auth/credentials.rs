@@ -2,11 +2,13 @@
 //! record layer. Only the SHA-256 of a token or session secret is stored; creating and
 //! revoking a token is recorded in the audit log with who did it.
 
+use std::collections::HashMap;
+
 use axum::http::StatusCode;
 use holdpoint_agent::Runtime;
 use holdpoint_core::audit::EventDraft;
 use holdpoint_core::canonical::sha256_hex;
-use holdpoint_core::record::{Records, decode, put};
+use holdpoint_core::record::{Records, put};
 use holdpoint_core::store::{RecordKind, Write};
 use holdpoint_protocol::{
     Actor, CreatedToken, EventPayload, Principal, Role, Timestamp, TokenId, TokenInfo, WorldId,
@@ -155,15 +157,27 @@ impl Credentials {
         Ok(CreatedToken { token, info })
     }
 
-    /// Every token, oldest first.
+    /// Every token, oldest first. Each world a token is limited to is looked up once, however
+    /// many tokens it has.
     pub async fn tokens(&self) -> Result<Vec<TokenInfo>, ApiError> {
-        let mut out = Vec::new();
-        for rec in self
+        let records = self
             .records()
             .all::<TokenRecord>(RecordKind::Token, None)
-            .await?
-        {
-            let world = self.world_name(rec.world).await;
+            .await?;
+        let mut names: HashMap<WorldId, Option<String>> = HashMap::new();
+        let mut out = Vec::with_capacity(records.len());
+        for rec in records {
+            let world = match rec.world {
+                None => None,
+                Some(w) => match names.get(&w) {
+                    Some(name) => name.clone(),
+                    None => {
+                        let name = self.world_name(Some(w)).await;
+                        names.insert(w, name.clone());
+                        name
+                    }
+                },
+            };
             out.push(rec.info(world));
         }
         Ok(out)
@@ -281,21 +295,17 @@ impl Credentials {
     pub async fn end_expired_sessions(&self, now: Timestamp) -> Result<usize, ApiError> {
         /// Deleted per transaction, so a long backlog never holds the writer for long.
         const PER_TRANSACTION: usize = 500;
-        let mut ended = Vec::new();
-        for r in self
+        let ended: Vec<Write> = self
             .records()
-            .store()
-            .all_records(RecordKind::Session, None)
+            .all_keyed::<SessionRecord>(RecordKind::Session, None)
             .await?
-        {
-            let id = r.id;
-            if decode::<SessionRecord>(r)?.expires_at <= now {
-                ended.push(Write::DeleteRecord {
-                    kind: RecordKind::Session,
-                    id,
-                });
-            }
-        }
+            .into_iter()
+            .filter(|s| s.value.expires_at <= now)
+            .map(|s| Write::DeleteRecord {
+                kind: RecordKind::Session,
+                id: s.id,
+            })
+            .collect();
         let n = ended.len();
         for chunk in ended.chunks(PER_TRANSACTION) {
             self.records().commit(chunk.to_vec(), vec![]).await?;
