@@ -25,11 +25,11 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
 pub use app::{App, ServerConfig};
-pub use auth::{CSRF_HEADER, SESSION_COOKIE};
+pub use auth::{Access, CSRF_HEADER, SESSION_COOKIE};
 pub use config::{ConfigError, LogFormat, Settings};
 pub use error::ApiError;
 pub use launch::{ADMIN_TOKEN_FILE, LaunchError, Server, load_policy};
-pub use routes::{openapi, router};
+pub use routes::{openapi, operations, router};
 pub use webhooks::signature;
 
 /// Serves `app` on `listener` until `stop` resolves; then lets requests in flight finish.

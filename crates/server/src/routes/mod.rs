@@ -151,6 +151,15 @@ async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
     axum::Json(openapi())
 }
 
+/// Every route as declared: its method, its path template and who may call it.
+pub fn operations() -> Vec<(Method, String, Access)> {
+    let (_, _, access) = declare().finish();
+    access
+        .operations()
+        .map(|(path, method, access)| (method.clone(), path.to_owned(), access))
+        .collect()
+}
+
 /// The OpenAPI document, as committed in `docs/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     static DOC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| declare().finish().1);

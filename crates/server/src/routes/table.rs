@@ -46,6 +46,15 @@ impl AccessTable {
         }
     }
 
+    /// Every route's methods with their access, in no particular order.
+    pub fn operations(&self) -> impl Iterator<Item = (&str, &Method, Access)> {
+        self.0.iter().flat_map(|(path, methods)| {
+            methods
+                .iter()
+                .map(move |(method, access)| (path.as_str(), method, *access))
+        })
+    }
+
     fn add(&mut self, path: &str, method: Method, access: Access) {
         self.0
             .entry(path.to_owned())
