@@ -552,3 +552,157 @@ async fn only_admins_see_token_events_in_the_stream_and_the_audit_log() {
     );
     assert_eq!(listed(&alice).await, ["hold.created"]);
 }
+
+/// Who may call each route, written out here so that a route's access changes only on
+/// purpose: `probe` and `public` need no token, `signed` any caller, and otherwise the roles
+/// allowed.
+const ACCESS: &[(&str, &str, &str)] = &[
+    ("GET", "/", "public"),
+    ("GET", "/healthz", "probe"),
+    ("GET", "/readyz", "probe"),
+    ("GET", "/metrics", "public"),
+    ("GET", "/login", "public"),
+    ("GET", "/api/v1/openapi.json", "public"),
+    ("GET", "/api/v1/session", "signed"),
+    ("POST", "/api/v1/logout", "signed"),
+    ("GET", "/api/v1/tokens", "admin"),
+    ("POST", "/api/v1/tokens", "admin"),
+    ("DELETE", "/api/v1/tokens/{token}", "admin"),
+    ("GET", "/api/v1/worlds", "signed"),
+    ("POST", "/api/v1/worlds", "admin"),
+    ("GET", "/api/v1/worlds/{world}", "signed"),
+    ("PATCH", "/api/v1/worlds/{world}", "admin"),
+    ("DELETE", "/api/v1/worlds/{world}", "admin"),
+    ("GET", "/api/v1/worlds/{world}/agents", "signed"),
+    ("POST", "/api/v1/worlds/{world}/agents", "admin"),
+    ("GET", "/api/v1/worlds/{world}/agents/{agent}", "signed"),
+    ("PATCH", "/api/v1/worlds/{world}/agents/{agent}", "admin"),
+    ("DELETE", "/api/v1/worlds/{world}/agents/{agent}", "admin"),
+    ("GET", "/api/v1/worlds/{world}/chats", "signed"),
+    ("POST", "/api/v1/worlds/{world}/chats", "signed"),
+    ("GET", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
+    ("PATCH", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
+    ("DELETE", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
+    (
+        "GET",
+        "/api/v1/worlds/{world}/chats/{chat}/messages",
+        "signed",
+    ),
+    (
+        "POST",
+        "/api/v1/worlds/{world}/chats/{chat}/messages",
+        "signed",
+    ),
+    ("GET", "/api/v1/worlds/{world}/turns/{turn}", "signed"),
+    (
+        "POST",
+        "/api/v1/worlds/{world}/turns/{turn}/cancel",
+        "signed",
+    ),
+    ("POST", "/api/v1/worlds/{world}/holds", "agent admin"),
+    ("GET", "/api/v1/holds", "signed"),
+    ("GET", "/api/v1/holds/{hold}", "signed"),
+    ("POST", "/api/v1/holds/{hold}/decision", "signed"),
+    ("POST", "/api/v1/holds/{hold}/default", "signed"),
+    ("POST", "/api/v1/batches/{batch}/decision", "signed"),
+    ("GET", "/api/v1/holds/{hold}/wait", "signed"),
+    ("POST", "/api/v1/holds/{hold}/withdraw", "signed"),
+    ("GET", "/api/v1/worlds/{world}/grants", "signed"),
+    ("DELETE", "/api/v1/grants/{grant}", "signed"),
+    ("POST", "/api/v1/policy/explain", "signed"),
+    ("GET", "/api/v1/worlds/{world}/webhooks", "admin"),
+    ("POST", "/api/v1/worlds/{world}/webhooks", "admin"),
+    ("DELETE", "/api/v1/webhooks/{webhook}", "admin"),
+    ("GET", "/api/v1/webhooks/{webhook}/deliveries", "admin"),
+    ("GET", "/api/v1/audit/events", "admin approver"),
+    ("GET", "/api/v1/audit/verify", "admin"),
+    ("GET", "/api/v1/events", "signed"),
+];
+
+#[tokio::test]
+async fn every_route_refuses_the_callers_its_access_does_not_allow() {
+    use holdpoint_protocol::Role;
+    use holdpoint_server::Access;
+
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let callers = [
+        ("admin", t.api.clone()),
+        ("approver", t.caller("alice", "approver", None).await),
+        ("agent", t.caller("bot", "agent", None).await),
+    ];
+    let anonymous = t.api.anonymous();
+    let declared = holdpoint_server::operations();
+    let mut unlisted = Vec::new();
+    for (method, template, access) in &declared {
+        let Some((_, _, expected)) = ACCESS
+            .iter()
+            .find(|(m, p, _)| *m == method.as_str() && p == template)
+        else {
+            unlisted.push(format!("{method} {template}"));
+            continue;
+        };
+        let role = |name: &str| match name {
+            "admin" => Role::Admin,
+            "approver" => Role::Approver,
+            _ => Role::Agent,
+        };
+        let allowed: Option<Vec<Role>> = match *expected {
+            "probe" => {
+                assert_eq!(*access, Access::Probe, "{method} {template}");
+                None
+            }
+            "public" => {
+                assert_eq!(*access, Access::Public, "{method} {template}");
+                None
+            }
+            "signed" => {
+                assert_eq!(*access, Access::Signed, "{method} {template}");
+                Some(vec![Role::Admin, Role::Approver, Role::Agent])
+            }
+            roles => {
+                let roles: Vec<Role> = roles.split(' ').map(role).collect();
+                assert!(
+                    matches!(access, Access::Roles(r) if *r == roles.as_slice()),
+                    "{method} {template}: {access:?}"
+                );
+                Some(roles)
+            }
+        };
+        // Any value fills a path parameter: access is checked before the handler reads it.
+        let path = template
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        let method = Method::from_bytes(method.as_str().as_bytes()).unwrap();
+        let status = anonymous
+            .send(anonymous.request(method.clone(), &path))
+            .await
+            .status;
+        let Some(allowed) = allowed else {
+            assert!(
+                ![401, 403].contains(&status),
+                "{method} {path} is public, yet a stranger got {status}"
+            );
+            continue;
+        };
+        assert_eq!(status, 401, "{method} {path} without a token");
+        for (name, api) in &callers {
+            if allowed.contains(&role(name)) {
+                continue;
+            }
+            let status = api.send(api.request(method.clone(), &path)).await.status;
+            assert_eq!(status, 403, "{method} {path} as {name}");
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "routes whose access this test does not state yet: {unlisted:?}"
+    );
+    assert_eq!(
+        declared.len(),
+        ACCESS.len(),
+        "a stated route is not declared"
+    );
+}
