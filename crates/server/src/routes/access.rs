@@ -86,8 +86,9 @@ pub async fn logout(State(app): State<App>, headers: HeaderMap) -> Result<Respon
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
 }
 
-/// Sign a browser in with a person's token; sets the session cookie and goes to the web
-/// interface. The link is a secret: it holds the token.
+/// Sign a browser in with a person's token: sets the session cookie and redirects to `/`, for
+/// now a landing page that says where the API is (there is no web UI yet). The link is a
+/// secret: it holds the token.
 #[utoipa::path(get, path = "/login", tag = "access", params(LoginParams),
     responses((status = 303, description = "Signed in; the session cookie is set"), (status = 401, body = ErrorBody),
         (status = 403, description = "An agent's token: agents do not sign in to the web interface", body = ErrorBody)))]
