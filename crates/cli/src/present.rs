@@ -112,11 +112,7 @@ impl AgentNames {
 
 /// The rule that asked, as the policy names it: its name, or `rules[N]` when it has none.
 pub fn rule(rule: &RuleRef) -> String {
-    if rule.name == format!("rules[{}]", rule.index) {
-        rule.name.clone()
-    } else {
-        format!("rule \"{}\"", short(&rule.name, 60))
-    }
+    short(&rule.to_string(), 72)
 }
 
 /// Everything a person needs to decide a hold: what, why, who asked, until when.

@@ -167,6 +167,18 @@ pub struct RuleRef {
     pub name: String,
 }
 
+impl std::fmt::Display for RuleRef {
+    /// As people and the LLM read it: `rule "name"`, or `rules[N]` for a rule without a name
+    /// (whose name is that already).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.name == format!("rules[{}]", self.index) {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "rule {:?}", self.name)
+        }
+    }
+}
+
 /// What applies when a hold's deadline passes.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]

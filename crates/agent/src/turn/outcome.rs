@@ -24,7 +24,7 @@ pub(super) struct Applied {
 /// How policy denied a call, for the LLM.
 pub(super) fn describe(by: &DecidedBy) -> String {
     match by {
-        DecidedBy::Rule { rule } => format!("{} (rules[{}])", rule.name, rule.index),
+        DecidedBy::Rule { rule } => rule.to_string(),
         DecidedBy::Mode { mode } => format!("no rule matched and the policy's mode is {mode}"),
         DecidedBy::Grant { grant } => format!("grant {grant}"),
     }

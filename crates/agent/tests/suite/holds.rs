@@ -7,7 +7,7 @@ use holdpoint_protocol::{
 use holdpoint_test_support::llm::{Step, call};
 use holdpoint_test_support::{approver, next_matching};
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Harness, by, next_hold, turn_end};
 
@@ -447,4 +447,36 @@ async fn cancelling_a_waiting_turn_withdraws_its_holds() {
         h.llm.requests()[1].tool_result("c1").unwrap(),
         json!({"status": "not_executed", "reason": "the turn was cancelled"})
     );
+}
+
+#[tokio::test]
+async fn a_policy_denial_names_its_rule_once() {
+    let policy = "[[rules]]\ntools = [\"write_file\"]\naction = \"deny\"\n\n[[rules]]\nname = \"no secrets\"\ntools = [\"read_file\"]\naction = \"deny\"";
+    let h = Harness::new(
+        policy,
+        vec![
+            Step::calls(vec![
+                call("c1", "write_file", json!({"path": "a.txt", "content": "x"})),
+                call("c2", "read_file", json!({"path": "a.txt"})),
+            ]),
+            Step::text("ok"),
+        ],
+    )
+    .await;
+    let mut events = h.events().await;
+    let turn = h.send("write").await;
+    assert_eq!(
+        turn_end(&h.rt, &mut events, turn.id).await.status,
+        TurnStatus::Finished
+    );
+    let second = &h.llm.requests()[1];
+    let rules: Vec<Value> = ["c1", "c2"]
+        .iter()
+        .map(|id| {
+            let r = second.tool_result(id).unwrap();
+            assert_eq!(r["status"], "denied_by_policy");
+            r["rule"].clone()
+        })
+        .collect();
+    assert_eq!(rules, vec![json!("rules[0]"), json!("rule \"no secrets\"")]);
 }

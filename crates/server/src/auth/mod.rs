@@ -60,13 +60,15 @@ impl Caller {
     }
 
     /// Whether this caller may see `event`, beyond the world filter every reader of the log
-    /// applies. Token events describe credentials, which only admins may list, so only
-    /// admins see them: in the live stream and in the audit listing alike.
+    /// applies. Token and webhook events describe credentials and subscriptions, which only
+    /// admins may list (a webhook's URL can itself be a secret), so only admins see them: in
+    /// the live stream and in the audit listing alike.
     pub fn sees(&self, event: &Event) -> bool {
         match event.payload {
-            EventPayload::TokenCreated { .. } | EventPayload::TokenRevoked { .. } => {
-                self.is_admin()
-            }
+            EventPayload::TokenCreated { .. }
+            | EventPayload::TokenRevoked { .. }
+            | EventPayload::WebhookCreated { .. }
+            | EventPayload::WebhookDeleted { .. } => self.is_admin(),
             _ => true,
         }
     }

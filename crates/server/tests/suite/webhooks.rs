@@ -416,6 +416,22 @@ async fn subscribing_and_unsubscribing_are_logged_with_who_did_it_never_the_secr
     );
     let text = serde_json::to_string(&events).unwrap();
     assert!(!text.contains(secret), "the secret is in the log: {text}");
+
+    // A subscription's URL can itself be a secret: only admins, who may list webhooks, see
+    // these events.
+    let alice = t.caller("alice", "approver", None).await;
+    let seen = alice
+        .get(&format!("/api/v1/audit/events?after={from}&limit=1000"))
+        .await
+        .expect(200);
+    let types: Vec<&str> = seen["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["type"].as_str().unwrap())
+        .filter(|t| t.starts_with("webhook."))
+        .collect();
+    assert_eq!(types, Vec::<&str>::new(), "an approver sees webhook events");
 }
 
 #[tokio::test]
