@@ -33,30 +33,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         if json == Some(false) {
             return Err(unsupported_media_type());
         }
-        // A body that stops arriving must not hold the request (and its connection) forever.
-        let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
-            .await
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "body_timeout",
-                    format!(
-                        "the body did not arrive within {} seconds",
-                        BODY_TIMEOUT.as_secs()
-                    ),
-                )
-            })?;
-        let bytes = read.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "the body is larger than the server accepts (server.max_body)",
-                )
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
-            }
-        })?;
+        let bytes = read(req, state).await?;
         // No body at all is an empty object.
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return parse(b"{}").map(Body);
@@ -69,11 +46,68 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 fn unsupported_media_type() -> ApiError {
+    unsupported("application/json")
+}
+
+fn unsupported(media_type: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_media_type",
-        "send the body as application/json (with Content-Type: application/json)",
+        format!("send the body as {media_type} (with Content-Type: {media_type})"),
     )
+}
+
+/// The whole body, within the size limit (413) and in time (408).
+async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    // A body that stops arriving must not hold the request (and its connection) forever.
+    let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the body did not arrive within {} seconds",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            )
+        })?;
+    read.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "the body is larger than the server accepts (server.max_body)",
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
+        }
+    })
+}
+
+/// A form body (`application/x-www-form-urlencoded`), as a browser's HTML form sends it.
+/// Errors: 413, 408, 415 (another type), 422 (a field is missing or wrong, named).
+pub struct Form<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Form<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        const FORM: &str = "application/x-www-form-urlencoded";
+        let form = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with(FORM));
+        if !form {
+            return Err(unsupported(FORM));
+        }
+        let bytes = read(req, state).await?;
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(&bytes));
+        serde_path_to_error::deserialize(de)
+            .map(Form)
+            .map_err(|e| field_error("", &e.path().to_string(), &e.inner().to_string()))
+    }
 }
 
 /// Reads JSON, naming the path of a field that does not fit.

@@ -10,6 +10,7 @@ mod auth;
 pub mod config;
 mod error;
 mod extract;
+mod headers;
 pub mod housekeeping;
 mod launch;
 mod metrics;

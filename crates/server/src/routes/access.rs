@@ -86,9 +86,8 @@ pub async fn logout(State(app): State<App>, headers: HeaderMap) -> Result<Respon
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
 }
 
-/// Sign a browser in with a person's token: sets the session cookie and redirects to `/`, for
-/// now a landing page that says where the API is (there is no web UI yet). The link is a
-/// secret: it holds the token.
+/// Sign a browser in with a person's token: sets the session cookie and redirects to `/`, the
+/// web interface. The link is a secret: it holds the token.
 #[utoipa::path(get, path = "/login", tag = "access", params(LoginParams),
     responses((status = 303, description = "Signed in; the session cookie is set"), (status = 401, body = ErrorBody),
         (status = 403, description = "An agent's token: agents do not sign in to the web interface", body = ErrorBody)))]
@@ -97,11 +96,17 @@ pub async fn login(
     Params(q): Params<LoginParams>,
 ) -> Result<Response, ApiError> {
     let cookie = app.credentials().log_in(&q.token).await?;
+    Ok(session_started(&cookie))
+}
+
+/// The answer that starts a browser session: the cookie, and a redirect to `/`, a URL without
+/// the token (so it stays out of the history and of any `Referer`), that no cache keeps.
+pub(super) fn session_started(cookie: &str) -> Response {
     let set = format!(
         "{SESSION_COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
         SESSION_TTL.as_secs()
     );
-    Ok((
+    (
         StatusCode::SEE_OTHER,
         [
             (header::SET_COOKIE, set),
@@ -109,5 +114,5 @@ pub async fn login(
             (header::CACHE_CONTROL, "no-store".to_owned()),
         ],
     )
-        .into_response())
+        .into_response()
 }

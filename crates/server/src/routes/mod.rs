@@ -8,6 +8,7 @@ mod holds;
 mod hooks;
 mod live;
 mod ops;
+mod ui;
 
 mod table;
 
@@ -25,7 +26,7 @@ use utoipa_axum::routes;
 
 use crate::app::App;
 use crate::error::ApiError;
-use crate::{auth, metrics};
+use crate::{auth, headers, metrics};
 
 use table::{AccessTable, Routes};
 
@@ -42,7 +43,10 @@ const RAISERS: &[Role] = &[Role::Agent, Role::Admin];
 fn declare() -> Routes {
     use Access::{Probe, Public, Roles, Signed};
     Routes::new(ApiDoc::openapi())
-        .hidden("/", Method::GET, Public, get(ops::index))
+        .hidden("/", Method::GET, Public, get(ui::index))
+        .hidden("/signin", Method::GET, Public, get(ui::sign_in_page))
+        .add(Public, routes!(ui::sign_in))
+        .hidden("/ui/{*asset}", Method::GET, Public, get(ui::asset))
         .add(Probe, routes!(ops::healthz))
         .add(Probe, routes!(ops::readyz))
         .add(Public, routes!(ops::metrics))
@@ -141,6 +145,7 @@ pub fn router(app: App) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), metrics::track))
         .layer(middleware::from_fn(ops::uri_limit))
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(headers::security))
         .with_state(app)
 }
 

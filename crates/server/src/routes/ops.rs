@@ -1,10 +1,10 @@
-//! Health, readiness, metrics, the landing page, and the answers for unknown routes.
+//! Health, readiness, metrics, and the answers for unknown routes.
 
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use holdpoint_protocol::Health;
 
 use crate::app::App;
@@ -32,14 +32,6 @@ pub async fn readyz(State(app): State<App>) -> Result<Json<Health>, ApiError> {
 pub async fn metrics(State(app): State<App>) -> Response {
     let text = app.metrics().render(app.engine().open_holds());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-pub async fn index() -> Html<&'static str> {
-    Html(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Holdpoint</title></head>\
-         <body><h1>Holdpoint</h1><p>The server is running. The API is at <code>/api/v1</code>; \
-         its description is at <a href=\"/api/v1/openapi.json\">/api/v1/openapi.json</a>.</p></body></html>",
-    )
 }
 
 pub async fn not_found() -> ApiError {

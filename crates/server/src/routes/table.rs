@@ -178,11 +178,22 @@ fn describe(operation: &mut Operation, access: Access) {
     if access.is_public() {
         operation.security = Some(vec![]);
     }
-    if operation.request_body.is_some() {
-        errors.push((400, "The body is not valid JSON".into()));
+    if let Some(body) = &operation.request_body {
+        // JSON, but for a browser's form (`POST /signin`).
+        let media = match body {
+            RefOr::T(body) => body.content.keys().next().map(String::as_str),
+            RefOr::Ref(_) => None,
+        }
+        .unwrap_or("application/json");
+        let unreadable = if media == "application/json" {
+            "The body is not valid JSON"
+        } else {
+            "The body could not be read"
+        };
+        errors.push((400, unreadable.into()));
         errors.push((408, "The body did not arrive in time".into()));
         errors.push((413, "The body is larger than server.max_body".into()));
-        errors.push((415, "The body is not sent as application/json".into()));
+        errors.push((415, format!("The body is not sent as {media}")));
         errors.push((422, "A field is wrong: details.field names it".into()));
     }
     let params = operation.parameters.as_deref().unwrap_or_default();

@@ -558,6 +558,9 @@ async fn only_admins_see_token_events_in_the_stream_and_the_audit_log() {
 /// allowed.
 const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/", "public"),
+    ("GET", "/signin", "public"),
+    ("POST", "/signin", "public"),
+    ("GET", "/ui/{*asset}", "public"),
     ("GET", "/healthz", "probe"),
     ("GET", "/readyz", "probe"),
     ("GET", "/metrics", "public"),

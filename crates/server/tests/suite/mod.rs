@@ -6,6 +6,7 @@ mod external;
 mod housekeeping;
 mod ops;
 mod turns;
+mod ui;
 mod webhooks;
 mod wire;
 

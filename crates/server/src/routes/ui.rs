@@ -1,0 +1,161 @@
+//! The web interface's shell: the pages a browser opens (`/`, `/signin`) and the static files
+//! they load (`/ui/…`), all embedded in the binary. Everything past the shell is done by the
+//! pages' ES modules through the public API, as any other client would.
+
+use std::sync::LazyLock;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use crate::app::App;
+use crate::auth::session_cookie;
+use crate::error::ApiError;
+use crate::extract::Form;
+
+use super::access::session_started;
+
+/// A file the pages load: its name under `/ui/`, its type, its content.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+}
+
+/// Every file under `/ui/`. URLs stay the same across versions (so modules can import each
+/// other by name with no build step); `ETag` + `Cache-Control: no-cache` make a browser ask
+/// again each time and get `304 Not Modified` while the file is unchanged.
+const ASSETS: &[Asset] = &[
+    Asset {
+        name: "app.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_bytes!("../../ui/app.css"),
+    },
+    Asset {
+        name: "app.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../ui/app.js"),
+    },
+    Asset {
+        name: "api.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../../ui/api.js"),
+    },
+    Asset {
+        name: "icon.svg",
+        content_type: "image/svg+xml",
+        body: include_bytes!("../../ui/icon.svg"),
+    },
+];
+
+const SHELL: &str = include_str!("../../ui/shell.html");
+const SIGN_IN: &str = include_str!("../../ui/signin.html");
+/// Where the sign-in page says what went wrong.
+const MESSAGE: &str = "<!-- message -->";
+
+/// Each asset's `ETag`: a digest of its content, computed once.
+static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    ASSETS
+        .iter()
+        .map(|a| {
+            let digest = Sha256::digest(a.body);
+            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            format!("\"{hex}\"")
+        })
+        .collect()
+});
+
+/// A static file of the web interface.
+pub async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
+        return Err(ApiError::not_found("asset", format!("/ui/{name}")));
+    };
+    let (asset, etag) = (&ASSETS[i], ETAGS[i].as_str());
+    let cached = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|tag| tag.trim() == etag || tag.trim() == "*");
+    let common = [(header::ETAG, etag), (header::CACHE_CONTROL, "no-cache")];
+    if cached {
+        return Ok((StatusCode::NOT_MODIFIED, common).into_response());
+    }
+    Ok((
+        common,
+        [(header::CONTENT_TYPE, asset.content_type)],
+        asset.body,
+    )
+        .into_response())
+}
+
+/// The home page: the signed-in shell, or (without a valid session) a redirect to sign-in.
+pub async fn index(State(app): State<App>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let session = match session_cookie(&headers) {
+        Some(cookie) => app.credentials().by_session(&cookie).await?,
+        None => None,
+    };
+    if session.is_none() {
+        return Ok((
+            StatusCode::SEE_OTHER,
+            [
+                (header::LOCATION, "/signin"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+        )
+            .into_response());
+    }
+    Ok(page(StatusCode::OK, SHELL.to_owned()))
+}
+
+/// The sign-in page: a form to paste a token.
+pub async fn sign_in_page() -> Response {
+    sign_in_with(StatusCode::OK, None)
+}
+
+/// The form of the sign-in page.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+pub struct SignInForm {
+    /// A person's token (admin or approver).
+    pub token: String,
+}
+
+/// Sign a browser in with a pasted token (the form of `GET /signin`): sets the session cookie
+/// and redirects to `/`. A token that does not sign in gets the sign-in page again, saying
+/// why, never repeating the token. Needs no cookie, and a browser page of another origin is
+/// refused, so another site cannot sign a browser in behind its back.
+#[utoipa::path(post, path = "/signin", tag = "access",
+    request_body(content = SignInForm, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 303, description = "Signed in; the session cookie is set"),
+        (status = 401, description = "The token is unknown or revoked: the sign-in page, saying so", content_type = "text/html"),
+        (status = 403, description = "An agent's token (the sign-in page, saying so), or a page of another origin (an error)", content_type = "text/html")))]
+pub async fn sign_in(
+    State(app): State<App>,
+    Form(form): Form<SignInForm>,
+) -> Result<Response, ApiError> {
+    match app.credentials().log_in(form.token.trim()).await {
+        Ok(cookie) => Ok(session_started(&cookie)),
+        Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(sign_in_with(
+            e.status,
+            Some("That token is unknown or has been revoked."),
+        )),
+        Err(e) if e.status == StatusCode::FORBIDDEN => Ok(sign_in_with(
+            e.status,
+            Some("Agent tokens cannot sign in here: use a person's token (admin or approver)."),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+fn sign_in_with(status: StatusCode, message: Option<&'static str>) -> Response {
+    let notice = message
+        .map(|m| format!("<p class=\"error\" role=\"alert\">{m}</p>"))
+        .unwrap_or_default();
+    page(status, SIGN_IN.replace(MESSAGE, &notice))
+}
+
+/// A page: it depends on who asks, so no cache keeps it.
+fn page(status: StatusCode, html: String) -> Response {
+    (status, [(header::CACHE_CONTROL, "no-store")], Html(html)).into_response()
+}
