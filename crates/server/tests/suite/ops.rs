@@ -104,8 +104,6 @@ async fn health_and_readiness() {
         t.api.anonymous().get("/readyz").await.expect(200)["status"],
         "ready"
     );
-    let index = t.api.anonymous().get("/").await;
-    assert!(index.text.contains("/api/v1/openapi.json"));
 }
 
 #[tokio::test]
