@@ -20,7 +20,8 @@ async function start() {
   try {
     const me = await session();
     who.textContent = me.name;
-    role.textContent = me.world ? `${me.role} of ${me.world}` : me.role;
+    // A credential limited to one world says so; the world's name is on the worlds' pages.
+    role.textContent = me.world ? `(${me.role}, one world)` : `(${me.role})`;
     signOut.hidden = false;
   } catch (error) {
     if (error.status === 401) return signIn();
