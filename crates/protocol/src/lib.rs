@@ -39,8 +39,8 @@ pub use ids::{
 };
 pub use principal::{Actor, Principal, Role, Source};
 pub use query::{
-    EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, StatusFilter,
-    StreamParams, WaitParams,
+    EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,
+    StatusFilter, StreamParams, WaitParams,
 };
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,

@@ -146,6 +146,13 @@ pub struct StreamParams {
     pub after: Option<u64>,
 }
 
+/// The form of the sign-in page, `POST /signin` (`application/x-www-form-urlencoded`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SignInForm {
+    /// A person's token (admin or approver).
+    pub token: String,
+}
+
 /// The query string of `GET /login`.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

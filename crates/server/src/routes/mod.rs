@@ -44,8 +44,7 @@ fn declare() -> Routes {
     use Access::{Probe, Public, Roles, Signed};
     Routes::new(ApiDoc::openapi())
         .hidden("/", Method::GET, Public, get(ui::index))
-        .hidden("/signin", Method::GET, Public, get(ui::sign_in_page))
-        .add(Public, routes!(ui::sign_in))
+        .add(Public, routes!(ui::sign_in_page, ui::sign_in))
         .hidden("/ui/{*asset}", Method::GET, Public, get(ui::asset))
         .add(Probe, routes!(ops::healthz))
         .add(Probe, routes!(ops::readyz))

@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use holdpoint_protocol::SignInForm;
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
@@ -109,16 +110,11 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Result<Respons
     Ok(page(StatusCode::OK, SHELL.to_owned()))
 }
 
-/// The sign-in page: a form to paste a token.
+/// The sign-in page for a browser: a form to paste a token (it posts to `POST /signin`).
+#[utoipa::path(get, path = "/signin", tag = "access",
+    responses((status = 200, description = "The sign-in page", content_type = "text/html")))]
 pub async fn sign_in_page() -> Response {
     sign_in_with(StatusCode::OK, None)
-}
-
-/// The form of the sign-in page.
-#[derive(serde::Deserialize, utoipa::ToSchema)]
-pub struct SignInForm {
-    /// A person's token (admin or approver).
-    pub token: String,
 }
 
 /// Sign a browser in with a pasted token (the form of `GET /signin`): sets the session cookie
