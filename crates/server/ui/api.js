@@ -1,22 +1,25 @@
 // The one way Holdpoint's pages call the public API: same-origin requests that carry the
 // session cookie, with the session's CSRF token on every change, and the API's error shape
-// turned into an Error whose message is the server's.
+// turned into an ApiError whose message is the server's. One function per operation, named
+// as in the Rust client (`holdpoint-client`); the pages never spell an `/api/v1` path.
 
 let csrf = null;
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, details) {
     super(message);
     this.status = status;
     this.code = code;
+    // The API's `details` (for a decision that lost a race: `{hold}`, the hold as decided).
+    this.details = details;
   }
 }
 
-export async function request(method, path, body) {
+export async function request(method, path, body, query) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD" && csrf) headers["X-CSRF-Token"] = csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, {
+  const response = await fetch(path + search(query), {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -26,19 +29,84 @@ export async function request(method, path, body) {
   const data = await response.json().catch(() => null);
   if (!response.ok) {
     const error = (data && data.error) || {};
-    throw new ApiError(response.status, error.code || "error", error.message || response.statusText);
+    throw new ApiError(
+      response.status,
+      error.code || "error",
+      error.message || response.statusText,
+      error.details,
+    );
   }
   return data;
 }
 
-// Who is signed in; keeps the CSRF token for later changes.
+// `?a=1&b=2` from an object, leaving out empty values.
+function search(query) {
+  if (!query) return "";
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== null && value !== "") params.set(key, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : "";
+}
+
+const seg = encodeURIComponent;
+const world = (w) => `/api/v1/worlds/${seg(w)}`;
+const inWorld = (w, kind, id) => (id === undefined ? `${world(w)}/${kind}` : `${world(w)}/${kind}/${seg(id)}`);
+const hold = (id, action) => (action ? `/api/v1/holds/${seg(id)}/${action}` : `/api/v1/holds/${seg(id)}`);
+
+// Session
 export async function session() {
   const info = await request("GET", "/api/v1/session");
   csrf = info.csrf_token || null;
   return info;
 }
-
 export async function logout() {
   await request("POST", "/api/v1/logout");
   csrf = null;
 }
+
+// Holds
+export const holds = (params) => request("GET", "/api/v1/holds", undefined, params);
+export const getHold = (id) => request("GET", hold(id));
+export const decide = (id, decision) => request("POST", hold(id, "decision"), decision);
+export const decideBatch = (batch, seen, decision) =>
+  request("POST", `/api/v1/batches/${seg(batch)}/decision`, { seen, decision });
+export const withdraw = (id, reason) => request("POST", hold(id, "withdraw"), { reason });
+
+// Worlds, agents, chats, turns
+export const worlds = () => request("GET", "/api/v1/worlds");
+export const getWorld = (w) => request("GET", world(w));
+export const createWorld = (body) => request("POST", "/api/v1/worlds", body);
+export const updateWorld = (w, changes) => request("PATCH", world(w), changes);
+export const deleteWorld = (w) => request("DELETE", world(w));
+export const agents = (w) => request("GET", inWorld(w, "agents"));
+export const getAgent = (w, a) => request("GET", inWorld(w, "agents", a));
+export const createAgent = (w, body) => request("POST", inWorld(w, "agents"), body);
+export const updateAgent = (w, a, changes) => request("PATCH", inWorld(w, "agents", a), changes);
+export const deleteAgent = (w, a) => request("DELETE", inWorld(w, "agents", a));
+export const chats = (w) => request("GET", inWorld(w, "chats"));
+export const getChat = (w, c) => request("GET", inWorld(w, "chats", c));
+export const createChat = (w, body) => request("POST", inWorld(w, "chats"), body);
+export const updateChat = (w, c, changes) => request("PATCH", inWorld(w, "chats", c), changes);
+export const deleteChat = (w, c) => request("DELETE", inWorld(w, "chats", c));
+export const messages = (w, c, page) => request("GET", `${inWorld(w, "chats", c)}/messages`, undefined, page);
+export const sendMessage = (w, c, text) => request("POST", `${inWorld(w, "chats", c)}/messages`, { text });
+export const getTurn = (w, t) => request("GET", inWorld(w, "turns", t));
+export const cancelTurn = (w, t) => request("POST", `${inWorld(w, "turns", t)}/cancel`);
+
+// Grants and policy
+export const grants = (w) => request("GET", inWorld(w, "grants"));
+export const revokeGrant = (id) => request("DELETE", `/api/v1/grants/${seg(id)}`);
+export const explain = (body) => request("POST", "/api/v1/policy/explain", body);
+
+// Tokens, webhooks, audit
+export const tokens = () => request("GET", "/api/v1/tokens");
+export const createToken = (body) => request("POST", "/api/v1/tokens", body);
+export const revokeToken = (id) => request("DELETE", `/api/v1/tokens/${seg(id)}`);
+export const webhooks = (w) => request("GET", inWorld(w, "webhooks"));
+export const createWebhook = (w, body) => request("POST", inWorld(w, "webhooks"), body);
+export const deleteWebhook = (id) => request("DELETE", `/api/v1/webhooks/${seg(id)}`);
+export const deliveries = (id, page) => request("GET", `/api/v1/webhooks/${seg(id)}/deliveries`, undefined, page);
+export const auditEvents = (params) => request("GET", "/api/v1/audit/events", undefined, params);
+export const auditVerify = () => request("GET", "/api/v1/audit/verify");

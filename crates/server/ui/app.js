@@ -1,33 +1,71 @@
-// The signed-in page: who is signed in, and signing out. Text from the API goes in with
-// textContent, never as markup.
+// The web interface's entry point: who is signed in, the header, and which page a path shows.
+// Each page is a module with `render(main, params, me)`; it may return a function that the
+// router calls when the page is left (to stop timers and live listeners).
 import { logout, session } from "./api.js";
+import { problem, replace } from "./dom.js";
 
+// Path patterns, as in the server's `ui::PAGES`, and the module and its export for each.
+const ROUTES = [
+  [/^\/$/, "inbox.js", "inbox"],
+  [/^\/holds\/([^/]+)$/, "hold.js", "hold"],
+  [/^\/worlds$/, "chats.js", "worlds"],
+  [/^\/worlds\/([^/]+)$/, "chats.js", "world"],
+  [/^\/worlds\/([^/]+)\/chats\/([^/]+)$/, "chats.js", "chat"],
+  [/^\/manage$/, "manage.js", "manage"],
+  [/^\/manage\/([^/]+)$/, "manage.js", "manage"],
+];
+
+const main = document.getElementById("page");
 const who = document.getElementById("who");
-const role = document.getElementById("role");
 const signOut = document.getElementById("sign-out");
-const problem = document.getElementById("problem");
+let me = null;
+let leave = null;
 
 function signIn() {
   location.assign("/signin");
 }
 
-function show(error) {
-  problem.textContent = error.message;
-  problem.hidden = false;
-}
-
-async function start() {
+async function show(path) {
+  if (leave) leave();
+  leave = null;
+  for (const nav of document.querySelectorAll("header [data-nav]")) {
+    const current = nav.getAttribute("href") === "/" ? path === "/" || path.startsWith("/holds/") : path.startsWith(nav.getAttribute("href"));
+    if (current) nav.setAttribute("aria-current", "page");
+    else nav.removeAttribute("aria-current");
+  }
+  const route = ROUTES.find(([pattern]) => pattern.test(path));
+  if (!route) return replace(main, problem(new Error(`No page here: ${path}`)));
+  const [pattern, file, name] = route;
+  const params = pattern.exec(path).slice(1).map(decodeURIComponent);
   try {
-    const me = await session();
-    who.textContent = me.name;
-    // A credential limited to one world says so; the world's name is on the worlds' pages.
-    role.textContent = me.world ? `(${me.role}, one world)` : `(${me.role})`;
-    signOut.hidden = false;
+    const page = await import(`./${file}`);
+    replace(main);
+    leave = (await page[name](main, params, me)) || null;
   } catch (error) {
     if (error.status === 401) return signIn();
-    show(error);
+    replace(main, problem(error));
   }
 }
+
+// Follows a link to another page without reloading: the live stream and the session stay.
+export function go(path) {
+  history.pushState(null, "", path);
+  show(path);
+  main.focus({ preventScroll: true });
+  window.scrollTo(0, 0);
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[href]");
+  if (!link || event.defaultPrevented || event.button !== 0) return;
+  if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey || link.target) return;
+  const href = link.getAttribute("href");
+  if (!href.startsWith("/") || href.startsWith("//") || href.startsWith("/api/") || href.startsWith("/ui/")) return;
+  event.preventDefault();
+  go(href);
+});
+
+window.addEventListener("popstate", () => show(location.pathname));
 
 signOut.addEventListener("click", async () => {
   signOut.disabled = true;
@@ -36,8 +74,22 @@ signOut.addEventListener("click", async () => {
     signIn();
   } catch (error) {
     signOut.disabled = false;
-    show(error);
+    replace(main, problem(error));
   }
 });
+
+async function start() {
+  try {
+    me = await session();
+  } catch (error) {
+    if (error.status === 401) return signIn();
+    return replace(main, problem(error));
+  }
+  // A credential limited to one world says so; the world's name is on the worlds' pages.
+  who.textContent = me.world ? `${me.name} (${me.role}, one world)` : `${me.name} (${me.role})`;
+  signOut.hidden = false;
+  document.getElementById("nav-manage").hidden = me.role !== "admin";
+  show(location.pathname);
+}
 
 start();

@@ -42,8 +42,12 @@ const RAISERS: &[Role] = &[Role::Agent, Role::Admin];
 /// (with a rule's named approvers), so those routes only need a caller.
 fn declare() -> Routes {
     use Access::{Probe, Public, Roles, Signed};
-    Routes::new(ApiDoc::openapi())
-        .hidden("/", Method::GET, Public, get(ui::index))
+    let pages = ui::PAGES
+        .iter()
+        .fold(Routes::new(ApiDoc::openapi()), |r, page| {
+            r.hidden(page, Method::GET, Public, get(ui::index))
+        });
+    pages
         .add(Public, routes!(ui::sign_in_page, ui::sign_in))
         .hidden("/ui/{*asset}", Method::GET, Public, get(ui::asset))
         .add(Probe, routes!(ops::healthz))

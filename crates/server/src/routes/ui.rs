@@ -17,37 +17,59 @@ use crate::extract::Form;
 
 use super::access::session_started;
 
-/// A file the pages load: its name under `/ui/`, its type, its content.
+/// A file the pages load: its name under `/ui/` and its content.
 struct Asset {
     name: &'static str,
-    content_type: &'static str,
     body: &'static [u8],
+}
+
+/// An embedded file of `crates/server/ui/`.
+macro_rules! asset {
+    ($name:literal) => {
+        Asset {
+            name: $name,
+            body: include_bytes!(concat!("../../ui/", $name)),
+        }
+    };
+}
+
+/// The type of an asset, by its extension.
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    }
 }
 
 /// Every file under `/ui/`. URLs stay the same across versions (so modules can import each
 /// other by name with no build step); `ETag` + `Cache-Control: no-cache` make a browser ask
 /// again each time and get `304 Not Modified` while the file is unchanged.
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "app.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../../ui/app.css"),
-    },
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../ui/api.js"),
-    },
-    Asset {
-        name: "icon.svg",
-        content_type: "image/svg+xml",
-        body: include_bytes!("../../ui/icon.svg"),
-    },
+    asset!("app.css"),
+    asset!("app.js"),
+    asset!("api.js"),
+    asset!("dom.js"),
+    asset!("live.js"),
+    asset!("card.js"),
+    asset!("inbox.js"),
+    asset!("hold.js"),
+    asset!("chats.js"),
+    asset!("manage.js"),
+    asset!("icon.svg"),
+];
+
+/// The web interface's pages: each is the shell, whose `app.js` renders the page its path
+/// names. A path of the API or of `/ui/` is never one of them.
+pub const PAGES: &[&str] = &[
+    "/",
+    "/holds/{hold}",
+    "/worlds",
+    "/worlds/{world}",
+    "/worlds/{world}/chats/{chat}",
+    "/manage",
+    "/manage/{section}",
 ];
 
 const SHELL: &str = include_str!("../../ui/shell.html");
@@ -85,13 +107,13 @@ pub async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Result<Respo
     }
     Ok((
         common,
-        [(header::CONTENT_TYPE, asset.content_type)],
+        [(header::CONTENT_TYPE, content_type(asset.name))],
         asset.body,
     )
         .into_response())
 }
 
-/// The home page: the signed-in shell, or (without a valid session) a redirect to sign-in.
+/// Every page of the web interface (`/`, `/holds/…`, `/worlds/…`, `/manage/…`): the signed-in shell, or (without a valid session) a redirect to sign-in.
 pub async fn index(State(app): State<App>, headers: HeaderMap) -> Result<Response, ApiError> {
     let session = match session_cookie(&headers) {
         Some(cookie) => app.credentials().by_session(&cookie).await?,

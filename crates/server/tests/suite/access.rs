@@ -558,6 +558,12 @@ async fn only_admins_see_token_events_in_the_stream_and_the_audit_log() {
 /// allowed.
 const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/", "public"),
+    ("GET", "/holds/{hold}", "public"),
+    ("GET", "/worlds", "public"),
+    ("GET", "/worlds/{world}", "public"),
+    ("GET", "/worlds/{world}/chats/{chat}", "public"),
+    ("GET", "/manage", "public"),
+    ("GET", "/manage/{section}", "public"),
     ("GET", "/signin", "public"),
     ("POST", "/signin", "public"),
     ("GET", "/ui/{*asset}", "public"),

@@ -1,4 +1,5 @@
 mod access;
+mod browser;
 mod catalog;
 mod client;
 mod events;
