@@ -74,6 +74,10 @@ pub const PAGES: &[&str] = &[
 
 const SHELL: &str = include_str!("../../ui/shell.html");
 const SIGN_IN: &str = include_str!("../../ui/signin.html");
+/// A page that loads itself again at once (no script: the CSP allows none inline).
+const AGAIN: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"refresh\" content=\"0\"><title>Holdpoint</title></head>\
+<body><p>Opening Holdpoint…</p></body></html>";
 /// Where the sign-in page says what went wrong.
 const MESSAGE: &str = "<!-- message -->";
 
@@ -119,6 +123,14 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Result<Respons
         Some(cookie) => app.credentials().by_session(&cookie).await?,
         None => None,
     };
+    if session.is_none() && cross_site(&headers) {
+        // A `SameSite=Strict` cookie is withheld from every request of a navigation that
+        // another site started, redirects included: after the sign-in link was followed from
+        // a chat or a mail, the cookie `/login` just set is not sent here. The same page asks
+        // again by itself, a navigation of this site's own, which carries it; with no cookie
+        // it comes back same-origin and goes on to sign-in below.
+        return Ok(page(StatusCode::OK, AGAIN.to_owned()));
+    }
     if session.is_none() {
         return Ok((
             StatusCode::SEE_OTHER,
@@ -171,6 +183,13 @@ fn sign_in_with(status: StatusCode, message: Option<&'static str>) -> Response {
         .map(|m| format!("<p class=\"error\" role=\"alert\">{m}</p>"))
         .unwrap_or_default();
     page(status, SIGN_IN.replace(MESSAGE, &notice))
+}
+
+/// Whether the browser says another site started this navigation (`Sec-Fetch-Site`).
+fn cross_site(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
 }
 
 /// A page: it depends on who asks, so no cache keeps it.
