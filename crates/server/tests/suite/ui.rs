@@ -59,6 +59,11 @@ async fn every_kind_of_response_carries_the_security_headers() {
     let (cookie, _) = browser(&t, token).await;
     let cases = [
         ("page", with_cookie(&anonymous, "/", &cookie).await, 200),
+        (
+            "hold page",
+            with_cookie(&anonymous, "/holds/anything", &cookie).await,
+            200,
+        ),
         ("sign-in page", anonymous.get("/signin").await, 200),
         ("redirect", anonymous.get("/").await, 303),
         (
