@@ -39,6 +39,7 @@ async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
                 }
                 let req = GateRequest {
                     world: format!("world-{}", r % 10),
+                    agent: Some(format!("agent-{}", r % 7)),
                     items,
                     ..ask("")
                 };
@@ -53,9 +54,11 @@ async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Times the first page of `query`, which must hold `items` holds.
 async fn page_latency(
     engine: &Engine,
     query: &HoldQuery,
+    items: usize,
     runs: usize,
 ) -> anyhow::Result<Latencies> {
     let mut samples = Vec::with_capacity(runs);
@@ -63,7 +66,7 @@ async fn page_latency(
         let start = Instant::now();
         let page = engine.holds(query).await?;
         samples.push(start.elapsed());
-        anyhow::ensure!(page.items.len() == 50, "expected a full page");
+        anyhow::ensure!(page.items.len() == items, "expected {items} holds");
     }
     Ok(Latencies::new(samples))
 }
@@ -99,35 +102,62 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         per(rss1.saturating_sub(rss0))
     );
 
-    for (name, query) in [
-        (
-            "first page, oldest first",
-            HoldQuery {
-                limit: Some(50),
-                ..HoldQuery::default()
-            },
-        ),
+    let page = |f: fn(&mut HoldQuery)| {
+        let mut query = HoldQuery {
+            limit: Some(50),
+            ..HoldQuery::default()
+        };
+        f(&mut query);
+        query
+    };
+    for (name, items, query) in [
+        ("first page, oldest first", 50, page(|_| {})),
         (
             "first page, newest first",
-            HoldQuery {
-                limit: Some(50),
-                order: Order::Newest,
-                ..HoldQuery::default()
-            },
+            50,
+            page(|q| q.order = Order::Newest),
         ),
         (
             "first page of one world",
-            HoldQuery {
-                limit: Some(50),
-                world: Some("world-3".into()),
-                ..HoldQuery::default()
-            },
+            50,
+            page(|q| q.world = Some("world-3".into())),
+        ),
+        (
+            "first page of one agent",
+            50,
+            page(|q| q.agent = Some("agent-3".into())),
+        ),
+        ("most urgent first", 50, page(|q| q.order = Order::Urgent)),
+        (
+            "most urgent of one world",
+            50,
+            page(|q| {
+                q.order = Order::Urgent;
+                q.world = Some("world-3".into());
+            }),
+        ),
+        (
+            "most urgent of one agent",
+            50,
+            page(|q| {
+                q.order = Order::Urgent;
+                q.agent = Some("agent-3".into());
+            }),
+        ),
+        // Nothing matches: the listing passes over every open hold's index entry.
+        (
+            "most urgent, no match",
+            0,
+            page(|q| {
+                q.order = Order::Urgent;
+                q.tool = Some("deploy".into());
+            }),
         ),
     ] {
-        page_latency(&engine, &query, 100).await?;
-        let lat = page_latency(&engine, &query, 2000).await?;
+        page_latency(&engine, &query, items, 100).await?;
+        let lat = page_latency(&engine, &query, items, 2000).await?;
         println!(
-            "  {name:<26} p50 {}   p99 {}   (50 holds, {} runs)",
+            "  {name:<26} p50 {}   p99 {}   ({items} holds, {} runs)",
             ms(lat.percentile(50.0)),
             ms(lat.percentile(99.0)),
             lat.len()

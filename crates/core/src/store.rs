@@ -197,9 +197,17 @@ pub struct HoldFilter {
     pub status: StatusSet,
     pub kind: Option<HoldKind>,
     pub batch: Option<BatchId>,
+    /// Holds whose `agent` is exactly this.
+    pub agent: Option<String>,
+    /// Approvals of exactly this tool; a question never matches.
+    pub tool: Option<String>,
+    /// `Order::Urgent` lists open holds only: by deadline, those without one last, then by
+    /// position.
     pub order: Order,
-    /// Continue after (or, newest first, before) this position.
+    /// Continue after the hold at this position (newest first: before it).
     pub after: Option<u64>,
+    /// In the urgent order, the deadline of the hold at `after` (`None`: it has none).
+    pub after_deadline: Option<Timestamp>,
     pub limit: usize,
 }
 

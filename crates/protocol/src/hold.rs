@@ -67,6 +67,14 @@ impl Hold {
         self.status.is_open()
     }
 
+    /// The tool an approval asks to run; a question has none.
+    pub fn tool(&self) -> Option<&str> {
+        match &self.spec {
+            HoldSpec::Approval(a) => Some(&a.tool),
+            HoldSpec::Question(_) => None,
+        }
+    }
+
     /// The argument digest shown with an approval.
     pub fn digest(&self) -> Option<&str> {
         match &self.spec {

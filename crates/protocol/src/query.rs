@@ -26,6 +26,9 @@ pub enum Order {
     #[default]
     Oldest,
     Newest,
+    /// Soonest deadline first, then the holds with no deadline; oldest first among equals.
+    /// Open holds only.
+    Urgent,
 }
 
 /// A page request for holds. Every combination is served by an index of the store.
@@ -37,6 +40,10 @@ pub struct HoldQuery {
     pub status: StatusFilter,
     pub kind: Option<HoldKind>,
     pub batch: Option<BatchId>,
+    /// Holds whose `agent` is exactly this.
+    pub agent: Option<String>,
+    /// Approvals of exactly this tool (a question has no tool).
+    pub tool: Option<String>,
     pub order: Order,
     /// The `next` cursor of the previous page.
     pub cursor: Option<String>,
@@ -70,7 +77,14 @@ pub struct HoldsParams {
     pub kind: Option<HoldKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchId>,
-    /// `oldest` (the default) or `newest` first.
+    /// Holds whose `agent` is exactly this (for the runtime's agents, the agent's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Approvals of exactly this tool (`server__tool` for MCP tools); never a question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// `oldest` (the default) or `newest` first, or `urgent`: soonest deadline first, holds
+    /// with no deadline last, oldest first among equals (open holds only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Order>,
     /// The `next` of the previous page.

@@ -16,8 +16,8 @@ use holdpoint_core::store::{
 };
 use holdpoint_core::verify;
 use holdpoint_protocol::{
-    Actor, BatchId, Deadline, EventPayload, Grant, GrantId, GrantScope, Hold, HoldId, HoldKind,
-    HoldStatus, Order, Source, Timestamp,
+    Actor, ApprovalSpec, BatchId, Deadline, EventPayload, Grant, GrantId, GrantScope, Hold, HoldId,
+    HoldKind, HoldSpec, HoldStatus, Order, Source, Timestamp,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -41,6 +41,8 @@ macro_rules! store_contract {
             updates_apply_only_at_the_version_read,
             lists_holds_by_filter_in_order,
             pages_continue_after_a_cursor,
+            lists_holds_by_agent_and_tool,
+            urgent_order_pages_by_deadline,
             finds_open_holds_in_a_chat,
             lists_the_timers_of_open_holds,
             grants_are_listed_until_revoked,
@@ -244,9 +246,6 @@ pub async fn lists_holds_by_filter_in_order(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    let ids = |rows: Vec<holdpoint_core::store::Positioned<Hold>>| {
-        rows.into_iter().map(|r| r.item.id).collect::<Vec<HoldId>>()
-    };
     let list = |f: HoldFilter| {
         let store = store.clone();
         async move { ids(store.holds(&HoldFilter { limit: 100, ..f }).await.unwrap()) }
@@ -372,6 +371,211 @@ pub async fn pages_continue_after_a_cursor(store: Arc<dyn Store>) {
         }
         assert_eq!(seen, expected, "{order:?}");
     }
+}
+
+/// A hold of `agent` in `world`: an approval of `tool`, or a question without one.
+fn hold_of(world: &str, agent: Option<&str>, tool: Option<&str>) -> Hold {
+    let mut h = hold_in(world, None, BatchId::random(), START);
+    h.agent = agent.map(str::to_owned);
+    if let Some(tool) = tool {
+        let arguments = json!({"n": 1});
+        h.spec = HoldSpec::Approval(ApprovalSpec {
+            tool: tool.into(),
+            digest: holdpoint_core::canonical::digest(&arguments),
+            arguments,
+            schema: None,
+            annotations: None,
+            description: None,
+        });
+    }
+    h
+}
+
+fn ids(rows: Vec<holdpoint_core::store::Positioned<Hold>>) -> Vec<HoldId> {
+    rows.into_iter().map(|r| r.item.id).collect()
+}
+
+pub async fn lists_holds_by_agent_and_tool(store: Arc<dyn Store>) {
+    let a = hold_of("w1", Some("a1"), Some("shell"));
+    let b = hold_of("w1", Some("a1"), None);
+    let c = hold_of("w2", Some("a2"), Some("shell"));
+    let d = hold_of("w1", None, Some("read"));
+    let e = hold_of("w1", Some("a1"), Some("shell"));
+    for h in [&a, &b, &c, &d, &e] {
+        store.commit(insert(h)).await.unwrap();
+    }
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&e)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let list = |f: HoldFilter| {
+        let store = store.clone();
+        async move { ids(store.holds(&HoldFilter { limit: 100, ..f }).await.unwrap()) }
+    };
+    let by = |agent: Option<&str>, tool: Option<&str>| HoldFilter {
+        agent: agent.map(Into::into),
+        tool: tool.map(Into::into),
+        ..HoldFilter::default()
+    };
+    assert_eq!(list(by(Some("a1"), None)).await, vec![a.id, b.id]);
+    assert_eq!(list(by(Some("a3"), None)).await, vec![]);
+    assert_eq!(list(by(None, Some("shell"))).await, vec![a.id, c.id]);
+    assert_eq!(list(by(None, Some("read"))).await, vec![d.id]);
+    assert_eq!(list(by(Some("a1"), Some("shell"))).await, vec![a.id]);
+    // A question has no tool, so no tool filter finds it.
+    assert_eq!(
+        list(HoldFilter {
+            kind: Some(HoldKind::Question),
+            ..by(None, Some("shell"))
+        })
+        .await,
+        vec![]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            world: Some("w2".into()),
+            ..by(Some("a1"), None)
+        })
+        .await,
+        vec![]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            world: Some("w2".into()),
+            ..by(None, Some("shell"))
+        })
+        .await,
+        vec![c.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            order: Order::Newest,
+            ..by(Some("a1"), None)
+        })
+        .await,
+        vec![b.id, a.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Resolved,
+            ..by(None, Some("shell"))
+        })
+        .await,
+        vec![e.id]
+    );
+    assert_eq!(
+        list(HoldFilter {
+            status: StatusSet::Any,
+            ..by(Some("a1"), None)
+        })
+        .await,
+        vec![a.id, b.id, e.id]
+    );
+    // Equal deadlines: the urgent order is by position among them.
+    for (agent, tool, expected) in [
+        (Some("a1"), None, vec![a.id, b.id]),
+        (None, Some("shell"), vec![a.id, c.id]),
+        (Some("a2"), Some("shell"), vec![c.id]),
+    ] {
+        assert_eq!(
+            list(HoldFilter {
+                order: Order::Urgent,
+                ..by(agent, tool)
+            })
+            .await,
+            expected
+        );
+    }
+}
+
+/// The urgent order: soonest deadline first, holds without one last, by position among
+/// equals; paging with any page size sees every open hold once.
+pub async fn urgent_order_pages_by_deadline(store: Arc<dyn Store>) {
+    // Deadlines in seconds from START, in the order the holds are made; `None`: no deadline.
+    let deadlines = [
+        Some(300),
+        None,
+        Some(100),
+        Some(300),
+        None,
+        Some(100),
+        Some(200),
+        Some(300),
+        None,
+        Some(50),
+    ];
+    let mut made = Vec::new();
+    for (i, secs) in deadlines.into_iter().enumerate() {
+        let world = if i % 3 == 0 { "w1" } else { "w2" };
+        let mut h = hold_in(world, None, BatchId::random(), START);
+        h.deadline = secs.map(|s| START.saturating_add(Duration::from_secs(s)));
+        store.commit(insert(&h)).await.unwrap();
+        made.push(h);
+    }
+    // A resolved hold with the soonest deadline of all is not listed.
+    let mut gone = hold_in("w1", None, BatchId::random(), START);
+    gone.deadline = Some(START);
+    store.commit(insert(&gone)).await.unwrap();
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&gone)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let urgency = |h: &Hold| (h.deadline.is_none(), h.deadline);
+    for world in [None, Some("w1"), Some("w2")] {
+        // A stable sort keeps the order of making among equal deadlines.
+        let mut expected: Vec<&Hold> = made
+            .iter()
+            .filter(|h| world.is_none_or(|w| h.world == w))
+            .collect();
+        expected.sort_by_key(|h| urgency(h));
+        let expected: Vec<HoldId> = expected.into_iter().map(|h| h.id).collect();
+        for limit in 1..=expected.len() + 1 {
+            let mut seen = Vec::new();
+            let (mut after, mut after_deadline) = (None, None);
+            loop {
+                let page = store
+                    .holds(&HoldFilter {
+                        world: world.map(Into::into),
+                        order: Order::Urgent,
+                        after,
+                        after_deadline,
+                        limit,
+                        ..HoldFilter::default()
+                    })
+                    .await
+                    .unwrap();
+                assert!(page.len() <= limit);
+                if let Some(last) = page.last() {
+                    (after, after_deadline) = (Some(last.position), last.item.deadline);
+                }
+                let n = page.len();
+                seen.extend(ids(page));
+                if n < limit {
+                    break;
+                }
+                assert!(seen.len() <= expected.len(), "{world:?} {limit}: {seen:?}");
+            }
+            assert_eq!(seen, expected, "{world:?}, pages of {limit}");
+        }
+    }
+    assert!(
+        store
+            .holds(&HoldFilter {
+                status: StatusSet::Resolved,
+                order: Order::Urgent,
+                limit: 10,
+                ..HoldFilter::default()
+            })
+            .await
+            .is_err(),
+        "the urgent order lists open holds only"
+    );
 }
 
 pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use holdpoint_core::clock;
 use holdpoint_protocol::{
     ApproveScope, DecideOutcome, Decision, Event, EventPayload, Hold, HoldId, HoldKind, HoldSpec,
-    HoldsParams, StreamParams,
+    HoldsParams, Order, StreamParams,
 };
 
 use super::{Common, print_json, runtime};
@@ -72,6 +72,15 @@ pub struct ListArgs {
     status: String,
     #[arg(long, value_enum)]
     kind: Option<Kind>,
+    /// Only holds of this agent (a runtime agent's id, or the agent an outside program named).
+    #[arg(long, value_name = "AGENT")]
+    agent: Option<String>,
+    /// Only approvals of this tool.
+    #[arg(long, value_name = "TOOL")]
+    tool: Option<String>,
+    /// Most urgent first: soonest deadline first, holds without one last (open holds only).
+    #[arg(long)]
+    urgent: bool,
     /// At most this many (up to 500).
     #[arg(long, default_value_t = 50)]
     limit: usize,
@@ -218,6 +227,9 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         chat: a.chat,
         status: Some(a.status),
         kind: a.kind.map(HoldKind::from),
+        agent: a.agent,
+        tool: a.tool,
+        order: a.urgent.then_some(Order::Urgent),
         limit: Some(a.limit),
         cursor: a.cursor,
         ..HoldsParams::default()
@@ -251,7 +263,9 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         );
     }
     if let Some(next) = &page.next {
-        println!("More: holdpoint holds list --cursor {next}");
+        // A cursor continues the order it came from.
+        let urgent = if a.urgent { "--urgent " } else { "" };
+        println!("More: holdpoint holds list {urgent}--cursor {next}");
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::lab::Lab;
 use super::{stderr, stdout};
 
-async fn run(lab: &Lab, token: &str, args: &[&str]) -> (i32, String, String) {
+pub(super) async fn run(lab: &Lab, token: &str, args: &[&str]) -> (i32, String, String) {
     let out = tokio::time::timeout(PATIENCE, lab.command(args, token).output())
         .await
         .expect("the command did not finish in time")
@@ -15,7 +15,7 @@ async fn run(lab: &Lab, token: &str, args: &[&str]) -> (i32, String, String) {
 }
 
 /// Runs `args` as the admin with `--json`; the JSON it printed.
-async fn json(lab: &Lab, args: &[&str]) -> Value {
+pub(super) async fn json(lab: &Lab, args: &[&str]) -> Value {
     let mut args = args.to_vec();
     args.push("--json");
     let (code, out, err) = run(lab, &lab.token, &args).await;

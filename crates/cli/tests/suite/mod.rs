@@ -1,5 +1,6 @@
 mod audit;
 mod catalog;
+mod holds;
 mod lab;
 mod policy;
 mod scripts;

@@ -6,6 +6,7 @@
 //! waiters, deadline timers, the grant index, human channels — follows the store's committed
 //! event stream, so it works the same whether the change was made here or on another node.
 
+mod cursor;
 mod decide;
 mod follower;
 mod gate;

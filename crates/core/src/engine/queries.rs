@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Page, StatusFilter};
+use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Order, Page, StatusFilter};
 
+use super::cursor::Cursor;
 use super::{Engine, EventStream, Scope, lock};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
@@ -41,37 +42,54 @@ impl Engine {
                 "filtering by chat needs a world",
             ));
         }
+        let status = match query.status {
+            StatusFilter::Open => StatusSet::Open,
+            StatusFilter::Resolved => StatusSet::Resolved,
+            StatusFilter::Any => StatusSet::Any,
+            StatusFilter::Is(s) => StatusSet::Is(s),
+        };
+        let open_only = match status {
+            StatusSet::Open => true,
+            StatusSet::Is(s) => s.is_open(),
+            StatusSet::Resolved | StatusSet::Any => false,
+        };
+        if query.order == Order::Urgent && !open_only {
+            return Err(EngineError::invalid(
+                "invalid_input",
+                "order",
+                "`urgent` lists open holds only (status pending or awaiting_confirm): a resolved hold has no deadline left",
+            ));
+        }
         let max = self.inner.limits.page;
         let limit = page_size(query.limit, DEFAULT_PAGE.min(max), max)?;
         let after = match &query.cursor {
             None => None,
-            Some(c) => Some(c.parse::<u64>().map_err(|_| {
+            Some(c) => Some(Cursor::decode(c, query.order).ok_or_else(|| {
                 EngineError::invalid(
                     "invalid_input",
                     "cursor",
-                    "not a cursor returned by a previous page",
+                    "not a cursor returned by a previous page in this order",
                 )
             })?),
         };
         let filter = HoldFilter {
             world: query.world.clone(),
             chat: query.chat.clone(),
-            status: match query.status {
-                StatusFilter::Open => StatusSet::Open,
-                StatusFilter::Resolved => StatusSet::Resolved,
-                StatusFilter::Any => StatusSet::Any,
-                StatusFilter::Is(s) => StatusSet::Is(s),
-            },
+            status,
             kind: query.kind,
             batch: query.batch,
+            agent: query.agent.clone(),
+            tool: query.tool.clone(),
             order: query.order,
-            after,
+            after: after.map(|c| c.position),
+            after_deadline: after.and_then(|c| c.deadline),
             limit: limit + 1,
         };
         let mut rows = self.inner.store.holds(&filter).await?;
         let next = if rows.len() > limit {
             rows.truncate(limit);
-            rows.last().map(|r| r.position.to_string())
+            rows.last()
+                .map(|r| Cursor::after(r.position, &r.item).encode(query.order))
         } else {
             None
         };

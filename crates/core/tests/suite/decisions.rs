@@ -4,8 +4,8 @@ use holdpoint_core::policy::Policy;
 use holdpoint_core::roles;
 use holdpoint_core::{EngineError, Scope};
 use holdpoint_protocol::{
-    ApproveScope, DecideOutcome, Decision, GateResult, Hold, HoldQuery, HoldRequest, OutcomeStatus,
-    Principal, Role, Source, StatusFilter, Verdict,
+    ApproveScope, DecideOutcome, Decision, GateResult, Hold, HoldQuery, HoldRequest, Order,
+    OutcomeStatus, Principal, Role, Source, StatusFilter, Verdict,
 };
 use holdpoint_test_support::{TestEngine, agent, approval, approver, gate, question};
 use pretty_assertions::assert_eq;
@@ -452,8 +452,56 @@ async fn listing_pages_through_open_holds() {
         .unwrap_err();
     assert_eq!(
         bad.to_string(),
-        "cursor: not a cursor returned by a previous page"
+        "cursor: not a cursor returned by a previous page in this order"
     );
+    // A cursor continues the order it came from.
+    let oldest = t
+        .engine
+        .holds(&HoldQuery {
+            limit: Some(1),
+            ..HoldQuery::default()
+        })
+        .await
+        .unwrap();
+    for order in [Order::Urgent, Order::Oldest] {
+        let cursor = match order {
+            Order::Urgent => oldest.next.clone(),
+            _ => {
+                t.engine
+                    .holds(&HoldQuery {
+                        limit: Some(1),
+                        order: Order::Urgent,
+                        ..HoldQuery::default()
+                    })
+                    .await
+                    .unwrap()
+                    .next
+            }
+        };
+        let bad = t
+            .engine
+            .holds(&HoldQuery {
+                order,
+                cursor,
+                ..HoldQuery::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(bad.to_string().starts_with("cursor: "), "{order:?}: {bad}");
+    }
+    // Resolved holds have no deadline left to meet.
+    for status in [StatusFilter::Resolved, StatusFilter::Any] {
+        let bad = t
+            .engine
+            .holds(&HoldQuery {
+                status,
+                order: Order::Urgent,
+                ..HoldQuery::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(bad.to_string().starts_with("order: "), "{status:?}: {bad}");
+    }
     let bad = t
         .engine
         .holds(&HoldQuery {

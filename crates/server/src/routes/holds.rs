@@ -28,7 +28,7 @@ fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
     })
 }
 
-/// List holds, oldest first; pending ones by default.
+/// List holds, oldest first (or newest, or most urgent); pending ones by default.
 #[utoipa::path(get, path = "/api/v1/holds", tag = "holds", params(HoldsParams),
     responses((status = 200, body = Page<Hold>), (status = 400, body = ErrorBody)))]
 pub async fn list(
@@ -47,6 +47,8 @@ pub async fn list(
         status: status_filter(q.status.as_deref())?,
         kind: q.kind,
         batch: q.batch,
+        agent: q.agent,
+        tool: q.tool,
         order: q.order.unwrap_or_default(),
         cursor: q.cursor,
         limit: q.limit,

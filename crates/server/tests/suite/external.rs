@@ -1,5 +1,7 @@
 //! Holds raised by agents outside Holdpoint: create, wait, decide, list, withdraw.
 
+use holdpoint_protocol::Timestamp;
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -391,6 +393,154 @@ async fn holds_are_listed_with_filters_and_cursors() {
         );
     }
     alice.get("/api/v1/holds?world=atlantis").await.error(404);
+}
+
+/// A hold's place in the urgent order: by deadline, holds without one last.
+fn urgency(hold: &Value) -> (bool, Option<Timestamp>) {
+    let deadline: Option<Timestamp> = serde_json::from_value(hold["deadline"].clone()).unwrap();
+    (deadline.is_none(), deadline)
+}
+
+#[tokio::test]
+async fn holds_are_listed_by_agent_and_tool_and_most_urgent_first() {
+    let llm = ScriptedLlm::start(vec![Step::calls(vec![call(
+        "c1",
+        "shell_cmd",
+        json!({"command": "uptime"}),
+    )])])
+    .await;
+    let t = TestServer::start().await;
+    let chat = super::turns::chat(&t, &llm.base_url()).await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let mut stream = alice.events("?world=lab", None).await;
+    alice
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "How busy is it?"}),
+        )
+        .await
+        .expect(202);
+    let held_by_agent = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    let helper = t
+        .api
+        .get("/api/v1/worlds/lab/agents/helper")
+        .await
+        .expect(200);
+    assert_eq!(held_by_agent["agent"], helper["id"]);
+    let deploy = |deadline: &str| {
+        let mut item = approval("deploy", json!({"to": deadline}));
+        item["deadline"] = json!(deadline);
+        item
+    };
+    let mut asked = question("Which region?", &["eu", "us"]);
+    asked["deadline"] = json!("2m");
+    raise(
+        &agent,
+        "lab",
+        vec![deploy("5m"), asked, deploy("1m"), deploy("2m")],
+    )
+    .await;
+
+    let items = |page: Value| page["items"].as_array().unwrap().clone();
+    let ids = |items: &[Value]| -> Vec<Value> { items.iter().map(|h| h["id"].clone()).collect() };
+    let by_agent = items(
+        alice
+            .get(&format!(
+                "/api/v1/holds?agent={}",
+                helper["id"].as_str().unwrap()
+            ))
+            .await
+            .expect(200),
+    );
+    assert_eq!(ids(&by_agent), [held_by_agent["id"].clone()]);
+    let deploys = items(alice.get("/api/v1/holds?tool=deploy").await.expect(200));
+    assert_eq!(
+        deploys
+            .iter()
+            .map(|h| h["spec"]["arguments"]["to"].clone())
+            .collect::<Vec<_>>(),
+        ["5m", "1m", "2m"]
+    );
+    assert_eq!(
+        ids(&items(
+            alice.get("/api/v1/holds?tool=shell_cmd").await.expect(200)
+        )),
+        [held_by_agent["id"].clone()]
+    );
+    // A question has no tool; the agent's hold is not a deploy.
+    assert!(
+        items(
+            alice
+                .get("/api/v1/holds?tool=deploy&kind=question")
+                .await
+                .expect(200)
+        )
+        .is_empty()
+    );
+    assert!(
+        items(
+            alice
+                .get(&format!(
+                    "/api/v1/holds?tool=deploy&agent={}",
+                    helper["id"].as_str().unwrap()
+                ))
+                .await
+                .expect(200)
+        )
+        .is_empty()
+    );
+
+    // Most urgent first, page by page: every pending hold once, by deadline, oldest first
+    // among equal deadlines (the 2m approval and the 2m question were raised together).
+    let mut expected = items(alice.get("/api/v1/holds").await.expect(200));
+    expected.sort_by_key(urgency);
+    for limit in [1, 2, 10] {
+        let mut seen = Vec::new();
+        let mut path = format!("/api/v1/holds?order=urgent&limit={limit}");
+        loop {
+            let page = alice.get(&path).await.expect(200);
+            seen.extend(items(page.clone()));
+            match page["next"].as_str() {
+                Some(next) => {
+                    path = format!("/api/v1/holds?order=urgent&limit={limit}&cursor={next}")
+                }
+                None => break,
+            }
+        }
+        assert_eq!(ids(&seen), ids(&expected), "pages of {limit}");
+        assert!(seen.is_sorted_by_key(urgency), "pages of {limit}");
+    }
+    let urgent_deploys = items(
+        alice
+            .get("/api/v1/holds?tool=deploy&order=urgent")
+            .await
+            .expect(200),
+    );
+    assert_eq!(
+        urgent_deploys
+            .iter()
+            .map(|h| h["spec"]["arguments"]["to"].clone())
+            .collect::<Vec<_>>(),
+        ["1m", "2m", "5m"]
+    );
+
+    let (code, message) = alice
+        .get("/api/v1/holds?order=urgent&status=resolved")
+        .await
+        .error(400);
+    assert!(
+        code == "invalid_input" && message.contains("urgent"),
+        "{code}: {message}"
+    );
+    // A cursor continues the order it came from.
+    let oldest = alice.get("/api/v1/holds?limit=1").await.expect(200);
+    let next = oldest["next"].as_str().unwrap();
+    let (_, message) = alice
+        .get(&format!("/api/v1/holds?order=urgent&cursor={next}"))
+        .await
+        .error(400);
+    assert!(message.contains("cursor"), "{message}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{Api, TestServer, audit_after, last_seq};
 
 /// A world `lab` with an agent on `base_url` and a chat; returns the chat's id.
-async fn chat(t: &TestServer, base_url: &str) -> String {
+pub(super) async fn chat(t: &TestServer, base_url: &str) -> String {
     t.world("lab").await;
     t.api
         .post(

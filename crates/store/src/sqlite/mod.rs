@@ -281,6 +281,8 @@ fn hold_row(hold: &Hold) -> Result<HoldRow, StoreError> {
         batch: hold.batch,
         world: hold.world.clone(),
         chat: hold.chat.clone(),
+        agent: hold.agent.clone(),
+        tool: hold.tool().map(str::to_owned),
         kind: hold.kind().as_str(),
         status: hold.status.as_str(),
         open: hold.is_open(),

@@ -101,23 +101,62 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
     data.map(|d| parse("hold", &d)).transpose()
 }
 
+/// Which holds one statement of a listing reads, and in which order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Open holds, in position order.
+    Open,
+    /// Resolved holds, in position order.
+    Resolved,
+    /// Open holds with a deadline, by deadline, then position: the urgent order's first part.
+    Due,
+    /// Open holds without a deadline, by position: the urgent order's second part.
+    Undated,
+}
+
+impl Part {
+    fn open(self) -> bool {
+        self != Part::Resolved
+    }
+}
+
 /// One page of holds. Each shape of filter is an equality prefix of one index followed by
-/// `position`, so SQLite walks the index in order and stops after `limit` rows.
+/// `position` (or, in the urgent order, by `deadline, position`), so SQLite walks the index
+/// in order and stops after `limit` rows.
 pub(super) fn holds(
     conn: &Connection,
     f: &HoldFilter,
 ) -> Result<Vec<Positioned<Hold>>, StoreError> {
-    let opens: &[bool] = match f.status {
-        StatusSet::Open => &[true],
-        StatusSet::Resolved => &[false],
-        StatusSet::Is(s) if s.is_open() => &[true],
-        StatusSet::Is(_) => &[false],
-        // Open and resolved holds sit in two index ranges: read a page of each and merge.
-        StatusSet::Any => &[true, false],
+    let open_only = match f.status {
+        StatusSet::Open => true,
+        StatusSet::Is(s) => s.is_open(),
+        StatusSet::Resolved | StatusSet::Any => false,
+    };
+    let parts: &[Part] = match f.order {
+        Order::Urgent if !open_only => {
+            return Err(StoreError("the urgent order lists open holds only".into()));
+        }
+        // The page goes on among the holds without a deadline.
+        Order::Urgent if f.after.is_some() && f.after_deadline.is_none() => &[Part::Undated],
+        // Those with a deadline, then (if the page is not full) those without.
+        Order::Urgent => &[Part::Due, Part::Undated],
+        Order::Oldest | Order::Newest if open_only => &[Part::Open],
+        Order::Oldest | Order::Newest => match f.status {
+            // Open and resolved holds sit in two index ranges: read a page of each and merge.
+            StatusSet::Any => &[Part::Open, Part::Resolved],
+            _ => &[Part::Resolved],
+        },
     };
     let mut rows = Vec::new();
-    for &open in opens {
-        let (sql, params) = hold_query(f, open);
+    for &part in parts {
+        let limit = match f.order {
+            Order::Urgent => f.limit - rows.len(),
+            Order::Oldest | Order::Newest => f.limit,
+        };
+        if limit == 0 {
+            break;
+        }
+        let (sql, params) = hold_query(f, part, limit);
         let mut stmt = conn.prepare_cached(&sql).map_err(sql_error)?;
         let page = stmt
             .query_map(params_from_iter(params), |r| {
@@ -132,31 +171,37 @@ pub(super) fn holds(
             });
         }
     }
-    if opens.len() > 1 {
+    if parts == [Part::Open, Part::Resolved] {
         match f.order {
-            Order::Oldest => rows.sort_by_key(|r| r.position),
             Order::Newest => rows.sort_by_key(|r| std::cmp::Reverse(r.position)),
+            Order::Oldest | Order::Urgent => rows.sort_by_key(|r| r.position),
         }
         rows.truncate(f.limit);
     }
     Ok(rows)
 }
 
-pub(super) fn hold_query(f: &HoldFilter, open: bool) -> (String, Vec<Sql>) {
+/// The statement reading one part of a listing, at most `limit` rows.
+pub(super) fn hold_query(f: &HoldFilter, part: Part, limit: usize) -> (String, Vec<Sql>) {
     // The index is named here, by the most selective filter, rather than left to the
     // planner (several can tie on a small or unanalysed table). `open` is written into the
-    // SQL, not bound, so that SQLite can use the partial indexes.
-    let set = if open { "open" } else { "done" };
-    let index = match (&f.batch, &f.chat, &f.world, f.kind) {
-        (Some(_), ..) => "holds_batch".to_owned(),
-        (None, Some(_), ..) => format!("holds_{set}_chat"),
-        (None, None, Some(_), _) => format!("holds_{set}_world"),
-        (None, None, None, Some(_)) if open => "holds_open_kind".to_owned(),
-        (None, None, None, _) => format!("holds_{set}"),
+    // SQL, not bound, so that SQLite can use the partial indexes. The urgent order walks its
+    // own index unless a batch (a few holds) is asked for: that index holds every other
+    // filter's column, so holds that do not match are passed over on its entries.
+    let set = if part.open() { "open" } else { "done" };
+    let index = match (part, &f.batch, &f.chat, &f.agent, &f.tool, &f.world, f.kind) {
+        (_, Some(_), ..) => "holds_batch".to_owned(),
+        (Part::Due | Part::Undated, None, ..) => "holds_open_urgent".to_owned(),
+        (_, None, Some(_), ..) => format!("holds_{set}_chat"),
+        (_, None, None, Some(_), ..) => format!("holds_{set}_agent"),
+        (_, None, None, None, Some(_), ..) => format!("holds_{set}_tool"),
+        (_, None, None, None, None, Some(_), _) => format!("holds_{set}_world"),
+        (Part::Open, None, None, None, None, None, Some(_)) => "holds_open_kind".to_owned(),
+        (_, None, None, None, None, None, _) => format!("holds_{set}"),
     };
     let mut sql = format!(
         "SELECT position, data FROM holds INDEXED BY {index} WHERE open = {}",
-        u8::from(open)
+        u8::from(part.open())
     );
     let mut params = Vec::new();
     let mut eq = |column: &str, value: Sql| {
@@ -165,31 +210,64 @@ pub(super) fn hold_query(f: &HoldFilter, open: bool) -> (String, Vec<Sql>) {
         sql.push_str(" = ?");
         params.push(value);
     };
-    if let Some(w) = &f.world {
-        eq("world", Sql::Text(w.clone()));
+    let text = |s: &String| Sql::Text(s.clone());
+    for (column, value) in [
+        ("world", f.world.as_ref().map(text)),
+        ("chat", f.chat.as_ref().map(text)),
+        ("agent", f.agent.as_ref().map(text)),
+        ("tool", f.tool.as_ref().map(text)),
+        ("kind", f.kind.map(|k| Sql::Text(k.as_str().into()))),
+        (
+            "batch",
+            f.batch.map(|b| Sql::Blob(key(b.as_uuid()).to_vec())),
+        ),
+        (
+            "status",
+            match f.status {
+                StatusSet::Is(s) => Some(Sql::Text(s.as_str().into())),
+                _ => None,
+            },
+        ),
+    ] {
+        if let Some(value) = value {
+            eq(column, value);
+        }
     }
-    if let Some(c) = &f.chat {
-        eq("chat", Sql::Text(c.clone()));
-    }
-    if let Some(k) = f.kind {
-        eq("kind", Sql::Text(k.as_str().into()));
-    }
-    if let Some(b) = f.batch {
-        eq("batch", Sql::Blob(key(b.as_uuid()).to_vec()));
-    }
-    if let StatusSet::Is(s) = f.status {
-        eq("status", Sql::Text(s.as_str().into()));
-    }
-    let (cmp, dir) = match f.order {
-        Order::Oldest => (">", "ASC"),
-        Order::Newest => ("<", "DESC"),
+    let order = match (part, f.order) {
+        (Part::Due, _) => {
+            sql.push_str(" AND deadline IS NOT NULL");
+            if let (Some(after), Some(deadline)) = (f.after, f.after_deadline) {
+                sql.push_str(" AND (deadline, position) > (?, ?)");
+                params.push(Sql::Integer(deadline.as_millis()));
+                params.push(Sql::Integer(after as i64));
+            }
+            "deadline, position"
+        }
+        (Part::Undated, _) => {
+            sql.push_str(" AND deadline IS NULL");
+            if let (Some(after), None) = (f.after, f.after_deadline) {
+                sql.push_str(" AND position > ?");
+                params.push(Sql::Integer(after as i64));
+            }
+            "deadline, position"
+        }
+        (Part::Open | Part::Resolved, Order::Newest) => {
+            if let Some(after) = f.after {
+                sql.push_str(" AND position < ?");
+                params.push(Sql::Integer(after as i64));
+            }
+            "position DESC"
+        }
+        (Part::Open | Part::Resolved, Order::Oldest | Order::Urgent) => {
+            if let Some(after) = f.after {
+                sql.push_str(" AND position > ?");
+                params.push(Sql::Integer(after as i64));
+            }
+            "position"
+        }
     };
-    if let Some(after) = f.after {
-        sql.push_str(&format!(" AND position {cmp} ?"));
-        params.push(Sql::Integer(after as i64));
-    }
-    sql.push_str(&format!(" ORDER BY position {dir} LIMIT ?"));
-    params.push(Sql::Integer(f.limit as i64));
+    sql.push_str(&format!(" ORDER BY {order} LIMIT ?"));
+    params.push(Sql::Integer(limit as i64));
     (sql, params)
 }
 

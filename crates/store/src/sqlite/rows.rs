@@ -28,6 +28,8 @@ pub(super) struct HoldRow {
     pub(super) batch: BatchId,
     pub(super) world: String,
     pub(super) chat: Option<String>,
+    pub(super) agent: Option<String>,
+    pub(super) tool: Option<String>,
     pub(super) kind: &'static str,
     pub(super) status: &'static str,
     pub(super) open: bool,

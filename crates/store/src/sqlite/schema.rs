@@ -100,6 +100,23 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX idempotency_age ON idempotency (created_at);
     "#,
+    // 4: holds are listed by agent and by tool, and open ones by urgency. Agent and tool were
+    // only inside the JSON: they become columns (filled in for the holds stored before), so
+    // that indexes serve these listings. Neither changes after a hold is made, nor does the
+    // deadline, so these indexes too are touched only when a hold is made and when it is
+    // resolved. The urgency index carries the other filters' columns, so that a filtered
+    // urgent listing checks them on index entries and reads only the holds it returns.
+    r#"
+    ALTER TABLE holds ADD COLUMN agent TEXT;
+    ALTER TABLE holds ADD COLUMN tool TEXT;
+    UPDATE holds SET agent = json_extract(data, '$.agent'), tool = json_extract(data, '$.spec.tool');
+    CREATE INDEX holds_open_agent ON holds (agent, position) WHERE open = 1 AND agent IS NOT NULL;
+    CREATE INDEX holds_open_tool ON holds (tool, position) WHERE open = 1 AND tool IS NOT NULL;
+    CREATE INDEX holds_done_agent ON holds (agent, position) WHERE open = 0 AND agent IS NOT NULL;
+    CREATE INDEX holds_done_tool ON holds (tool, position) WHERE open = 0 AND tool IS NOT NULL;
+    CREATE INDEX holds_open_urgent ON holds (deadline, position, world, chat, kind, agent, tool)
+        WHERE open = 1;
+    "#,
 ];
 
 /// Brings the schema up to date. Refuses a database written by a newer Holdpoint.

@@ -1,7 +1,54 @@
 use holdpoint_core::store::{HoldFilter, StatusSet};
-use holdpoint_protocol::{BatchId, HoldKind, HoldStatus, Order};
+use holdpoint_protocol::{BatchId, HoldKind, HoldStatus, Order, Timestamp};
 
 use super::*;
+
+/// The plan SQLite makes for one part of a listing, its steps joined with ` | `.
+fn plan(conn: &Connection, f: &HoldFilter, part: reader::Part) -> String {
+    let (sql, params) = reader::hold_query(f, part, 50);
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let plan: Vec<String> = stmt
+        .query_map(rusqlite::params_from_iter(params), |r| {
+            r.get::<_, String>(3)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    plan.join(" | ")
+}
+
+/// Every filter a listing can combine: none, or one value of each.
+fn filters(order: Order) -> Vec<HoldFilter> {
+    let mut all = Vec::new();
+    for world in [None, Some("w".to_owned())] {
+        for chat in [None, Some("c".to_owned())] {
+            if chat.is_some() && world.is_none() {
+                continue;
+            }
+            for agent in [None, Some("a".to_owned())] {
+                for tool in [None, Some("t".to_owned())] {
+                    for kind in [None, Some(HoldKind::Question)] {
+                        for batch in [None, Some(BatchId::random())] {
+                            all.push(HoldFilter {
+                                world: world.clone(),
+                                chat: chat.clone(),
+                                agent: agent.clone(),
+                                tool: tool.clone(),
+                                kind,
+                                batch,
+                                order,
+                                after: Some(10),
+                                limit: 50,
+                                ..HoldFilter::default()
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    all
+}
 
 /// Every shape of hold listing must walk an index in `position` order: no table scan and no
 /// sort, so the first page costs the same however many holds there are.
@@ -10,7 +57,6 @@ fn every_hold_listing_is_served_by_an_index() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = connect(&dir.path().join("plan.db"), false).unwrap();
     schema::migrate(&mut conn).unwrap();
-    let worlds = [None, Some("w".to_owned())];
     let statuses = [
         StatusSet::Open,
         StatusSet::Resolved,
@@ -18,66 +64,90 @@ fn every_hold_listing_is_served_by_an_index() {
         StatusSet::Is(HoldStatus::Denied),
     ];
     let mut checked = 0;
-    for world in &worlds {
-        for chat in [None, Some("c".to_owned())] {
-            if chat.is_some() && world.is_none() {
-                continue;
-            }
+    for order in [Order::Oldest, Order::Newest] {
+        for filter in filters(order) {
             for status in statuses {
-                for kind in [None, Some(HoldKind::Question)] {
-                    for batch in [None, Some(BatchId::random())] {
-                        for order in [Order::Oldest, Order::Newest] {
-                            let f = HoldFilter {
-                                world: world.clone(),
-                                chat: chat.clone(),
-                                status,
-                                kind,
-                                batch,
-                                order,
-                                after: Some(10),
-                                limit: 50,
-                            };
-                            for open in [true, false] {
-                                let (sql, params) = reader::hold_query(&f, open);
-                                let mut stmt =
-                                    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-                                let plan: Vec<String> = stmt
-                                    .query_map(rusqlite::params_from_iter(params), |r| {
-                                        r.get::<_, String>(3)
-                                    })
-                                    .unwrap()
-                                    .map(Result::unwrap)
-                                    .collect();
-                                let text = plan.join(" | ");
-                                assert!(!text.contains("TEMP B-TREE"), "{f:?} sorts: {text}");
-                                assert!(
-                                    text.starts_with("SEARCH holds USING INDEX"),
-                                    "{f:?} scans: {text}"
-                                );
-                                // The index seeks on the most selective filter and on the cursor.
-                                let selective = match (&f.batch, &f.chat, &f.world) {
-                                    (Some(_), _, _) => "batch=?",
-                                    (None, Some(_), _) => "chat=?",
-                                    (None, None, Some(_)) => "world=?",
-                                    (None, None, None) => "position",
-                                };
-                                assert!(
-                                    text.contains(selective),
-                                    "{f:?} filters {selective} row by row: {text}"
-                                );
-                                assert!(
-                                    text.contains("position>?") || text.contains("position<?"),
-                                    "{f:?} does not seek the cursor: {text}"
-                                );
-                                checked += 1;
-                            }
-                        }
-                    }
+                let f = HoldFilter {
+                    status,
+                    ..filter.clone()
+                };
+                for part in [reader::Part::Open, reader::Part::Resolved] {
+                    let text = plan(&conn, &f, part);
+                    assert!(!text.contains("TEMP B-TREE"), "{f:?} sorts: {text}");
+                    assert!(
+                        text.starts_with("SEARCH holds USING INDEX"),
+                        "{f:?} scans: {text}"
+                    );
+                    // The index seeks on the most selective filter and on the cursor.
+                    let selective = match (&f.batch, &f.chat, &f.agent, &f.tool, &f.world) {
+                        (Some(_), ..) => "batch=?",
+                        (None, Some(_), ..) => "chat=?",
+                        (None, None, Some(_), ..) => "agent=?",
+                        (None, None, None, Some(_), _) => "tool=?",
+                        (None, None, None, None, Some(_)) => "world=?",
+                        (None, None, None, None, None) => "position",
+                    };
+                    assert!(
+                        text.contains(selective),
+                        "{f:?} filters {selective} row by row: {text}"
+                    );
+                    assert!(
+                        text.contains("position>?") || text.contains("position<?"),
+                        "{f:?} does not seek the cursor: {text}"
+                    );
+                    checked += 1;
                 }
             }
         }
     }
-    assert_eq!(checked, 3 * 4 * 2 * 2 * 2 * 2);
+    // 3 places × 2 agents × 2 tools × 2 kinds × 2 batches, 2 orders, 4 statuses, 2 parts.
+    assert_eq!(checked, 3 * 2 * 2 * 2 * 2 * 2 * 4 * 2);
+}
+
+/// The urgent order walks the urgency index by deadline and position without sorting,
+/// seeking the cursor, whatever else is filtered; only a batch (a few holds) is read by its
+/// own index and sorted.
+#[test]
+fn urgent_listings_walk_the_urgency_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = connect(&dir.path().join("plan.db"), false).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    let mut checked = 0;
+    for filter in filters(Order::Urgent) {
+        for after_deadline in [None, Some(Timestamp::from_millis(5))] {
+            for status in [StatusSet::Open, StatusSet::Is(HoldStatus::Pending)] {
+                let f = HoldFilter {
+                    status,
+                    after_deadline,
+                    ..filter.clone()
+                };
+                for part in [reader::Part::Due, reader::Part::Undated] {
+                    let text = plan(&conn, &f, part);
+                    if f.batch.is_some() {
+                        assert!(
+                            text.starts_with("SEARCH holds USING INDEX holds_batch (batch=?"),
+                            "{f:?}: {text}"
+                        );
+                    } else {
+                        assert!(!text.contains("TEMP B-TREE"), "{f:?} sorts: {text}");
+                        let seek = match (part, after_deadline) {
+                            // `deadline IS NOT NULL`, then the cursor row by row.
+                            (reader::Part::Due, _) => "(deadline>?)",
+                            (_, Some(_)) => "(deadline=?)",
+                            (_, None) => "(deadline=? AND position>?)",
+                        };
+                        assert_eq!(
+                            text,
+                            format!("SEARCH holds USING INDEX holds_open_urgent {seek}"),
+                            "{f:?}"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
 }
 
 /// The engine's other frequent reads use the partial indexes.
@@ -149,6 +219,70 @@ fn the_chat_indexes_are_rebuilt_over_existing_holds() {
         )
         .unwrap();
     assert_eq!(entries, 1, "a chat-less hold is in the chat index");
+}
+
+/// Migration 4 fills the agent and tool columns of the holds stored before it from their
+/// JSON, so listings by agent and by tool find them.
+#[test]
+fn agent_and_tool_are_filled_in_for_existing_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = connect(&dir.path().join("v3.db"), false).unwrap();
+    for sql in &schema::MIGRATIONS[..3] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 3).unwrap();
+    for (position, kind, data) in [
+        (
+            1,
+            "approval",
+            r#"{"agent":"a1","spec":{"kind":"approval","tool":"shell_cmd"}}"#,
+        ),
+        (
+            2,
+            "question",
+            r#"{"agent":"a1","spec":{"kind":"question","text":"Go?"}}"#,
+        ),
+        (
+            3,
+            "approval",
+            r#"{"spec":{"kind":"approval","tool":"read_file"}}"#,
+        ),
+    ] {
+        conn.execute(
+            "INSERT INTO holds (position, id, batch, world, kind, status, open, version, data) \
+             VALUES (?, ?, ?, 'w', ?, 'pending', 1, 1, ?)",
+            rusqlite::params![
+                position,
+                vec![position as u8; 16],
+                vec![0u8; 16],
+                kind,
+                data
+            ],
+        )
+        .unwrap();
+    }
+    schema::migrate(&mut conn).unwrap();
+    let listed = |index: &str, column: &str, value: &str| -> Vec<i64> {
+        conn.prepare(&format!(
+            "SELECT position FROM holds INDEXED BY {index} WHERE open = 1 AND {column} = ? ORDER BY position"
+        ))
+        .unwrap()
+        .query_map([value], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    assert_eq!(listed("holds_open_agent", "agent", "a1"), [1, 2]);
+    assert_eq!(listed("holds_open_tool", "tool", "shell_cmd"), [1]);
+    assert_eq!(listed("holds_open_tool", "tool", "read_file"), [3]);
+    let urgent: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM holds INDEXED BY holds_open_urgent WHERE open = 1 AND deadline IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(urgent, 3);
 }
 
 #[test]
