@@ -6,13 +6,13 @@ use std::fmt;
 
 use holdpoint_protocol::sse::SseDecoder;
 use holdpoint_protocol::{
-    Agent, AgentChanges, ApplyDefault, AuditReport, BatchId, Chat, ChatChanges, CreatedToken,
-    CreatedWebhook, DecideBatchRequest, DecideBatchResult, DecideResult, Decision, DeliveriesPage,
-    ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation, GateResponse, Grant,
-    GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage, NewAgent, NewChat,
-    NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage, SessionInfo,
-    StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, WaitParams, WaitResult, Webhook,
-    WebhookId, Withdraw, World, WorldChanges,
+    ActivePolicy, Agent, AgentChanges, ApplyDefault, AuditReport, BatchId, Chat, ChatChanges,
+    CreatedToken, CreatedWebhook, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
+    DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
+    GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
+    NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage,
+    SessionInfo, StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, WaitParams,
+    WaitResult, Webhook, WebhookId, Withdraw, World, WorldChanges,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -136,6 +136,7 @@ mod path {
     pub const TOKENS: &str = "/api/v1/tokens";
     pub const WORLDS: &str = "/api/v1/worlds";
     pub const HOLDS: &str = "/api/v1/holds";
+    pub const POLICY: &str = "/api/v1/policy";
     pub const EXPLAIN: &str = "/api/v1/policy/explain";
     pub const AUDIT_EVENTS: &str = "/api/v1/audit/events";
     pub const AUDIT_VERIFY: &str = "/api/v1/audit/verify";
@@ -499,6 +500,11 @@ impl Client {
     pub async fn revoke_grant(&self, id: GrantId) -> Result<Grant, ClientError> {
         self.send(self.request(Method::DELETE, &path::grant(&id.to_string())))
             .await
+    }
+
+    /// The policy in force, its rules as data and its file's text (people only).
+    pub async fn policy(&self) -> Result<ActivePolicy, ClientError> {
+        self.get(path::POLICY).await
     }
 
     pub async fn explain(&self, request: &ExplainRequest) -> Result<Explanation, ClientError> {

@@ -200,6 +200,90 @@ pub struct AskInfo {
     pub offers: Vec<DecisionKind>,
 }
 
+/// The policy in force (`GET /api/v1/policy`): what happens when no rule matches, the
+/// deadlines, every rule as data in the file's order, and the file's text as it was loaded.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ActivePolicy {
+    /// When no rule matches: `manual` (ask a person), `auto_approve` or `auto_deny`.
+    pub mode: String,
+    /// A hold's deadline when neither its rule nor its tool sets one.
+    pub default_deadline: Deadline,
+    /// The longest deadline a request may ask for.
+    pub max_deadline: Deadline,
+    /// How long before a deadline people are reminded.
+    pub remind_before: Deadline,
+    pub rules: Vec<PolicyRule>,
+    /// The policy file's text; absent when the server runs without a policy file (then every
+    /// call asks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// One rule of the policy, as the file wrote it.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PolicyRule {
+    /// Its position in the file, from 0 (`rules[0]`).
+    pub index: usize,
+    /// Its name; `rules[N]` when the file gives none.
+    pub name: String,
+    pub action: CallVerdict,
+    /// Tool names or globs it applies to.
+    pub tools: Vec<String>,
+    /// Tests on values inside the arguments; all must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<ArgCondition>,
+    /// A shell command the arguments must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandCondition>,
+    /// Tool annotations the call must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// For `ask` rules: how the hold is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<RuleAsk>,
+}
+
+/// A test on the value at `pointer` in a call's arguments.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ArgCondition {
+    /// A JSON pointer (RFC 6901) into the arguments; `""` is the whole arguments.
+    pub pointer: String,
+    /// `equals`, `prefix`, `glob` or `regex`.
+    pub test: String,
+    /// What the test compares with: any JSON for `equals`, else a string.
+    pub value: Value,
+    /// The condition holds when the test fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not: bool,
+}
+
+/// A shell command a rule matches: its program and leading arguments (literals or globs).
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommandCondition {
+    /// Where the command line is in the arguments (a JSON pointer).
+    pub pointer: String,
+    pub program: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// What an `ask` rule sets; what it leaves out comes from the tool's settings, then the
+/// policy's defaults.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RuleAsk {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<Verdict>,
+    /// Only these people may decide (anyone with a person's role when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// How many approvals it takes.
+    pub quorum: u32,
+    /// The decisions its holds offer.
+    pub offers: Vec<DecisionKind>,
+}
+
 /// A page of the event log.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventsPage {

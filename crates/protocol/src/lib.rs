@@ -17,11 +17,11 @@ pub mod sse;
 mod time;
 
 pub use api::{
-    ApplyDefault, AskInfo, AuditReport, ChatMessage, CreatedToken, CreatedWebhook, DeliveriesPage,
-    DeliveryStatus, ErrorBody, ErrorDetail, EventsPage, ExplainRequest, Explanation, Health,
-    HoldDetail, MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, SendMessage,
-    SessionInfo, TokenInfo, TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw,
-    error_chain,
+    ActivePolicy, ApplyDefault, ArgCondition, AskInfo, AuditReport, ChatMessage, CommandCondition,
+    CreatedToken, CreatedWebhook, DeliveriesPage, DeliveryStatus, ErrorBody, ErrorDetail,
+    EventsPage, ExplainRequest, Explanation, Health, HoldDetail, MatchedRule, MessagesPage,
+    NewHolds, NewToken, NewWebhook, PolicyRule, RuleAsk, SendMessage, SessionInfo, TokenInfo,
+    TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,

@@ -172,7 +172,10 @@ pub(super) fn parse(text: &str) -> Result<Policy, PolicyErrors> {
     let mut errors = Errors::default();
     let policy = build(raw, &mut errors);
     match (policy, errors.0.is_empty()) {
-        (Some(p), true) => Ok(p),
+        (Some(p), true) => Ok(Policy {
+            source: Some(text.into()),
+            ..p
+        }),
         _ => Err(PolicyErrors(errors.0)),
     }
 }
@@ -294,6 +297,7 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
         rules,
         index,
         command_pointers: command_pointers.len(),
+        source: None,
     };
     if !errors.0.is_empty() {
         // Examples and checks only mean something once every rule compiled.

@@ -89,6 +89,11 @@ impl Pointer {
             .map(Pointer)
     }
 
+    /// The reference tokens, unescaped.
+    pub(crate) fn tokens(&self) -> &[String] {
+        &self.0
+    }
+
     /// The value the pointer names, without allocating.
     pub(crate) fn get<'v>(&self, value: &'v Value) -> Option<&'v Value> {
         self.0.iter().try_fold(value, |v, token| match v {

@@ -8,12 +8,14 @@
 //! by the engine after deny rules and before asking. The file format is documented in
 //! `docs/policy.md`; [`Policy::from_toml`] checks it, examples included.
 
+mod describe;
 mod file;
 mod matcher;
 pub mod shell;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint_protocol::{
@@ -157,6 +159,8 @@ pub struct Policy {
     index: ToolIndex,
     /// How many distinct JSON pointers command matchers read.
     command_pointers: usize,
+    /// The text it was read from, shown to people as the active policy.
+    source: Option<Arc<str>>,
 }
 
 impl Default for Policy {
@@ -171,6 +175,7 @@ impl Default for Policy {
             rules: Vec::new(),
             index: ToolIndex::default(),
             command_pointers: 0,
+            source: None,
         }
     }
 }

@@ -1,9 +1,9 @@
-//! Grants (remembered approvals) and policy explanations.
+//! Grants (remembered approvals), the active policy and its explanations.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use holdpoint_core::policy::Call;
-use holdpoint_protocol::{ErrorBody, ExplainRequest, Explanation, Grant, GrantId};
+use holdpoint_protocol::{ActivePolicy, ErrorBody, ExplainRequest, Explanation, Grant, GrantId};
 
 use crate::app::App;
 use crate::auth::Caller;
@@ -67,4 +67,12 @@ pub async fn explain(
         req.chat.as_deref(),
         &call,
     )))
+}
+
+/// The policy in force: its mode and deadlines, every rule as data, and the file's text
+/// (people only: agents are not shown which calls would pass unasked).
+#[utoipa::path(get, path = "/api/v1/policy", tag = "grants",
+    responses((status = 200, body = ActivePolicy), (status = 403, body = ErrorBody)))]
+pub async fn policy(State(app): State<App>) -> Json<ActivePolicy> {
+    Json(app.engine().policy().describe())
 }

@@ -89,6 +89,7 @@ fn declare() -> Routes {
         .add(Signed, routes!(holds::withdraw))
         .add(Signed, routes!(grants::list))
         .add(Signed, routes!(grants::revoke))
+        .add(Roles(PEOPLE), routes!(grants::policy))
         .add(Signed, routes!(grants::explain))
         .add(Roles(ADMINS), routes!(hooks::list))
         .add(Roles(ADMINS), routes!(hooks::create))
@@ -216,7 +217,7 @@ impl utoipa::Modify for Security {
     tags(
         (name = "holds", description = "Holds: list, decide, wait on, raise and withdraw them"),
         (name = "worlds"), (name = "agents"), (name = "chats"),
-        (name = "grants", description = "Remembered approvals, and policy explanations"),
+        (name = "grants", description = "Remembered approvals, the active policy and its explanations"),
         (name = "events", description = "Live events (server-sent events)"),
         (name = "webhooks"), (name = "audit"),
         (name = "access", description = "Tokens and browser sessions"),

@@ -618,6 +618,7 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("POST", "/api/v1/holds/{hold}/withdraw", "signed"),
     ("GET", "/api/v1/worlds/{world}/grants", "signed"),
     ("DELETE", "/api/v1/grants/{grant}", "signed"),
+    ("GET", "/api/v1/policy", "admin approver"),
     ("POST", "/api/v1/policy/explain", "signed"),
     ("GET", "/api/v1/worlds/{world}/webhooks", "admin"),
     ("POST", "/api/v1/worlds/{world}/webhooks", "admin"),

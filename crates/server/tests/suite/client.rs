@@ -129,6 +129,7 @@ async fn requests_of_every_client_method() -> Vec<(String, String)> {
     let _ = c.withdraw(HoldId::random(), &Withdraw::default()).await;
     let _ = c.grants(w).await;
     let _ = c.revoke_grant(GrantId::random()).await;
+    let _ = c.policy().await;
     let explain = json!({"world": w, "tool": "t", "arguments": {}});
     let _ = c.explain(&body(explain)).await;
     let _ = c.webhooks(w).await;
@@ -156,7 +157,7 @@ fn instance_of(path: &str, template: &str) -> bool {
 #[tokio::test]
 async fn every_request_of_the_typed_client_is_an_operation_of_the_served_document() {
     let requests = requests_of_every_client_method().await;
-    assert_eq!(requests.len(), 43, "one request per call: {requests:?}");
+    assert_eq!(requests.len(), 44, "one request per call: {requests:?}");
     let doc = serde_json::to_value(holdpoint_server::openapi()).unwrap();
     let paths = doc["paths"].as_object().unwrap();
     let documented = |method: &str, path: &str| {

@@ -722,6 +722,54 @@ async fn grants_are_listed_and_revoked_and_policy_explains_itself() {
 }
 
 #[tokio::test]
+async fn people_read_the_active_policy_as_rules_and_text_and_agents_do_not() {
+    let policy = r#"mode = "auto_deny"
+
+[[rules]]
+name = "deploys"
+tools = ["deploy"]
+action = "ask"
+args = [{ pointer = "/env", equals = "production" }]
+approvers = ["alice"]
+
+[[rules]]
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "ls" }
+"#;
+    let t = TestServer::with(policy, |_| {}).await;
+    let (agent, alice) = lab(&t).await;
+    let shown = alice.get("/api/v1/policy").await.expect(200);
+    assert_eq!(shown["mode"], "auto_deny", "{shown}");
+    assert_eq!(shown["source"], policy);
+    assert_eq!(shown["rules"].as_array().unwrap().len(), 2, "{shown}");
+    let deploys = &shown["rules"][0];
+    assert_eq!(
+        (&deploys["name"], &deploys["action"], &deploys["tools"]),
+        (&json!("deploys"), &json!("ask"), &json!(["deploy"]))
+    );
+    assert_eq!(
+        deploys["args"],
+        json!([{"pointer": "/env", "test": "equals", "value": "production"}])
+    );
+    assert_eq!(deploys["ask"]["approvers"], json!(["alice"]));
+    let ls = &shown["rules"][1];
+    assert_eq!(
+        (&ls["name"], &ls["action"]),
+        (&json!("rules[1]"), &json!("allow"))
+    );
+    assert_eq!(ls["command"]["program"], "ls");
+    // The typed client reads the same document.
+    let client =
+        holdpoint_client::Client::new(&t.server.url(), t.server.admin_token().unwrap().to_owned())
+            .unwrap();
+    let typed = client.policy().await.unwrap();
+    assert_eq!(serde_json::to_value(&typed).unwrap(), shown);
+    let (code, _) = agent.get("/api/v1/policy").await.error(403);
+    assert_eq!(code, "forbidden");
+}
+
+#[tokio::test]
 async fn a_client_without_a_person_applies_the_fail_closed_default() {
     let t = TestServer::start().await;
     let (agent, alice) = lab(&t).await;
