@@ -98,6 +98,7 @@ export const cancelTurn = (w, t) => request("POST", `${inWorld(w, "turns", t)}/c
 // Grants and policy
 export const grants = (w) => request("GET", inWorld(w, "grants"));
 export const revokeGrant = (id) => request("DELETE", `/api/v1/grants/${seg(id)}`);
+export const policy = () => request("GET", "/api/v1/policy");
 export const explain = (body) => request("POST", "/api/v1/policy/explain", body);
 
 // Tokens, webhooks, audit

@@ -1,0 +1,526 @@
+//! The management pages in a browser: worlds, agents and chats, tokens, grants, the audit log,
+//! webhooks and the policy, each checked through the API afterwards; and what an approver may
+//! not reach.
+
+use serde_json::{Value, json};
+
+use super::{Browser, PHONE};
+use crate::suite::{TestServer, approval, held, raise};
+
+/// The form labelled `label` (`New world`, `Change agent helper`).
+fn form(label: &str) -> String {
+    format!("form[aria-label={}]", json!(label))
+}
+
+/// Types `text` into the field for the API's `field` in the form labelled `label`.
+async fn fill(b: &Browser, label: &str, field: &str, text: &str) {
+    b.fill(
+        &format!("{} [data-field={}]", form(label), json!(field)),
+        text,
+    )
+    .await;
+}
+
+async fn submit(b: &Browser, label: &str) {
+    b.click(&format!("{} button[type='submit']", form(label)))
+        .await;
+}
+
+/// Picks the option whose text is `text` in the select matching `css`.
+async fn choose(b: &Browser, css: &str, text: &str) {
+    b.wait_for(css).await;
+    let script = format!(
+        "const s = document.querySelector({css}); const o = [...s.options].find(o => o.text === {text});
+         if (!o) return false; s.value = o.value; s.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
+        css = json!(css),
+        text = json!(text)
+    );
+    let picked = b.eval(&script).await;
+    b.check(picked == json!(true), &format!("{css} offers {text:?}"))
+        .await;
+}
+
+/// Waits until the field for `field` in the form labelled `label` shows an error containing
+/// `text`, tied to the field (`aria-describedby`, `aria-invalid`), and returns it.
+async fn field_error(b: &Browser, label: &str, field: &str, text: &str) -> String {
+    let script = format!(
+        "const input = document.querySelector({} + ' [data-field=' + JSON.stringify({}) + ']');
+         if (!input || input.getAttribute('aria-invalid') !== 'true') return false;
+         const ids = (input.getAttribute('aria-describedby') || '').split(' ');
+         return ids.map(id => document.getElementById(id))
+           .some(e => e && e.classList.contains('field-error') && !e.hidden && e.textContent.includes({}));",
+        json!(form(label)),
+        json!(field),
+        json!(text)
+    );
+    b.wait_until(&script, &format!("an error on {field} saying {text:?}"))
+        .await;
+    let read = format!(
+        "const input = document.querySelector({} + ' [data-field=' + JSON.stringify({}) + ']');
+         return document.getElementById(input.id + '-error').textContent;",
+        json!(form(label)),
+        json!(field)
+    );
+    b.eval(&read).await.as_str().unwrap_or_default().to_owned()
+}
+
+/// Clicks the button `action` of the list entry matching `item`, then its confirmation.
+async fn confirm(b: &Browser, item: &str, action: &str) {
+    b.click(&format!("{item} button[data-action='{action}']"))
+        .await;
+    b.click(&format!("{item} button[data-confirm='{action}']"))
+        .await;
+}
+
+fn admin(t: &TestServer) -> String {
+    t.server.admin_token().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_admin_creates_changes_and_deletes_worlds_agents_and_chats() {
+    let t = TestServer::start().await;
+    let b = Browser::signed_in(&t, "manage-catalog", &admin(&t)).await;
+
+    b.click("#nav-manage").await;
+    b.click(".manage-overview a[href='/manage/worlds']").await;
+    fill(&b, "New world", "name", "bad name!").await;
+    submit(&b, "New world").await;
+    let error = field_error(&b, "New world", "name", "not a valid name").await;
+    assert!(error.contains("name"), "{error}");
+    fill(&b, "New world", "name", "lab").await;
+    fill(&b, "New world", "description", "Where agents try things").await;
+    submit(&b, "New world").await;
+    b.wait_for("li[data-name='lab']").await;
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert_eq!(world["description"], "Where agents try things");
+
+    b.click("li[data-name='lab'] button[data-action='edit']")
+        .await;
+    fill(&b, "Change world lab", "description", "Renamed place").await;
+    submit(&b, "Change world lab").await;
+    b.wait_text("li[data-name='lab']", "Renamed place").await;
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert_eq!(world["description"], "Renamed place");
+
+    // An agent: the server's error lands next to the field it names.
+    b.click(".manage-nav a[href='/manage/agents']").await;
+    fill(&b, "New agent", "name", "helper").await;
+    fill(&b, "New agent", "llm.base_url", "ftp://models.example").await;
+    fill(&b, "New agent", "llm.model", "small-1").await;
+    submit(&b, "New agent").await;
+    field_error(&b, "New agent", "llm.base_url", "must start with http://").await;
+    fill(&b, "New agent", "llm.base_url", "http://127.0.0.1:9/v1").await;
+    fill(&b, "New agent", "llm.api_key_env", "MODEL_KEY").await;
+    fill(&b, "New agent", "llm.temperature", "0.5").await;
+    fill(&b, "New agent", "tools", "fs__read\nshell_cmd").await;
+    fill(&b, "New agent", "system_prompt", "Be brief.").await;
+    fill(&b, "New agent", "max_steps", "7").await;
+    submit(&b, "New agent").await;
+    b.wait_for("li[data-name='helper']").await;
+    let agent = t
+        .api
+        .get("/api/v1/worlds/lab/agents/helper")
+        .await
+        .expect(200);
+    assert_eq!(
+        agent["llm"],
+        json!({"base_url": "http://127.0.0.1:9/v1", "model": "small-1", "api_key_env": "MODEL_KEY", "temperature": 0.5})
+    );
+    assert_eq!(agent["tools"], json!(["fs__read", "shell_cmd"]));
+    assert_eq!(
+        (&agent["system_prompt"], &agent["max_steps"]),
+        (&json!("Be brief."), &json!(7))
+    );
+
+    b.click("li[data-name='helper'] button[data-action='edit']")
+        .await;
+    fill(&b, "Change agent helper", "llm.temperature", "3").await;
+    submit(&b, "Change agent helper").await;
+    field_error(
+        &b,
+        "Change agent helper",
+        "llm.temperature",
+        "between 0 and 2",
+    )
+    .await;
+    fill(&b, "Change agent helper", "llm.temperature", "1").await;
+    fill(&b, "Change agent helper", "max_steps", "9").await;
+    submit(&b, "Change agent helper").await;
+    b.wait_text(".manage-status", "Agent helper saved").await;
+    let agent = t
+        .api
+        .get("/api/v1/worlds/lab/agents/helper")
+        .await
+        .expect(200);
+    assert_eq!(
+        (&agent["llm"]["temperature"], &agent["max_steps"]),
+        (&json!(1.0), &json!(9))
+    );
+    assert_eq!(agent["llm"]["api_key_env"], "MODEL_KEY", "unchanged");
+
+    // A chat, changed, then deleted after the inline confirmation.
+    b.click(".manage-nav a[href='/manage/chats']").await;
+    fill(&b, "New chat", "title", "first try").await;
+    submit(&b, "New chat").await;
+    b.wait_for("li[data-title='first try']").await;
+    let chats = t.api.get("/api/v1/worlds/lab/chats").await.expect(200);
+    assert_eq!(chats[0]["title"], "first try");
+    assert_eq!(chats[0]["agent"], agent["id"]);
+    b.click("li[data-title='first try'] button[data-action='edit']")
+        .await;
+    fill(&b, "Change chat first try", "title", "second try").await;
+    submit(&b, "Change chat first try").await;
+    b.wait_for("li[data-title='second try']").await;
+    b.click("li[data-title='second try'] button[data-action='delete']")
+        .await;
+    // The first click only asks; nothing is gone yet.
+    b.wait_for("li[data-title='second try'] button[data-confirm='delete']")
+        .await;
+    let chats = t.api.get("/api/v1/worlds/lab/chats").await.expect(200);
+    assert_eq!(chats.as_array().unwrap().len(), 1);
+    b.click("li[data-title='second try'] button[data-confirm='delete']")
+        .await;
+    b.wait_gone("li[data-title='second try']").await;
+    assert_eq!(
+        t.api.get("/api/v1/worlds/lab/chats").await.expect(200),
+        json!([])
+    );
+
+    // A world deleted the same way.
+    t.world("scratch").await;
+    b.click(".manage-nav a[href='/manage/worlds']").await;
+    confirm(&b, "li[data-name='scratch']", "delete").await;
+    b.wait_gone("li[data-name='scratch']").await;
+    t.api.get("/api/v1/worlds/scratch").await.error(404);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_new_tokens_secret_is_shown_once_and_the_token_can_be_revoked() {
+    let t = TestServer::start().await;
+    let lab = t.world("lab").await;
+    let b = Browser::signed_in(&t, "manage-tokens", &admin(&t)).await;
+    b.goto("/manage/tokens").await;
+    fill(&b, "New token", "name", "carol").await;
+    choose(
+        &b,
+        &format!("{} select[name='role']", form("New token")),
+        "agent: a program that asks",
+    )
+    .await;
+    choose(
+        &b,
+        &format!("{} select[name='world']", form("New token")),
+        "lab",
+    )
+    .await;
+    submit(&b, "New token").await;
+    b.wait_text("#token-secret", "you will not see it again")
+        .await;
+    let secret = b
+        .eval("return document.querySelector('#token-secret .secret').textContent")
+        .await
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(secret.starts_with("hp_"), "{secret}");
+    b.wait_for("#token-secret button").await;
+    let carol = t.api.as_token(&secret);
+    let me = carol.get("/api/v1/session").await.expect(200);
+    assert_eq!(
+        (&me["name"], &me["role"], &me["world"]),
+        (&json!("carol"), &json!("agent"), &lab["id"])
+    );
+
+    b.goto("/manage/tokens").await;
+    b.wait_for("li[data-name='carol']").await;
+    let shown = b
+        .eval(&format!(
+            "return document.body.textContent.includes({})",
+            json!(secret)
+        ))
+        .await;
+    b.check(shown == json!(false), "the secret is gone after a reload")
+        .await;
+
+    confirm(&b, "li[data-name='carol']", "revoke").await;
+    b.wait_gone("li[data-name='carol']").await;
+    carol.get("/api/v1/session").await.error(401);
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_grant_is_revoked_and_the_audit_log_is_browsed_and_verified() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let hold = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("deploy", json!({"env": "staging"}))],
+        )
+        .await,
+        0,
+    );
+    t.api
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "approve", "scope": "always_args"}),
+        )
+        .await
+        .expect(200);
+    // Enough events for more than one page of the log.
+    for i in 0..50 {
+        t.world(&format!("w{i}")).await;
+    }
+
+    let b = Browser::signed_in(&t, "manage-grants-audit", &admin(&t)).await;
+    b.goto("/manage/grants").await;
+    choose(&b, "#manage-world", "lab").await;
+    b.wait_text(
+        "li[data-tool='deploy']",
+        "these arguments, anywhere in the world",
+    )
+    .await;
+    confirm(&b, "li[data-tool='deploy']", "revoke").await;
+    b.wait_gone("li[data-tool='deploy']").await;
+    assert_eq!(
+        t.api.get("/api/v1/worlds/lab/grants").await.expect(200),
+        json!([])
+    );
+
+    b.click(".manage-nav a[href='/manage/audit']").await;
+    b.wait_for(".audit-event[data-seq='1']").await;
+    b.wait_for(".audit-event[data-type='grant.created']").await;
+    let first: Value = b
+        .eval(
+            "return [...document.querySelectorAll('.audit-event')].map(e => Number(e.dataset.seq))",
+        )
+        .await;
+    let first: Vec<u64> = serde_json::from_value(first).unwrap();
+    assert_eq!(first.len(), 50, "{first:?}");
+    assert!(first.windows(2).all(|w| w[0] < w[1]), "{first:?}");
+    b.click("#audit-next").await;
+    b.wait_gone(".audit-event[data-seq='1']").await;
+    b.wait_for(".audit-event[data-type='grant.revoked']").await;
+    let second: Vec<u64> = serde_json::from_value(
+        b.eval(
+            "return [...document.querySelectorAll('.audit-event')].map(e => Number(e.dataset.seq))",
+        )
+        .await,
+    )
+    .unwrap();
+    assert!(second[0] > *first.last().unwrap(), "{second:?}");
+    b.click("#audit-previous").await;
+    b.wait_for(".audit-event[data-seq='1']").await;
+
+    b.click("#audit-verify").await;
+    b.wait_text("#audit-result", "Intact").await;
+    let report = t.api.get("/api/v1/audit/verify").await.expect(200);
+    let said = b
+        .eval("return document.getElementById('audit-result').textContent")
+        .await;
+    let said = said.as_str().unwrap();
+    assert!(
+        said.contains(&format!("all {} events", report["events"])),
+        "{said}"
+    );
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_webhook_is_created_listed_with_its_deliveries_and_deleted() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let b = Browser::signed_in(&t, "manage-webhooks", &admin(&t)).await;
+    b.goto("/manage/webhooks").await;
+    fill(&b, "New webhook", "url", "not a url").await;
+    submit(&b, "New webhook").await;
+    field_error(&b, "New webhook", "url", "not a URL").await;
+    // No event chosen: the error is on the list of events.
+    b.eval("document.querySelectorAll(\"input[name='events']\").forEach(c => { c.checked = false }); return true")
+        .await;
+    fill(&b, "New webhook", "url", "http://127.0.0.1:9/hook").await;
+    submit(&b, "New webhook").await;
+    field_error(&b, "New webhook", "events", "at least one").await;
+    b.click("input[name='events'][value='hold.decided']").await;
+    submit(&b, "New webhook").await;
+    b.wait_text("#webhook-secret", "you will not see it again")
+        .await;
+    b.wait_text("#webhook-secret .secret", "whsec_").await;
+    let item = "li[data-url='http://127.0.0.1:9/hook']";
+    b.wait_text(item, "hold.decided").await;
+    let hooks = t.api.get("/api/v1/worlds/lab/webhooks").await.expect(200);
+    assert_eq!(hooks[0]["url"], "http://127.0.0.1:9/hook");
+    assert_eq!(hooks[0]["events"], json!(["hold.decided"]));
+
+    b.click(&format!("{item} button[data-action='deliveries']"))
+        .await;
+    b.wait_text(&format!("{item} .deliveries"), "No deliveries yet")
+        .await;
+    confirm(&b, item, "delete").await;
+    b.wait_gone(item).await;
+    assert_eq!(
+        t.api.get("/api/v1/worlds/lab/webhooks").await.expect(200),
+        json!([])
+    );
+    b.close().await;
+}
+
+const POLICY: &str = r#"mode = "manual"
+
+[[rules]]
+name = "production-deploys"
+tools = ["deploy"]
+action = "ask"
+args = [{ pointer = "/env", equals = "production" }]
+quorum = 1
+
+[[rules]]
+name = "no-rm"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "rm" }
+"#;
+
+#[tokio::test]
+async fn the_policy_page_shows_the_rules_and_explains_a_call() {
+    let t = TestServer::with(POLICY, |_| {}).await;
+    t.world("lab").await;
+    let b = Browser::signed_in(&t, "manage-policy", &admin(&t)).await;
+    b.goto("/manage/policy").await;
+    b.wait_text(
+        "li[data-rule='production-deploys']",
+        "/env equals \"production\"",
+    )
+    .await;
+    b.wait_text("li[data-rule='no-rm'][data-action='deny']", "rm")
+        .await;
+    b.wait_text(".policy-source pre", "name = \"no-rm\"").await;
+
+    fill(&b, "Explain a call", "tool", "shell_cmd").await;
+    fill(&b, "Explain a call", "arguments", "{\"command\": ").await;
+    submit(&b, "Explain a call").await;
+    field_error(&b, "Explain a call", "arguments", "not JSON").await;
+    fill(
+        &b,
+        "Explain a call",
+        "arguments",
+        "{\"command\": \"rm -rf /tmp/x\"}",
+    )
+    .await;
+    submit(&b, "Explain a call").await;
+    b.wait_text(
+        "#explain-result .explanation[data-decision='deny']",
+        "rule no-rm",
+    )
+    .await;
+
+    fill(&b, "Explain a call", "tool", "deploy").await;
+    fill(&b, "Explain a call", "arguments", "{\"env\": \"staging\"}").await;
+    submit(&b, "Explain a call").await;
+    b.wait_text("#explain-result .explanation[data-decision='ask']", "mode")
+        .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn an_approver_reads_what_people_may_and_is_told_the_rest_is_for_admins() {
+    let t = TestServer::with(POLICY, |_| {}).await;
+    t.world("lab").await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "manage-approver", &alice).await;
+    let link_shown = b
+        .eval("const a = document.getElementById('nav-manage'); return !a.hidden && a.offsetParent !== null")
+        .await;
+    b.check(link_shown == json!(false), "no Manage link for an approver")
+        .await;
+
+    b.goto("/manage").await;
+    b.wait_for(".manage-overview a[href='/manage/policy']")
+        .await;
+    let offered = b
+        .eval("return [...document.querySelectorAll('.manage-nav a')].map(a => a.getAttribute('href'))")
+        .await;
+    assert_eq!(
+        offered,
+        json!([
+            "/manage/chats",
+            "/manage/grants",
+            "/manage/audit",
+            "/manage/policy"
+        ])
+    );
+    for section in ["tokens", "worlds", "agents", "webhooks"] {
+        b.goto(&format!("/manage/{section}")).await;
+        b.wait_text("#manage-refused", "Only admins may manage")
+            .await;
+        b.check(
+            b.eval("return document.querySelector('form') === null")
+                .await
+                == json!(true),
+            &format!("no form on {section}"),
+        )
+        .await;
+    }
+    b.goto("/manage/policy").await;
+    b.wait_for("li[data-rule='no-rm']").await;
+    b.goto("/manage/audit").await;
+    b.wait_for(".audit-event").await;
+    b.check(
+        b.eval("return document.getElementById('audit-verify') === null")
+            .await
+            == json!(true),
+        "verifying the chain is for admins",
+    )
+    .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn every_section_fits_a_phone_and_a_form_works_from_the_keyboard() {
+    let t = TestServer::with(POLICY, |_| {}).await;
+    t.world("a-world-with-a-rather-long-name-that-must-wrap")
+        .await;
+    let b = Browser::sized(&t, "manage-phone", PHONE).await;
+    b.sign_in(&admin(&t)).await;
+    for section in [
+        "",
+        "/worlds",
+        "/agents",
+        "/chats",
+        "/grants",
+        "/audit",
+        "/tokens",
+        "/webhooks",
+        "/policy",
+    ] {
+        b.goto(&format!("/manage{section}")).await;
+        b.wait_for(if section.is_empty() {
+            ".manage-overview"
+        } else {
+            "section.manage:not([aria-busy])"
+        })
+        .await;
+        b.wait_gone("main .error:not([hidden]):not(:empty)").await;
+        let wide = b
+            .eval("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            .await;
+        b.check(
+            wide == json!(0),
+            &format!("/manage{section} scrolls sideways by {wide}"),
+        )
+        .await;
+    }
+
+    // Keyboard only: focus the name, type, Tab on, Enter in a text field submits.
+    b.goto("/manage/worlds").await;
+    b.click(&format!("{} [data-field='name']", form("New world")))
+        .await;
+    b.keys("typed-by-keys\u{e004}described\u{e004}\u{e007}")
+        .await;
+    b.wait_for("li[data-name='typed-by-keys']").await;
+    t.api.get("/api/v1/worlds/typed-by-keys").await.expect(200);
+    b.close().await;
+}
