@@ -1,4 +1,4 @@
-//! `holdpoint policy check`.
+//! `holdpoint policy check` (a file, here) and `holdpoint policy show` (the server's).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,10 @@ use holdpoint_core::policy::{Call, Policy};
 use holdpoint_protocol::ToolAnnotations;
 use serde_json::{Value, json};
 
+use super::{Common, print_json, runtime};
 use crate::Failure;
+use crate::connect::client_failure;
+use crate::terminal::safe::clean;
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -17,6 +20,10 @@ pub enum PolicyCommand {
         after_help = "Examples:\n  holdpoint policy check --policy policy.toml\n  holdpoint policy check --policy policy.toml --tool shell_cmd --args '{\"command\": \"git push\"}'\n  holdpoint policy check --policy policy.toml --tool fs__delete --destructive --json"
     )]
     Check(CheckArgs),
+    /// Print the policy the server is using: its file's text, or with --json its rules as
+    /// data (admins and approvers).
+    #[command(after_help = "Examples:\n  holdpoint policy show\n  holdpoint policy show --json")]
+    Show(Common),
 }
 
 #[derive(Args)]
@@ -44,7 +51,26 @@ pub struct CheckArgs {
 pub fn run(cmd: PolicyCommand) -> Result<(), Failure> {
     match cmd {
         PolicyCommand::Check(args) => check(args),
+        PolicyCommand::Show(common) => show(common),
     }
+}
+
+fn show(common: Common) -> Result<(), Failure> {
+    let client = common.client()?;
+    let policy = runtime()?
+        .block_on(client.policy())
+        .map_err(client_failure)?;
+    if common.json {
+        return print_json(&policy);
+    }
+    match &policy.source {
+        Some(text) => print!("{}", clean(text)),
+        None => println!(
+            "The server runs without a policy file: mode {}, no rules.",
+            policy.mode
+        ),
+    }
+    Ok(())
 }
 
 fn check(a: CheckArgs) -> Result<(), Failure> {

@@ -113,3 +113,43 @@ fn bad_input_exits_2_and_says_what_is_wrong() {
         assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[tokio::test]
+async fn policy_show_prints_the_servers_policy_to_people_only() {
+    use holdpoint_test_support::PATIENCE;
+
+    use super::lab::Lab;
+
+    let text = "mode = \"auto_deny\"\n\n[[rules]]\nname = \"reads\"\ntools = [\"read_file\"]\naction = \"allow\"\n";
+    let lab = Lab::with_policy(vec![], Some(text)).await;
+    let run = |args: &'static [&'static str], token: String| {
+        let mut command = lab.command(args, &token);
+        async move {
+            tokio::time::timeout(PATIENCE, command.output())
+                .await
+                .expect("the command did not finish in time")
+                .unwrap()
+        }
+    };
+    let out = run(&["policy", "show"], lab.token.clone()).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), text);
+    let out = run(&["policy", "show", "--json"], lab.token.clone()).await;
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(shown["mode"], "auto_deny");
+    assert_eq!(
+        shown["rules"],
+        json!([{"index": 0, "name": "reads", "action": "allow", "tools": ["read_file"]}])
+    );
+    let agent = lab
+        .admin
+        .post("/api/v1/tokens", json!({"name": "bot", "role": "agent"}))
+        .await
+        .expect(201)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = run(&["policy", "show"], agent).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+}
