@@ -195,6 +195,8 @@ function confirmed(label, question, act) {
       yes.disabled = true;
       try {
         await act();
+        // What was deleted is gone with its buttons: focus goes to the message that says so.
+        if (!wrap.isConnected) focusStatus();
       } catch (e) {
         yes.disabled = false;
         error.textContent = e.message;
@@ -237,12 +239,16 @@ function toggle(label, host, make) {
 }
 
 // One thing in a list: its name, facts about it, its buttons, and room for an edit form.
+// Its buttons are described by its name, so "Delete" says what it deletes to a screen reader.
 function entry(data, title, facts, actions) {
+  const id = `m${++serial}`;
   const li = h("li", { class: "card manage-item", dataset: data });
+  const buttons = h("div", { class: "actions" }, actions(li));
+  for (const b of buttons.querySelectorAll("button")) b.setAttribute("aria-describedby", id);
   li.append(
-    h("h3", {}, title),
+    h("h3", { id }, title),
     facts.length ? h("dl", { class: "facts" }, facts.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])) : null,
-    h("div", { class: "actions" }, actions(li)),
+    buttons,
   );
   return li;
 }
@@ -269,7 +275,12 @@ function secret(what, text) {
 }
 
 function status() {
-  return h("p", { class: "manage-status", role: "status" });
+  return h("p", { class: "manage-status", role: "status", tabindex: "-1" });
+}
+
+function focusStatus() {
+  const said = document.querySelector(".manage-status:not(:empty)");
+  if (said) said.focus();
 }
 
 function empty(text) {

@@ -205,6 +205,20 @@ async fn a_new_tokens_secret_is_shown_once_and_the_token_can_be_revoked() {
     choose(
         &b,
         &format!("{} select[name='role']", form("New token")),
+        "admin: everything",
+    )
+    .await;
+    choose(
+        &b,
+        &format!("{} select[name='world']", form("New token")),
+        "lab",
+    )
+    .await;
+    submit(&b, "New token").await;
+    field_error(&b, "New token", "world", "admins are not limited").await;
+    choose(
+        &b,
+        &format!("{} select[name='role']", form("New token")),
         "agent: a program that asks",
     )
     .await;
