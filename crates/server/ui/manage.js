@@ -19,7 +19,8 @@ const SECTIONS = [
   { id: "policy", title: "Policy", roles: PEOPLE, about: "The rules in force, and what they decide for a call.", render: policySection },
 ];
 
-const WHO = { admin: "admins", approver: "admins and approvers" };
+// Who a section's roles are, in words.
+const who = (roles) => (roles.includes("approver") ? "admins and approvers" : "admins");
 
 export async function manage(main, [section], me) {
   const mine = SECTIONS.filter((s) => s.roles.includes(me.role));
@@ -54,7 +55,7 @@ export async function manage(main, [section], me) {
   }
   if (!s.roles.includes(me.role)) {
     main.append(nav, notice(
-      `Only ${WHO[s.roles.length === 1 ? "admin" : "approver"]} may manage ${s.title.toLowerCase()}. ` +
+      `Only ${who(s.roles)} may manage ${s.title.toLowerCase()}. ` +
         `You are signed in as ${me.name} (${me.role}).`,
     ));
     return;
