@@ -1,6 +1,482 @@
-// The hold card: one component for the inbox, the hold page and chats.
-import { h } from "./dom.js";
+// The hold card: one component for the inbox, the hold page and chats. It shows what is asked
+// as data (arguments, digest, the rule that asked, the deadline and what happens then, the
+// question's context, the quorum so far) and exactly the decisions the hold offers. It keeps
+// itself current from the live stream: a hold decided in another tab, by another person, by
+// the clock or withdrawn is re-read and shows how and by whom.
+import { decide, getHold } from "./api.js";
+import { h, relative, replace, when } from "./dom.js";
+import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
-export function card(hold) {
-  return h("article", { class: "card hold", dataset: { hold: hold.id } }, hold.id);
+// What each approve decision sends as `scope`, and how its button reads.
+const APPROVE = {
+  approve_once: ["once", "Approve once"],
+  approve_chat: ["chat", "Approve for this chat"],
+  approve_always_args: ["always_args", "Always (these arguments)"],
+  approve_always_tool: ["always_tool", "Always (this tool)"],
+};
+const SCOPE_WORDS = {
+  once: "once",
+  chat: "for this chat",
+  always_args: "always (these arguments)",
+  always_tool: "always (this tool)",
+};
+// Argument values longer than this (as pretty JSON) are folded into a <details>.
+const LONG = 160;
+
+// The scope an approve decision sends, or undefined for other kinds.
+export function approveScope(kind) {
+  return APPROVE[kind] && APPROVE[kind][0];
+}
+
+// `card(hold, {link, heading, names})`: an `<article class="card hold">` that keeps itself
+// current. `link`: the title links to the hold's page. `heading`: the title's tag ("h2").
+// `names(worldId)`: a world's name, where the page knows it.
+export function card(hold, options = {}) {
+  const el = h("article", { class: "card hold", tabindex: "0", dataset: { hold: hold.id } });
+  // Element ids are the card's own, so one hold shown twice on a page keeps its labels apart.
+  cardCount += 1;
+  const state = { hold, options, note: null, uid: `card${cardCount}` };
+  CARDS.set(el, state);
+  paint(el, state);
+  watch(el);
+  return el;
+}
+
+// The hold a card shows now.
+export function shown(el) {
+  const state = CARDS.get(el);
+  return state && state.hold;
+}
+
+// Shows `hold` (a newer version of the card's hold) in the card, with an optional note.
+export function update(el, hold, note) {
+  const state = CARDS.get(el);
+  if (!state || hold.id !== state.hold.id) return;
+  if (hold.version < state.hold.version) return;
+  state.hold = hold;
+  if (note !== undefined) state.note = note;
+  paint(el, state);
+}
+
+// Sends `decision` for the card's hold and shows the result; a decision that lost a race shows
+// the recorded one. Returns the hold as it now stands (or null after an error, shown in the
+// card next to `where`).
+export async function send(el, decision, where) {
+  const state = CARDS.get(el);
+  const id = state.hold.id;
+  const hadFocus = el.contains(document.activeElement);
+  setBusy(el, true);
+  clearErrors(el);
+  try {
+    const result = await decide(id, decision);
+    update(el, result.hold, null);
+    return result.hold;
+  } catch (error) {
+    const recorded = error.code === "already_decided" && error.details && error.details.hold;
+    if (recorded) {
+      update(el, recorded, "Someone else decided this before your click reached Holdpoint; this is the decision recorded.");
+      return recorded;
+    }
+    setBusy(el, false);
+    showError(el, error, where);
+    return null;
+  } finally {
+    // A decided card loses its buttons: keep the keyboard on the card.
+    if (hadFocus && !el.contains(document.activeElement) && el.isConnected) el.focus({ preventScroll: true });
+  }
+}
+
+// Approves once with the digest shown, as the keyboard's "a" does. Only where it is offered.
+export function approveOnce(el) {
+  const hold = shown(el);
+  if (!hold || !isOpen(hold) || !hold.offers.includes("approve_once")) return null;
+  return send(el, { action: "approve", scope: "once", digest: hold.spec.digest });
+}
+
+// Denies without a reason (or with the one typed), as the keyboard's "d" does.
+export function denyNow(el) {
+  const hold = shown(el);
+  if (!hold || !isOpen(hold) || !hold.offers.includes("deny")) return null;
+  return send(el, { action: "deny", reason: reasonOf(el) });
+}
+
+export function isOpen(hold) {
+  return hold.status === "pending" || hold.status === "awaiting_confirm";
+}
+
+// --- Keeping cards current ------------------------------------------------------------------
+
+const CARDS = new WeakMap();
+let cardCount = 0;
+// Cards by hold id; a card taken out of the page is dropped at the next event for its hold.
+const byHold = new Map();
+let listening = false;
+
+function watch(el) {
+  const id = CARDS.get(el).hold.id;
+  if (!byHold.has(id)) byHold.set(id, new Set());
+  byHold.get(id).add(el);
+  if (listening) return;
+  listening = true;
+  onEvent(HOLD_EVENTS, (event) => {
+    if (event.hold && byHold.has(event.hold)) refresh(event.hold);
+  });
+  onResync(() => {
+    for (const id of byHold.keys()) refresh(id);
+  });
+  setInterval(tick, 1000);
+}
+
+async function refresh(id) {
+  const els = [...(byHold.get(id) || [])].filter((el) => {
+    if (el.isConnected) return true;
+    // Created but not yet placed: keep it; placed once and removed since: forget it.
+    if (el.dataset.placed) byHold.get(id).delete(el);
+    return !el.dataset.placed;
+  });
+  if (byHold.get(id) && byHold.get(id).size === 0) byHold.delete(id);
+  if (els.length === 0) return;
+  try {
+    const { hold } = await getHold(id);
+    for (const el of els) update(el, hold);
+  } catch {
+    // Not visible any more (or the server is away): the resync after reconnecting re-reads.
+  }
+}
+
+// The countdowns of every card on the page, once a second.
+function tick() {
+  const now = Date.now();
+  for (const t of document.querySelectorAll("article.hold time[data-countdown]")) {
+    t.textContent = countdown(t.getAttribute("datetime"), now);
+  }
+  for (const el of document.querySelectorAll("article.hold:not([data-placed])")) el.dataset.placed = "1";
+}
+
+function countdown(iso, now = Date.now()) {
+  return Date.parse(iso) > now ? relative(iso, now) : "now (the deadline has passed)";
+}
+
+// --- Drawing --------------------------------------------------------------------------------
+
+function paint(el, state) {
+  const { hold, options } = state;
+  const kept = keep(el);
+  el.dataset.status = hold.status;
+  el.dataset.kind = hold.spec.kind;
+  el.dataset.batch = hold.batch;
+  const titleId = `${state.uid}-title`;
+  el.setAttribute("aria-labelledby", titleId);
+  const title = hold.spec.kind === "approval" ? hold.spec.tool : hold.spec.question;
+  const Heading = options.heading || "h2";
+  replace(
+    el,
+    h(Heading, { class: "title", id: titleId },
+      h("span", { class: "kind" }, hold.spec.kind === "approval" ? "Approve " : "Question: "),
+      options.link ? h("a", { href: `/holds/${encodeURIComponent(hold.id)}` }, title) : title),
+    meta(hold, options),
+    hold.spec.kind === "approval" ? approval(hold, sub(Heading)) : question(hold, sub(Heading)),
+    facts(hold),
+    isOpen(hold) ? decisions(el, hold, state.uid) : outcome(hold, sub(Heading)),
+    state.note ? h("p", { class: "note", role: "status" }, state.note) : null,
+    h("p", { class: "error", role: "alert", "data-error": "card" }),
+  );
+  restore(el, kept, hold);
+}
+
+function meta(hold, options) {
+  const world = (options.names && options.names(hold.world)) || hold.world;
+  const who = hold.agent ? `${hold.agent} (${hold.requested_by})` : hold.requested_by;
+  return h("p", { class: "meta muted" },
+    h("span", {}, `World ${world}`),
+    hold.chat ? h("span", {}, ` · chat ${hold.chat}`) : null,
+    h("span", {}, ` · asked by ${who}`),
+    h("span", {}, " · "),
+    h("time", { datetime: hold.created_at, title: when(hold.created_at) }, relative(hold.created_at)));
+}
+
+// The heading level under a card's title ("h2" → "h3").
+function sub(heading) {
+  return `h${Math.min(6, Number(heading.slice(1)) + 1)}`;
+}
+
+function approval(hold, level) {
+  const spec = hold.spec;
+  const command = spec.tool === "shell_cmd" && spec.arguments && typeof spec.arguments.command === "string"
+    ? spec.arguments.command : null;
+  return [
+    spec.description ? h("p", { class: "why" }, h("span", { class: "muted" }, "The agent says: "), spec.description) : null,
+    command !== null ? h("pre", { class: "command", "aria-label": "Command line" }, h("code", {}, command)) : null,
+    h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments"), data(spec.arguments)),
+    h("p", { class: "digest" }, h("span", { class: "muted" }, "Argument digest "), h("code", {}, spec.digest)),
+  ];
+}
+
+function question(hold, level) {
+  const spec = hold.spec;
+  return [
+    spec.kind === "question" && hold.spec.multiple ? h("p", { class: "muted" }, "Several options may be chosen.") : null,
+    spec.context ? h("div", { class: "args" }, h(level, { class: "sub" }, "Context"), data(spec.context)) : null,
+  ];
+}
+
+// JSON as data: an object's fields one by one, each value pretty-printed; long ones folded.
+function data(value) {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return h("pre", {}, pretty(value));
+  const keys = Object.keys(value);
+  if (keys.length === 0) return h("p", { class: "muted" }, "(none)");
+  return h("dl", { class: "data" }, keys.map((key) => {
+    const text = pretty(value[key]);
+    const long = text.length > LONG || text.split("\n").length > 6;
+    return [
+      h("dt", {}, key),
+      h("dd", {}, long
+        ? h("details", {}, h("summary", {}, `${text.slice(0, 60).replace(/\s+/g, " ")}… (${text.length} characters)`), h("pre", {}, text))
+        : h("pre", {}, text)),
+    ];
+  }));
+}
+
+function pretty(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// The rule that asked, the deadline and what happens then, the quorum so far.
+function facts(hold) {
+  const items = [];
+  if (hold.rule) items.push(h("li", {}, `Asked by ${ruleName(hold.rule)}`));
+  else if (hold.spec.kind === "approval") items.push(h("li", {}, "Asked because no rule decides this call (the policy's mode)"));
+  if (isOpen(hold)) {
+    items.push(hold.deadline
+      ? h("li", { class: "deadline" }, "Deadline ",
+          h("time", { datetime: hold.deadline, "data-countdown": "", title: when(hold.deadline) }, countdown(hold.deadline)),
+          `; then ${timeoutWords(hold)}`)
+      : h("li", { class: "deadline" }, "No deadline: it waits until someone decides"));
+  }
+  if (hold.quorum > 1) {
+    const votes = hold.votes || [];
+    items.push(h("li", { class: "quorum" }, `Approvals ${votes.length} of ${hold.quorum}`,
+      votes.length ? `: ${votes.map((v) => v.by).join(", ")}` : ""));
+  }
+  if (hold.approvers && hold.approvers.length) items.push(h("li", {}, `Only ${hold.approvers.join(", ")} may decide`));
+  return h("ul", { class: "facts" }, items);
+}
+
+// As the server and the CLI say it: rule "name", or rules[N] for a rule without one.
+export function ruleName(rule) {
+  return rule.name === `rules[${rule.index}]` ? rule.name : `rule “${rule.name}”`;
+}
+
+function timeoutWords(hold) {
+  const t = hold.on_timeout;
+  if (t.action === "approve") return "it is approved";
+  if (t.action === "deny") return "it is denied";
+  if (t.action === "choose") return `option “${optionLabel(hold, t.option)}” is applied`;
+  return "it ends with no answer";
+}
+
+function optionLabel(hold, id) {
+  const option = (hold.spec.options || []).find((o) => o.id === id);
+  return option ? option.label : id;
+}
+
+// How the hold ended and by whom, in words.
+export function outcomeWords(hold) {
+  const o = hold.outcome;
+  if (!o) return "";
+  const by = o.decided_by && o.decided_by.length ? o.decided_by.join(", ") : null;
+  const chosen = (o.options || []).map((c) => c.label).join(", ");
+  let text;
+  if (o.source === "timeout") {
+    text = "No one decided before the deadline: "
+      + (o.verdict === "approve" ? "approved"
+        : o.verdict === "deny" ? "denied"
+        : chosen ? `“${chosen}” applied`
+        : "no answer");
+  } else if (o.source === "default") {
+    text = `Denied by default: ${by || "a client"} could not ask anyone`;
+    if (chosen) text = `Default applied (${chosen}) by ${by || "a client"}'s client`;
+  } else if (o.status === "canceled" && o.source !== "person") {
+    text = `Withdrawn by ${by || o.source}`;
+  } else {
+    const who = by || o.source;
+    switch (o.status) {
+      case "approved":
+        text = o.edited ? `Approved with edited arguments by ${who}` : `Approved ${SCOPE_WORDS[o.scope] || ""} by ${who}`.replace("  ", " ");
+        break;
+      case "denied":
+        text = o.stop_turn ? `Denied and the turn stopped by ${who}` : `Denied by ${who}`;
+        break;
+      case "answered":
+        text = `Answered by ${who}: ${chosen}`;
+        break;
+      case "confirmed":
+        text = `Confirmed by ${who}: ${chosen}`;
+        break;
+      case "canceled":
+        text = `Canceled by ${who}`;
+        break;
+      default:
+        text = `${o.status} by ${who}`;
+    }
+  }
+  return o.reason ? `${text} — “${o.reason}”` : text;
+}
+
+function outcome(hold, level) {
+  const o = hold.outcome;
+  return h("div", { class: `outcome ${hold.status}` },
+    h("p", {}, h("strong", {}, outcomeWords(hold))),
+    o ? h("p", { class: "muted" }, h("time", { datetime: o.decided_at, title: when(o.decided_at) }, relative(o.decided_at))) : null,
+    o && o.edited && o.arguments ? h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments that run"), data(o.arguments)) : null);
+}
+
+// --- Deciding -------------------------------------------------------------------------------
+
+function decisions(el, hold, uid) {
+  const form = h("form", { class: "decide", "aria-label": "Decide" });
+  form.addEventListener("submit", (e) => e.preventDefault());
+  const offers = new Set(hold.offers);
+  const button = (kind, label, cls, onclick) =>
+    offers.has(kind) ? h("button", { type: "button", class: cls, "data-decision": kind, onclick }, label) : null;
+
+  if (hold.status === "awaiting_confirm") {
+    const answer = hold.pending_answer;
+    form.append(
+      h("p", {}, answer ? `${answer.by} chose “${answer.options.map((o) => o.label).join(", ")}”. Confirm?` : "Confirm the chosen answer?"),
+      h("div", { class: "buttons" },
+        button("confirm", "Confirm", "primary", () => send(el, { action: "confirm" }, form)),
+        button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form))),
+    );
+    return form;
+  }
+
+  if (hold.spec.kind === "question") {
+    const spec = hold.spec;
+    const type = spec.multiple ? "checkbox" : "radio";
+    const inputs = [];
+    const fieldset = h("fieldset", { class: "options" }, h("legend", { class: "for-readers" }, spec.question));
+    spec.options.forEach((option, i) => {
+      const id = `${uid}-option-${i}`;
+      const input = h("input", { type, name: "option", value: option.id, id });
+      inputs.push([input, option.id]);
+      fieldset.append(h("div", { class: "option" }, input,
+        h("label", { for: id }, option.label,
+          option.description ? h("span", { class: "muted" }, ` — ${option.description}`) : null,
+          option.id === spec.default_option ? h("span", { class: "muted" }, " (default)") : null)));
+    });
+    // Only the options this card drew can be sent, and only as the hold's own ids: an input
+    // added or altered in the page afterwards changes nothing.
+    const chosen = () => inputs.filter(([input]) => input.checked).map(([, id]) => id);
+    form.append(fieldset, h("div", { class: "buttons" },
+      button("answer", spec.confirm ? "Choose" : "Answer", "primary", () => {
+        const options = chosen();
+        if (options.length === 0) return showError(el, new Error("Choose an option first."), form);
+        send(el, { action: "answer", options }, form);
+      }),
+      button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form))));
+    return form;
+  }
+
+  const digest = hold.spec.digest;
+  const approves = Object.keys(APPROVE).map((kind) =>
+    button(kind, APPROVE[kind][1], kind === "approve_once" ? "primary" : "quiet",
+      () => send(el, { action: "approve", scope: APPROVE[kind][0], digest }, form)));
+  const reasonId = `${uid}-reason`;
+  const denies = offers.has("deny") || offers.has("deny_stop");
+  form.append(h("div", { class: "buttons" }, approves));
+  if (denies) {
+    form.append(
+      h("div", { class: "reason" },
+        h("label", { for: reasonId }, "Reason ", h("span", { class: "muted" }, "(optional, sent with a denial)")),
+        h("input", { type: "text", id: reasonId, name: "reason", autocomplete: "off" })),
+      h("div", { class: "buttons" },
+        button("deny", "Deny", "danger", () => send(el, { action: "deny", reason: reasonOf(el) }, form)),
+        button("deny_stop", "Deny and stop the turn", "danger quiet", () => send(el, { action: "deny_stop", reason: reasonOf(el) }, form))),
+    );
+  }
+  if (offers.has("edit")) form.append(editor(el, hold, uid));
+  return form;
+}
+
+// "Edit the arguments, then approve": a JSON editor; what the server says is wrong with the
+// edit is shown under it and tied to it for screen readers.
+function editor(el, hold, uid) {
+  const areaId = `${uid}-edit`;
+  const errorId = `${areaId}-error`;
+  const area = h("textarea", { id: areaId, name: "arguments", rows: "8", spellcheck: "false", "aria-describedby": errorId, autocomplete: "off" });
+  area.value = JSON.stringify(hold.spec.arguments, null, 2);
+  const fieldError = h("p", { class: "error field-error", id: errorId, "data-error": "edit" });
+  const details = h("details", { class: "edit" },
+    h("summary", {}, "Edit the arguments, then approve"),
+    h("label", { for: areaId }, "Arguments (JSON)"),
+    area,
+    fieldError,
+    h("div", { class: "buttons" }, h("button", { type: "button", class: "primary", "data-decision": "edit", onclick: () => {
+      let args;
+      try {
+        args = JSON.parse(area.value);
+      } catch (error) {
+        area.setAttribute("aria-invalid", "true");
+        return showError(el, new Error(`This is not JSON: ${error.message}`), details);
+      }
+      send(el, { action: "edit", arguments: args, reason: reasonOf(el) }, details);
+    } }, "Approve these arguments")));
+  return details;
+}
+
+function reasonOf(el) {
+  const input = el.querySelector("input[name=reason]");
+  const text = input ? input.value.trim() : "";
+  return text || undefined;
+}
+
+function setBusy(el, busy) {
+  for (const b of el.querySelectorAll("button[data-decision]")) b.disabled = busy;
+  el.setAttribute("aria-busy", busy ? "true" : "false");
+}
+
+function clearErrors(el) {
+  for (const p of el.querySelectorAll("[data-error]")) p.textContent = "";
+  for (const a of el.querySelectorAll("[aria-invalid]")) a.removeAttribute("aria-invalid");
+}
+
+// Shows an error in the card: next to the editor for an edit, else under the decisions.
+function showError(el, error, where) {
+  const inEditor = where && where.matches && where.matches("details.edit");
+  const target = el.querySelector(inEditor ? "[data-error=edit]" : "[data-error=card]");
+  if (inEditor) el.querySelector("textarea[name=arguments]").setAttribute("aria-invalid", "true");
+  if (target) target.textContent = error.message || String(error);
+}
+
+// What a person has typed or chosen survives a redraw of a card that is still open.
+function keep(el) {
+  const reason = el.querySelector("input[name=reason]");
+  const area = el.querySelector("textarea[name=arguments]");
+  const edit = el.querySelector("details.edit");
+  return {
+    reason: reason ? reason.value : "",
+    args: area ? area.value : null,
+    editing: edit ? edit.open : false,
+    checked: [...el.querySelectorAll("input[name=option]:checked")].map((i) => i.id),
+    focus: el.contains(document.activeElement) && document.activeElement.id ? document.activeElement.id : null,
+  };
+}
+
+function restore(el, kept, hold) {
+  if (!isOpen(hold)) return;
+  const reason = el.querySelector("input[name=reason]");
+  if (reason) reason.value = kept.reason;
+  const area = el.querySelector("textarea[name=arguments]");
+  if (area && kept.args !== null) area.value = kept.args;
+  const edit = el.querySelector("details.edit");
+  if (edit) edit.open = kept.editing;
+  for (const id of kept.checked) {
+    const input = el.querySelector(`input[id="${CSS.escape(id)}"]`);
+    if (input) input.checked = true;
+  }
+  if (kept.focus) {
+    const again = el.querySelector(`[id="${CSS.escape(kept.focus)}"]`);
+    if (again) again.focus();
+  }
 }
