@@ -1,0 +1,447 @@
+//! The inbox and the hold card in a browser: holds arriving live, deciding them with the mouse
+//! and the keyboard, batches, questions with the confirm step, edited arguments, and what the
+//! agent's wait gets back.
+
+use serde_json::{Value, json};
+
+use super::Browser;
+use crate::suite::{Api, TestServer, approval, held, question, raise};
+
+/// A world `lab`, an agent that raises holds in it, and an approver `alice` signed in on the
+/// inbox.
+async fn lab(t: &TestServer, name: &str) -> (Api, Browser) {
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(t, name, &alice).await;
+    b.wait_for("form.filters").await;
+    (agent, b)
+}
+
+fn card(id: &str) -> String {
+    format!("article.hold[data-hold='{id}']")
+}
+
+/// What the agent's wait returns for `hold` (decided by now).
+async fn waited(agent: &Api, hold: &str) -> Value {
+    let result = agent
+        .get(&format!("/api/v1/holds/{hold}/wait?timeout=10s"))
+        .await
+        .expect(200);
+    assert_eq!(result["decided"], true, "{result}");
+    result["hold"]["outcome"].clone()
+}
+
+async fn status_of(t: &TestServer, hold: &str) -> String {
+    t.api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200)["hold"]["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_hold_raised_through_the_api_appears_without_reload_and_is_approved_with_the_mouse() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-mouse").await;
+    b.wait_for(".empty:not([hidden])").await;
+
+    let created = raise(
+        &agent,
+        "lab",
+        vec![approval(
+            "shell_cmd",
+            json!({"command": "git push origin main"}),
+        )],
+    )
+    .await;
+    let id = held(&created, 0);
+    let digest = created["results"][0]["hold"]["spec"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c = card(&id);
+    b.wait_text(&format!("{c} pre.command"), "git push origin main")
+        .await;
+    b.wait_text(&format!("{c} .digest"), &digest).await;
+    b.wait_text(&format!("{c} .deadline"), "then it is denied")
+        .await;
+    b.wait_until(
+        "return document.title === '(1) Holdpoint' && document.getElementById('pending-count').textContent === '1'",
+        "the pending count in the title and the header",
+    )
+    .await;
+    // Exactly the decisions the hold offers (a hold of no chat offers no "for this chat").
+    let offers = created["results"][0]["hold"]["offers"].clone();
+    assert!(!offers.as_array().unwrap().is_empty());
+    let offered = b
+        .eval(&format!(
+            "return [...document.querySelectorAll(\"{c} [data-decision]\")].map(b => b.dataset.decision)"
+        ))
+        .await;
+    assert_eq!(offered, offers);
+
+    b.click(&format!("{c} [data-decision=approve_once]")).await;
+    b.wait_text(&format!("{c} .outcome"), "Approved once by alice")
+        .await;
+    let outcome = waited(&agent, &id).await;
+    assert_eq!(outcome["status"], "approved");
+    assert_eq!(outcome["scope"], "once");
+    assert_eq!(outcome["decided_by"], json!(["alice"]));
+    b.wait_until("return document.title === 'Holdpoint'", "the count to drop")
+        .await;
+    // The decided hold leaves the inbox.
+    b.wait_gone(&c).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_keyboard_moves_between_cards_approves_denies_and_opens_a_hold() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-keys").await;
+    let mut ids = Vec::new();
+    for command in ["ls", "pwd", "whoami"] {
+        let created = raise(
+            &agent,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": command}))],
+        )
+        .await;
+        ids.push(held(&created, 0));
+    }
+    for id in &ids {
+        b.wait_for(&card(id)).await;
+    }
+    // Newest first: whoami, pwd, ls.
+    b.keys("j").await;
+    b.wait_until(
+        &format!(
+            "return document.activeElement.matches(\"{}\")",
+            card(&ids[2])
+        ),
+        "j to focus the first card",
+    )
+    .await;
+    b.keys("a").await;
+    b.wait_text(
+        &format!("{} .outcome", card(&ids[2])),
+        "Approved once by alice",
+    )
+    .await;
+    b.keys("j").await;
+    b.wait_until(
+        &format!(
+            "return document.activeElement.matches(\"{}\")",
+            card(&ids[1])
+        ),
+        "j to move to the next card",
+    )
+    .await;
+    b.keys("d").await;
+    b.wait_text(&format!("{} .outcome", card(&ids[1])), "Denied by alice")
+        .await;
+    assert_eq!(waited(&agent, &ids[2]).await["status"], "approved");
+    assert_eq!(waited(&agent, &ids[1]).await["status"], "denied");
+
+    // Keys typed into a field are text, not commands.
+    b.click("#filter-tool").await;
+    b.keys("a").await;
+    assert_eq!(status_of(&t, &ids[0]).await, "pending");
+
+    b.client
+        .execute(
+            &format!("document.querySelector(\"{}\").focus()", card(&ids[0])),
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.keys("\u{E007}").await; // Enter
+    b.wait_for("h1").await;
+    b.wait_until(
+        &format!("return location.pathname === '/holds/{}'", ids[0]),
+        "Enter to open the hold's page",
+    )
+    .await;
+    b.wait_for(&card(&ids[0])).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_denial_carries_its_reason_to_the_waiting_agent() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-deny").await;
+    let id = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": "rm -rf build"}))],
+        )
+        .await,
+        0,
+    );
+    let c = card(&id);
+    b.fill(&format!("{c} input[name=reason]"), "not on a Friday")
+        .await;
+    b.click(&format!("{c} [data-decision=deny]")).await;
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "Denied by alice — “not on a Friday”",
+    )
+    .await;
+    let outcome = waited(&agent, &id).await;
+    assert_eq!(outcome["status"], "denied");
+    assert_eq!(outcome["reason"], "not on a Friday");
+    assert_eq!(outcome["stop_turn"], Value::Null);
+    b.close().await;
+}
+
+/// Raises three approvals in one request: one batch.
+async fn batch_of_three(agent: &Api) -> (String, Vec<String>) {
+    let created = raise(
+        agent,
+        "lab",
+        vec![
+            approval("shell_cmd", json!({"command": "make a"})),
+            approval("shell_cmd", json!({"command": "make b"})),
+            approval("shell_cmd", json!({"command": "make c"})),
+        ],
+    )
+    .await;
+    let ids = (0..3).map(|i| held(&created, i)).collect();
+    (created["batch"].as_str().unwrap().to_owned(), ids)
+}
+
+#[tokio::test]
+async fn a_batch_is_shown_together_one_is_decided_then_all_the_rest() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-batch").await;
+    let (batch, ids) = batch_of_three(&agent).await;
+    let group = format!("section.batch[data-batch='{batch}']");
+    b.wait_until(
+        &format!("return document.querySelectorAll(\"{group} article.hold\").length === 3"),
+        "the batch's three holds together",
+    )
+    .await;
+    b.wait_text(&format!("{group} .batch-title"), "3 holds asked together")
+        .await;
+
+    b.click(&format!("{} [data-decision=approve_once]", card(&ids[1])))
+        .await;
+    b.wait_text(&format!("{} .outcome", card(&ids[1])), "Approved once")
+        .await;
+    b.wait_text(&format!("{group} .batch-title"), "2 still open")
+        .await;
+    b.click(&format!("{group} [data-batch-decision=deny]"))
+        .await;
+    for id in [&ids[0], &ids[2]] {
+        b.wait_text(&format!("{} .outcome", card(id)), "Denied by alice")
+            .await;
+        assert_eq!(waited(&agent, id).await["status"], "denied");
+    }
+    assert_eq!(waited(&agent, &ids[1]).await["status"], "approved");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn deciding_a_batch_that_is_not_as_shown_is_refused_and_the_page_says_so() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-batch-refused").await;
+    let (batch, ids) = batch_of_three(&agent).await;
+    let group = format!("section.batch[data-batch='{batch}']");
+    // Another person decides one of the batch's holds before the page is opened: the page
+    // shows two of its three approvals, and "decide all" is bound to those two.
+    let bob = t.caller("bob", "approver", None).await;
+    bob.post(
+        &format!("/api/v1/holds/{}/decision", ids[0]),
+        json!({"action": "deny"}),
+    )
+    .await
+    .expect(200);
+    b.goto("/").await;
+    b.wait_until(
+        &format!("return document.querySelectorAll(\"{group} article.hold\").length === 2"),
+        "the two open holds of the batch",
+    )
+    .await;
+
+    b.click(&format!("{group} [data-batch-decision=approve]"))
+        .await;
+    b.wait_text(
+        &format!("{group} .batch-error"),
+        "Holdpoint refused to decide this batch",
+    )
+    .await;
+    b.wait_text(&format!("{group} .batch-error"), "Nothing was decided")
+        .await;
+    for id in [&ids[1], &ids[2]] {
+        assert_eq!(status_of(&t, id).await, "pending");
+    }
+    // The whole batch is shown now, the hold bob denied with it; deciding again works.
+    b.wait_text(&format!("{} .outcome", card(&ids[0])), "Denied by bob")
+        .await;
+    b.click(&format!("{group} [data-batch-decision=approve]"))
+        .await;
+    for id in [&ids[1], &ids[2]] {
+        b.wait_text(&format!("{} .outcome", card(id)), "Approved once by alice")
+            .await;
+        assert_eq!(waited(&agent, id).await["status"], "approved");
+    }
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_multiple_choice_question_is_chosen_then_confirmed_or_canceled() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-question").await;
+    let mut q = question("Which regions?", &["eu", "us", "ap"]);
+    q["multiple"] = json!(true);
+    q["confirm"] = json!(true);
+    q["context"] = json!({"release": "v2.1", "risk": "low"});
+    let created = raise(&agent, "lab", vec![q.clone(), q]).await;
+    let (first, second) = (held(&created, 0), held(&created, 1));
+    let c = card(&first);
+    b.wait_text(&format!("{c} .args"), "v2.1").await;
+    let kinds = b
+        .eval(&format!(
+            "return [...document.querySelectorAll(\"{c} input[name=option]\")].map(i => i.type + ':' + i.value)"
+        ))
+        .await;
+    assert_eq!(kinds, json!(["checkbox:eu", "checkbox:us", "checkbox:ap"]));
+
+    b.click(&format!("{c} input[value=eu]")).await;
+    b.click(&format!("{c} input[value=ap]")).await;
+    b.click(&format!("{c} [data-decision=answer]")).await;
+    b.wait_for(&format!("{c}[data-status=awaiting_confirm]"))
+        .await;
+    b.wait_text(&format!("{c} form.decide"), "alice chose “eu, ap”")
+        .await;
+    b.click(&format!("{c} [data-decision=confirm]")).await;
+    b.wait_text(&format!("{c} .outcome"), "Confirmed by alice: eu, ap")
+        .await;
+    let outcome = waited(&agent, &first).await;
+    assert_eq!(outcome["status"], "confirmed");
+    assert_eq!(
+        outcome["options"],
+        json!([{"id": "eu", "label": "eu"}, {"id": "ap", "label": "ap"}])
+    );
+
+    // Chosen, the question is still open until the confirm step; cancelling there ends it
+    // as canceled (the agent hears it was canceled, never a success).
+    let c = card(&second);
+    b.click(&format!("{c} input[value=us]")).await;
+    b.click(&format!("{c} [data-decision=answer]")).await;
+    b.wait_for(&format!("{c}[data-status=awaiting_confirm]"))
+        .await;
+    assert_eq!(status_of(&t, &second).await, "awaiting_confirm");
+    b.click(&format!("{c} [data-decision=cancel]")).await;
+    b.wait_text(&format!("{c} .outcome"), "Canceled by alice")
+        .await;
+    assert_eq!(waited(&agent, &second).await["status"], "canceled");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn only_the_options_a_question_offers_can_be_sent() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-options").await;
+    let id = held(
+        &raise(&agent, "lab", vec![question("Deploy?", &["yes", "no"])]).await,
+        0,
+    );
+    let c = card(&id);
+    b.wait_for(&format!("{c} input[value=yes]")).await;
+    // An option the hold does not offer, added to the page, is never sent.
+    b.eval(&format!(
+        "const i = document.createElement('input'); i.type = 'radio'; i.name = 'option'; \
+         i.value = 'launch'; i.checked = true; \
+         document.querySelector(\"{c} fieldset\").append(i); return true"
+    ))
+    .await;
+    b.click(&format!("{c} [data-decision=answer]")).await;
+    b.wait_text(&format!("{c} [data-error=card]"), "Choose an option first")
+        .await;
+    assert_eq!(status_of(&t, &id).await, "pending");
+
+    // An offered option whose value was altered in the page still sends the hold's own id.
+    b.eval(&format!(
+        "const i = document.querySelector(\"{c} input[value=no]\"); i.value = 'launch'; \
+         i.checked = true; return true"
+    ))
+    .await;
+    b.click(&format!("{c} [data-decision=answer]")).await;
+    b.wait_text(&format!("{c} .outcome"), "Answered by alice: no")
+        .await;
+    let outcome = waited(&agent, &id).await;
+    assert_eq!(outcome["options"], json!([{"id": "no", "label": "no"}]));
+    b.close().await;
+}
+
+const NO_RM: &str = r#"
+mode = "manual"
+[[rules]]
+name = "never rm"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "rm" }
+"#;
+
+#[tokio::test]
+async fn edited_arguments_are_checked_by_the_schema_and_the_policy_before_they_run() {
+    let t = TestServer::with(NO_RM, |_| {}).await;
+    let (agent, b) = lab(&t, "inbox-edit").await;
+    let mut item = approval("shell_cmd", json!({"command": "ls /tmp"}));
+    item["schema"] = json!({
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+        "additionalProperties": false
+    });
+    let id = held(&raise(&agent, "lab", vec![item]).await, 0);
+    let c = card(&id);
+    let editor = format!("{c} textarea[name=arguments]");
+    let error = format!("{c} [data-error=edit]");
+    b.click(&format!("{c} details.edit > summary")).await;
+    let described = b
+        .eval(&format!(
+            "const a = document.querySelector(\"{editor}\"); \
+             return document.getElementById(a.getAttribute('aria-describedby')).matches(\"{error}\")"
+        ))
+        .await;
+    assert_eq!(
+        described,
+        json!(true),
+        "the editor is described by its error"
+    );
+
+    b.fill(&editor, r#"{"cmd": "ls"}"#).await;
+    b.click(&format!("{c} [data-decision=edit]")).await;
+    b.wait_text(&error, "edited arguments").await;
+    b.check(
+        b.eval(&format!(
+            "return document.querySelector(\"{editor}\").getAttribute('aria-invalid') === 'true'"
+        ))
+        .await
+            == json!(true),
+        "the editor is marked invalid",
+    )
+    .await;
+
+    b.fill(&editor, r#"{"command": "rm -rf /"}"#).await;
+    b.click(&format!("{c} [data-decision=edit]")).await;
+    b.wait_text(&error, "denied by rule \"never rm\"").await;
+    assert_eq!(status_of(&t, &id).await, "pending");
+
+    b.fill(&editor, r#"{"command": "ls -la /tmp"}"#).await;
+    b.click(&format!("{c} [data-decision=edit]")).await;
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "Approved with edited arguments by alice",
+    )
+    .await;
+    let outcome = waited(&agent, &id).await;
+    assert_eq!(outcome["edited"], true);
+    assert_eq!(outcome["arguments"], json!({"command": "ls -la /tmp"}));
+    b.close().await;
+}
