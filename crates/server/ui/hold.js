@@ -1,6 +1,153 @@
-// One hold: its card and its history.
-import { h } from "./dom.js";
+// One hold: its card and its full history (raised, reminded, each vote and decision, grants,
+// the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
+import { getHold, messages, worlds } from "./api.js";
+import { card, outcomeWords, ruleName } from "./card.js";
+import { h, problem, relative, replace, when } from "./dom.js";
+import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
+
+// Events of a hold's history that the page follows as they happen.
+const HISTORY = [...HOLD_EVENTS, "grant.created"];
+// A chat is read this far back for the tool's result of a hold decided before the page opened.
+const RESULT_PAGES = 5;
 
 export async function hold(main, [id]) {
-  main.append(h("h1", {}, "Hold"), h("p", {}, id));
+  const [detail, known] = await Promise.all([getHold(id), worlds().catch(() => [])]);
+  const names = (world) => (known.find((w) => w.id === world) || {}).name;
+  const history = h("ol", { class: "history" });
+  const result = h("section", { class: "result", "aria-labelledby": "result-title", hidden: true });
+  let current = detail.hold;
+
+  const drawHistory = (events) => replace(history, events.map((e) => entry(e, current)));
+  drawHistory(detail.history);
+
+  const reread = async () => {
+    try {
+      const again = await getHold(id);
+      current = again.hold;
+      drawHistory(again.history);
+    } catch (error) {
+      replace(history, problem(error));
+    }
+  };
+
+  const stops = [
+    onEvent(HISTORY, (event) => {
+      if (event.hold === id) reread();
+    }),
+    onEvent(["turn.tool_finished"], (event) => {
+      if (current.tool_call_id && event.chat === current.chat && event.payload.call === current.tool_call_id) {
+        showResult(result, event.payload.result);
+      }
+    }),
+    onResync(reread),
+  ];
+
+  const chatLink = current.chat && current.tool_call_id
+    ? h("p", {}, h("a", { href: `/worlds/${encodeURIComponent(current.world)}/chats/${encodeURIComponent(current.chat)}` }, "Open the chat"))
+    : null;
+  replace(main,
+    h("h1", {}, current.spec.kind === "approval" ? "Approval" : "Question"),
+    card(current, { names }),
+    chatLink,
+    result,
+    h("section", { class: "history-section", "aria-labelledby": "history-title" },
+      h("h2", { id: "history-title" }, "History"),
+      history));
+  pastResult(current, result);
+  return () => {
+    for (const stop of stops) stop();
+  };
+}
+
+// One event of the history, in words.
+function entry(event, hold) {
+  const p = event.payload;
+  let text;
+  switch (p.type) {
+    case "hold.created":
+      text = `Raised by ${actor(event.actor)}${hold.rule ? `; ${ruleName(hold.rule)} asked` : ""}`;
+      break;
+    case "hold.reminded":
+      text = `Reminder sent: the deadline is ${when(p.deadline)}`;
+      break;
+    case "hold.voted":
+      text = `${p.vote.by} approved (${p.approvals} of ${p.quorum} needed)${p.vote.reason ? ` — “${p.vote.reason}”` : ""}`;
+      break;
+    case "hold.awaiting_confirm":
+      text = `${p.answer.by} chose “${p.answer.options.map((o) => o.label).join(", ")}”; waiting for the confirm step`;
+      break;
+    case "hold.decided":
+    case "hold.expired":
+    case "hold.withdrawn":
+      text = outcomeWords({ ...hold, outcome: p.outcome });
+      break;
+    case "grant.created":
+      text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} for ${p.grant.tool}`;
+      break;
+    default:
+      text = p.type;
+  }
+  return h("li", { dataset: { type: p.type } },
+    h("time", { datetime: event.at, title: when(event.at) }, relative(event.at)), " ",
+    h("span", {}, text));
+}
+
+const GRANT = {
+  chat: "these arguments are not asked again in this chat",
+  always_args: "these arguments are not asked again in this world",
+  always_tool: "the tool is not asked again in this world",
+};
+
+function actor(a) {
+  if (!a) return "someone";
+  if (a.name) return a.role ? `${a.name} (${a.role})` : a.name;
+  return a.source;
+}
+
+function showResult(section, result) {
+  const words = {
+    executed: "The tool ran",
+    failed: "The tool ran and failed",
+    denied_by_person: "It did not run: denied",
+    denied_by_default: "It did not run: denied by default",
+    denied_by_policy: "It did not run: denied by policy",
+    timed_out: "It did not run: nobody decided in time",
+    not_executed: "It did not run",
+    interrupted: "Holdpoint stopped while it ran; it was not run again",
+  };
+  const body = result.status === "executed" ? result.output : result;
+  replace(section,
+    h("h2", { id: "result-title" }, "Result"),
+    h("p", {}, words[result.status] || result.status),
+    h("details", { open: true }, h("summary", {}, "Output"),
+      h("pre", {}, typeof body === "string" ? body : JSON.stringify(body, null, 2))));
+  section.hidden = false;
+}
+
+// The result of a call that ran before the page opened: the chat's tool message for it.
+async function pastResult(hold, section) {
+  if (!hold.chat || !hold.tool_call_id || !hold.outcome) return;
+  let after;
+  for (let i = 0; i < RESULT_PAGES; i += 1) {
+    let page;
+    try {
+      page = await messages(hold.world, hold.chat, { after, limit: 1000 });
+    } catch {
+      return;
+    }
+    const found = page.items.find(({ message: m }) =>
+      m.role === "tool" && m.tool_call_id === hold.tool_call_id && Date.parse(m.at) >= Date.parse(hold.created_at));
+    if (found) {
+      let parsed;
+      try {
+        parsed = JSON.parse(found.message.content);
+      } catch {
+        parsed = { status: "executed", output: found.message.content };
+      }
+      if (section.hidden) showResult(section, parsed);
+      return;
+    }
+    if (!page.next) return;
+    after = page.next;
+  }
 }

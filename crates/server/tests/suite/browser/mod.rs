@@ -10,6 +10,8 @@
 // Helpers used by the tests of the areas to come are kept together here.
 #![allow(dead_code)]
 
+mod hold;
+mod inbox;
 mod manage;
 mod signin;
 

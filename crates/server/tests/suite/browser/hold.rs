@@ -1,0 +1,183 @@
+//! The hold page: one hold's card and history, kept current when someone else or the clock
+//! decides it, and a click that loses the race showing the decision recorded.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Browser, PHONE};
+use crate::suite::{Api, TestServer, approval, held, question, raise};
+
+fn card(id: &str) -> String {
+    format!("article.hold[data-hold='{id}']")
+}
+
+async fn lab(t: &TestServer) -> Api {
+    t.world("lab").await;
+    t.caller("deploy-bot", "agent", None).await
+}
+
+async fn raise_one(agent: &Api, command: &str) -> String {
+    held(
+        &raise(
+            agent,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": command}))],
+        )
+        .await,
+        0,
+    )
+}
+
+#[tokio::test]
+async fn a_hold_open_in_two_browsers_is_decided_in_one_and_the_other_follows() {
+    let t = TestServer::start().await;
+    let agent = lab(&t).await;
+    let alice =
+        Browser::signed_in(&t, "two-alice", &t.token("alice", "approver", None).await).await;
+    let bob = Browser::signed_in(&t, "two-bob", &t.token("bob", "approver", None).await).await;
+
+    let first = raise_one(&agent, "make deploy").await;
+    let c = card(&first);
+    for b in [&alice, &bob] {
+        b.goto(&format!("/holds/{first}")).await;
+        b.wait_for(&format!(
+            "{c}[data-status=pending] [data-decision=approve_once]"
+        ))
+        .await;
+    }
+    bob.click(&format!("{c} [data-decision=deny]")).await;
+    bob.wait_text(&format!("{c} .outcome"), "Denied by bob")
+        .await;
+    let decided = Instant::now();
+    alice
+        .wait_text(&format!("{c} .outcome"), "Denied by bob")
+        .await;
+    let took = decided.elapsed();
+    alice
+        .check(
+            took < Duration::from_secs(1),
+            &format!("the other browser followed in {took:?}, not within a second"),
+        )
+        .await;
+    alice.wait_text(".history", "Denied by bob").await;
+
+    // A page whose live stream has stopped still shows the hold pending; its click loses the
+    // race and shows the decision recorded, not an error.
+    let second = raise_one(&agent, "make release").await;
+    let c = card(&second);
+    for b in [&alice, &bob] {
+        b.goto(&format!("/holds/{second}")).await;
+        b.wait_for(&format!(
+            "{c}[data-status=pending] [data-decision=approve_once]"
+        ))
+        .await;
+    }
+    // `window.stop()` closes the page's EventSource for good.
+    alice.eval("window.stop(); return true").await;
+    bob.click(&format!("{c} [data-decision=approve_once]"))
+        .await;
+    bob.wait_text(&format!("{c} .outcome"), "Approved once by bob")
+        .await;
+    alice
+        .check(
+            alice
+                .eval(&format!(
+                    "return document.querySelector(\"{c}\").dataset.status"
+                ))
+                .await
+                == json!("pending"),
+            "the stopped page still shows the hold pending",
+        )
+        .await;
+    alice.click(&format!("{c} [data-decision=deny]")).await;
+    alice
+        .wait_text(&format!("{c} .outcome"), "Approved once by bob")
+        .await;
+    alice
+        .wait_text(&format!("{c} .note"), "decided this before your click")
+        .await;
+    alice
+        .check(
+            alice
+                .eval(&format!(
+                    "return document.querySelector(\"{c} [data-error=card]\").textContent"
+                ))
+                .await
+                == json!(""),
+            "no error is shown for a lost race",
+        )
+        .await;
+    assert_eq!(
+        t.api
+            .get(&format!("/api/v1/holds/{second}"))
+            .await
+            .expect(200)["hold"]["outcome"]["decided_by"],
+        json!(["bob"])
+    );
+    alice.close().await;
+    bob.close().await;
+}
+
+#[tokio::test]
+async fn a_deadline_that_passes_while_the_page_is_open_shows_the_timeout_outcome() {
+    let t = TestServer::start().await;
+    let agent = lab(&t).await;
+    let b = Browser::signed_in(&t, "deadline", &t.token("alice", "approver", None).await).await;
+    let mut item = approval("shell_cmd", json!({"command": "sleep 1"}));
+    item["deadline"] = json!("2s");
+    let id = held(&raise(&agent, "lab", vec![item]).await, 0);
+    let c = card(&id);
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_text(&format!("{c} .deadline"), "then it is denied")
+        .await;
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "No one decided before the deadline: denied",
+    )
+    .await;
+    b.wait_for(&format!("{c}[data-status=timed_out]")).await;
+    b.wait_text(".history li[data-type='hold.expired']", "deadline")
+        .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_inbox_and_a_hold_page_fit_a_phone() {
+    let t = TestServer::start().await;
+    let agent = lab(&t).await;
+    let long = "x".repeat(400);
+    let created = raise(
+        &agent,
+        "lab",
+        vec![
+            approval(
+                "shell_cmd",
+                json!({"command": format!("echo {long}"), "env": {"A_VERY_LONG_NAME": long}}),
+            ),
+            question("Which way?", &["left", "right"]),
+        ],
+    )
+    .await;
+    let id = held(&created, 0);
+    let b = Browser::sized(&t, "phone", PHONE).await;
+    b.sign_in(&t.token("alice", "approver", None).await).await;
+    let fits = "return document.documentElement.scrollWidth <= window.innerWidth";
+    b.wait_for(&card(&id)).await;
+    b.screenshot("inbox").await;
+    b.wait_until(fits, "the inbox to fit 375 px").await;
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_for(&format!("{} details.edit", card(&id))).await;
+    b.click(&format!("{} details.edit > summary", card(&id)))
+        .await;
+    b.screenshot("hold").await;
+    b.wait_until(fits, "the hold page to fit 375 px").await;
+    let small = b
+        .eval(
+            "return [...document.querySelectorAll('article.hold button')]\
+             .filter(x => x.getBoundingClientRect().height < 44).length",
+        )
+        .await;
+    assert_eq!(small, json!(0), "every button is at least 2.75rem tall");
+    b.close().await;
+}
