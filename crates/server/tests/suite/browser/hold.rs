@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::json;
 
 use super::{Browser, PHONE};
@@ -179,5 +180,61 @@ async fn the_inbox_and_a_hold_page_fit_a_phone() {
         )
         .await;
     assert_eq!(small, json!(0), "every button is at least 2.75rem tall");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_page_of_a_chat_hold_shows_the_tools_result_once_it_ran() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "shell_cmd",
+            json!({"command": "echo shipped-it"}),
+        )]),
+        Step::text("Done."),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    t.api
+        .post(
+            "/api/v1/worlds/lab/agents",
+            json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+        )
+        .await
+        .expect(201);
+    let chat = t
+        .api
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let b = Browser::signed_in(&t, "chat-hold", &t.token("alice", "approver", None).await).await;
+    t.api
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "Ship it"}),
+        )
+        .await
+        .expect(202);
+    let hold = b
+        .wait_for("article.hold[data-status=pending]")
+        .await
+        .attr("data-hold")
+        .await
+        .unwrap()
+        .unwrap();
+    b.goto(&format!("/holds/{hold}")).await;
+    b.click(&format!("{} [data-decision=approve_once]", card(&hold)))
+        .await;
+    b.wait_text("section.result", "The tool ran").await;
+    b.wait_text("section.result", "shipped-it").await;
+    b.wait_text(".history", "Approved once by alice").await;
+
+    // Opened afterwards, the page finds the result in the chat.
+    b.goto(&format!("/holds/{hold}")).await;
+    b.wait_text("section.result", "shipped-it").await;
     b.close().await;
 }
