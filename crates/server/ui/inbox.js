@@ -461,6 +461,9 @@ function field(id, text, control) {
   return h("div", { class: "field" }, h("label", { for: id }, text), control);
 }
 
+// A hold in a sentence: the question, or the tool (with its command line, for a shell command).
 function titleOf(hold) {
-  return hold.spec.kind === "approval" ? hold.spec.tool : hold.spec.question;
+  if (hold.spec.kind !== "approval") return `“${hold.spec.question}”`;
+  const command = hold.spec.arguments && hold.spec.arguments.command;
+  return typeof command === "string" ? `${hold.spec.tool} “${command}”` : hold.spec.tool;
 }

@@ -445,3 +445,201 @@ async fn edited_arguments_are_checked_by_the_schema_and_the_policy_before_they_r
     assert_eq!(outcome["arguments"], json!({"command": "ls -la /tmp"}));
     b.close().await;
 }
+
+#[tokio::test]
+async fn a_hold_decided_elsewhere_leaves_the_inbox_saying_who_decided_it() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-departure").await;
+    let id = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": "make clean"}))],
+        )
+        .await,
+        0,
+    );
+    let c = card(&id);
+    b.wait_for(&format!("{c}[data-status=pending]")).await;
+    let bob = t.caller("bob", "approver", None).await;
+    bob.post(
+        &format!("/api/v1/holds/{id}/decision"),
+        json!({"action": "deny", "reason": "not now"}),
+    )
+    .await
+    .expect(200);
+    b.wait_text(".inbox-status", "make clean").await;
+    b.wait_text(".inbox-status", "Denied by bob — “not now”")
+        .await;
+    b.wait_text(&format!("{c} .outcome"), "Denied by bob").await;
+    b.wait_until("return document.title === 'Holdpoint'", "the count to drop")
+        .await;
+    b.wait_gone(&c).await;
+    b.wait_for(".empty:not([hidden])").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn filters_are_kept_in_the_address_and_apply_to_holds_arriving_live() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-filters").await;
+    t.world("prod").await;
+    let lab_question = held(
+        &raise(&agent, "lab", vec![question("Lab?", &["y", "n"])]).await,
+        0,
+    );
+    let prod_question = held(
+        &raise(&agent, "prod", vec![question("Prod?", &["y", "n"])]).await,
+        0,
+    );
+    let prod_approval = held(
+        &raise(
+            &agent,
+            "prod",
+            vec![approval("shell_cmd", json!({"command": "ls"}))],
+        )
+        .await,
+        0,
+    );
+
+    b.goto("/?world=prod&kind=question").await;
+    b.wait_for(&card(&prod_question)).await;
+    let shown = "return [...document.querySelectorAll('article.hold')].map(a => a.dataset.hold)";
+    assert_eq!(b.eval(shown).await, json!([prod_question]));
+    b.check(
+        b.eval("return document.getElementById('filter-world').value")
+            .await
+            == json!("prod"),
+        "the world filter is read from the address",
+    )
+    .await;
+
+    // Changing a filter changes the address and the list.
+    b.eval(
+        "const s = document.getElementById('filter-kind'); s.value = 'approval'; \
+         s.dispatchEvent(new Event('change')); return true",
+    )
+    .await;
+    b.wait_for(&card(&prod_approval)).await;
+    b.wait_until(
+        "return location.search === '?world=prod&kind=approval'",
+        "the filters in the address",
+    )
+    .await;
+    assert_eq!(b.eval(shown).await, json!([prod_approval]));
+
+    // Live: a hold that does not match stays out; one that does comes in.
+    raise(
+        &agent,
+        "lab",
+        vec![approval("shell_cmd", json!({"command": "lab"}))],
+    )
+    .await;
+    let arrived = held(
+        &raise(
+            &agent,
+            "prod",
+            vec![approval("shell_cmd", json!({"command": "prod"}))],
+        )
+        .await,
+        0,
+    );
+    b.wait_for(&card(&arrived)).await;
+    assert_eq!(b.eval(shown).await, json!([arrived, prod_approval]));
+    assert_eq!(status_of(&t, &lab_question).await, "pending");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_inbox_reads_a_page_at_a_time() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-pages").await;
+    for i in 0..55 {
+        raise(
+            &agent,
+            "lab",
+            vec![approval(
+                "shell_cmd",
+                json!({"command": format!("job {i}")}),
+            )],
+        )
+        .await;
+    }
+    b.goto("/").await;
+    b.wait_for("button.more:not([hidden])").await;
+    let count = "return document.querySelectorAll('article.hold').length";
+    assert_eq!(b.eval(count).await, json!(50));
+    b.wait_until(
+        "return document.title === '(50+) Holdpoint'",
+        "the count to say there are more",
+    )
+    .await;
+    b.click("button.more").await;
+    b.wait_until(
+        "return document.querySelectorAll('article.hold').length === 55",
+        "the next page",
+    )
+    .await;
+    b.wait_for("button.more[hidden]").await;
+    b.wait_until(
+        "return document.title === '(55) Holdpoint'",
+        "the count of all",
+    )
+    .await;
+    // Newest first across pages: job 54 … job 0.
+    let first_last = b
+        .eval(
+            "const c = [...document.querySelectorAll('article.hold pre.command')]; \
+             return [c[0].textContent, c[c.length - 1].textContent]",
+        )
+        .await;
+    assert_eq!(first_last, json!(["job 54", "job 0"]));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_new_hold_is_notified_only_when_asked_for_and_the_tab_is_hidden() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-notify").await;
+    // A stand-in for the browser's permission prompt and notifications (headless Chromium
+    // has neither); the tab is made hidden below.
+    b.eval(
+        "window.notes = []; window.asked = 0; \
+         window.Notification = class { \
+           constructor(title, options) { window.notes.push(options.body); } \
+           static requestPermission() { window.asked += 1; this.permission = 'granted'; \
+             return Promise.resolve('granted'); } }; \
+         window.Notification.permission = 'default'; return true",
+    )
+    .await;
+    let visible = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": "a"}))],
+        )
+        .await,
+        0,
+    );
+    b.wait_for(&card(&visible)).await;
+    b.click("button.notify").await;
+    b.wait_until("return window.asked === 1", "the permission to be asked")
+        .await;
+    b.wait_text("button.notify", "Notifications on").await;
+    let shown = held(
+        &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&card(&shown)).await;
+    b.eval(
+        "Object.defineProperty(document, 'hidden', {value: true, configurable: true}); return true",
+    )
+    .await;
+    let hidden = held(
+        &raise(&agent, "lab", vec![question("Roll back?", &["yes", "no"])]).await,
+        0,
+    );
+    b.wait_for(&card(&hidden)).await;
+    assert_eq!(b.eval("return window.notes").await, json!(["Roll back?"]));
+    b.close().await;
+}
