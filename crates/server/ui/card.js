@@ -53,8 +53,10 @@ export function update(el, hold, note) {
   const state = CARDS.get(el);
   if (!state || hold.id !== state.hold.id) return;
   if (hold.version < state.hold.version) return;
-  state.hold = hold;
+  // A note about the hold as it was (a vote counted) ends with it, unless a new one is given.
   if (note !== undefined) state.note = note;
+  else if (isOpen(state.hold) && !isOpen(hold)) state.note = null;
+  state.hold = hold;
   paint(el, state);
 }
 
@@ -69,7 +71,7 @@ export async function send(el, decision, where) {
   clearErrors(el);
   try {
     const result = await decide(id, decision);
-    update(el, result.hold, null);
+    update(el, result.hold, result.result === "vote_recorded" ? "Your approval is counted; more are needed." : null);
     return result.hold;
   } catch (error) {
     const recorded = error.code === "already_decided" && error.details && error.details.hold;

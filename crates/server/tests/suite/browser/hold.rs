@@ -238,3 +238,98 @@ async fn the_page_of_a_chat_hold_shows_the_tools_result_once_it_ran() {
     b.wait_text("section.result", "shipped-it").await;
     b.close().await;
 }
+
+const TWO_PEOPLE: &str = r#"
+mode = "manual"
+[[rules]]
+name = "two people deploy"
+tools = ["deploy"]
+action = "ask"
+quorum = 2
+"#;
+
+#[tokio::test]
+async fn a_quorum_shows_its_progress_and_the_rule_that_asked() {
+    let t = TestServer::with(TWO_PEOPLE, |_| {}).await;
+    let agent = lab(&t).await;
+    let alice = Browser::signed_in(
+        &t,
+        "quorum-alice",
+        &t.token("alice", "approver", None).await,
+    )
+    .await;
+
+    // Approved for this chat: the grant is part of the hold's history.
+    let created = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"chat": "ops", "items": [approval("shell_cmd", json!({"command": "uptime"}))]}),
+        )
+        .await
+        .expect(201);
+    let id = held(&created, 0);
+    let c = card(&id);
+    alice.goto(&format!("/holds/{id}")).await;
+    alice
+        .click(&format!("{c} [data-decision=approve_chat]"))
+        .await;
+    alice
+        .wait_text(&format!("{c} .outcome"), "Approved for this chat by alice")
+        .await;
+    alice
+        .wait_text(
+            ".history",
+            "Grant created by alice: these arguments are not asked again in this chat",
+        )
+        .await;
+
+    let created = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"chat": "ops", "items": [approval("deploy", json!({"to": "prod"}))]}),
+        )
+        .await
+        .expect(201);
+    let id = held(&created, 0);
+    let c = card(&id);
+    alice.goto(&format!("/holds/{id}")).await;
+    alice
+        .wait_text(&format!("{c} .facts"), "Asked by rule “two people deploy”")
+        .await;
+    alice
+        .wait_text(&format!("{c} .quorum"), "Approvals 0 of 2")
+        .await;
+    alice
+        .click(&format!("{c} [data-decision=approve_once]"))
+        .await;
+    alice
+        .wait_text(&format!("{c} .quorum"), "Approvals 1 of 2: alice")
+        .await;
+    alice
+        .check(
+            alice
+                .eval(&format!(
+                    "return document.querySelector(\"{c}\").dataset.status"
+                ))
+                .await
+                == json!("pending"),
+            "one approval of two leaves the hold pending",
+        )
+        .await;
+    alice
+        .wait_text(".history", "alice approved (1 of 2 needed)")
+        .await;
+
+    let bob = t.caller("bob", "approver", None).await;
+    bob.post(
+        &format!("/api/v1/holds/{id}/decision"),
+        json!({"action": "approve"}),
+    )
+    .await
+    .expect(200);
+    alice
+        .wait_text(&format!("{c} .outcome"), "Approved once by alice, bob")
+        .await;
+    alice.wait_gone(&format!("{c} .note")).await;
+    alice.close().await;
+}
