@@ -251,7 +251,8 @@ function facts(hold) {
   if (isOpen(hold)) {
     items.push(hold.deadline
       ? h("li", { class: "deadline" }, "Deadline ",
-          h("time", { datetime: hold.deadline, "data-countdown": "", title: when(hold.deadline) }, countdown(hold.deadline)),
+          // A countdown is not news: it is read when the card is, not every second.
+          h("time", { datetime: hold.deadline, "data-countdown": "", title: when(hold.deadline), "aria-live": "off" }, countdown(hold.deadline)),
           `; then ${timeoutWords(hold)}`)
       : h("li", { class: "deadline" }, "No deadline: it waits until someone decides"));
   }

@@ -43,7 +43,9 @@ export async function inbox(main) {
   }
   const names = (id) => (known.find((w) => w.id === id) || {}).name;
 
-  const list = h("div", { class: "holds", "aria-label": "Pending holds" });
+  // Arrivals and departures are announced once, in words, by `status`; the list itself is not
+  // a live region (the page's main element is).
+  const list = h("div", { class: "holds", "aria-label": "Pending holds", "aria-live": "off" });
   const status = h("p", { class: "inbox-status", role: "status" });
   const more = h("button", { type: "button", class: "quiet more", hidden: true }, "Load more");
   const empty = h("p", { class: "empty muted", hidden: true }, "Nothing is waiting for you.");
@@ -362,6 +364,7 @@ export async function inbox(main) {
         return;
       }
       add(hold, filters.order === "newest" ? "start" : filters.order === "urgent" ? "urgent" : "end");
+      status.textContent = `New: ${titleOf(hold)}.`;
       recount();
       announce(hold);
     }),
