@@ -333,3 +333,73 @@ async fn a_quorum_shows_its_progress_and_the_rule_that_asked() {
     alice.wait_gone(&format!("{c} .note")).await;
     alice.close().await;
 }
+
+#[tokio::test]
+async fn a_withdrawn_hold_says_who_withdrew_it() {
+    let t = TestServer::start().await;
+    let agent = lab(&t).await;
+    let b = Browser::signed_in(&t, "withdrawn", &t.token("alice", "approver", None).await).await;
+    let id = raise_one(&agent, "make publish").await;
+    let c = card(&id);
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_for(&format!("{c}[data-status=pending]")).await;
+    agent
+        .post(
+            &format!("/api/v1/holds/{id}/withdraw"),
+            json!({"reason": "no longer needed"}),
+        )
+        .await
+        .expect(200);
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "Withdrawn by deploy-bot — “no longer needed”",
+    )
+    .await;
+    b.wait_gone(&format!("{c} [data-decision]")).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn what_an_agent_wrote_is_shown_as_text() {
+    let t = TestServer::start().await;
+    let agent = lab(&t).await;
+    let evil =
+        "<img src=x onerror=\"window.injected=1\"><script>window.injected=2</script></textarea>";
+    let mut q = json!({
+        "kind": "question",
+        "question": format!("Q {evil}"),
+        "options": [{"id": "a", "label": format!("A {evil}"), "description": evil}],
+        "context": {"note": evil},
+    });
+    q["deadline"] = json!("10m");
+    let mut a = approval("shell_cmd", json!({"command": evil, "other": {"x": evil}}));
+    a["description"] = json!(evil);
+    let created = raise(&agent, "lab", vec![q, a]).await;
+    let b = Browser::signed_in(&t, "xss", &t.token("alice", "approver", None).await).await;
+    for i in 0..2 {
+        let id = held(&created, i);
+        b.goto(&format!("/holds/{id}")).await;
+        b.wait_text(&card(&id), "<img src=x onerror=").await;
+        if i == 1 {
+            // The editor holds the arguments as text too.
+            b.click(&format!("{} details.edit > summary", card(&id)))
+                .await;
+            b.wait_until(
+                &format!(
+                    "return document.querySelector(\"{} textarea\").value.includes('</textarea>')",
+                    card(&id)
+                ),
+                "the editor to hold the arguments",
+            )
+            .await;
+        }
+        let injected = b
+            .eval(
+                "return document.querySelectorAll('main img, main script').length + \
+                 (window.injected ? 100 : 0)",
+            )
+            .await;
+        assert_eq!(injected, json!(0), "hold {i}");
+    }
+    b.close().await;
+}
