@@ -23,11 +23,6 @@ const SCOPE_WORDS = {
 // Argument values longer than this (as pretty JSON) are folded into a <details>.
 const LONG = 160;
 
-// The scope an approve decision sends, or undefined for other kinds.
-export function approveScope(kind) {
-  return APPROVE[kind] && APPROVE[kind][0];
-}
-
 // `card(hold, {link, heading, names})`: an `<article class="card hold">` that keeps itself
 // current. `link`: the title links to the hold's page. `heading`: the title's tag ("h2").
 // `names(worldId)`: a world's name, where the page knows it.
@@ -76,7 +71,7 @@ export async function send(el, decision, where) {
   } catch (error) {
     const recorded = error.code === "already_decided" && error.details && error.details.hold;
     if (recorded) {
-      update(el, recorded, "Someone else decided this before your click reached Holdpoint; this is the decision recorded.");
+      update(el, recorded, "This was decided before your click reached Holdpoint; this is the decision recorded.");
       return recorded;
     }
     setBusy(el, false);

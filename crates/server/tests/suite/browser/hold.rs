@@ -96,7 +96,10 @@ async fn a_hold_open_in_two_browsers_is_decided_in_one_and_the_other_follows() {
         .wait_text(&format!("{c} .outcome"), "Approved once by bob")
         .await;
     alice
-        .wait_text(&format!("{c} .note"), "decided this before your click")
+        .wait_text(
+            &format!("{c} .note"),
+            "decided before your click reached Holdpoint",
+        )
         .await;
     alice
         .check(
