@@ -23,9 +23,9 @@ const SCOPE_WORDS = {
 // Argument values longer than this (as pretty JSON) are folded into a <details>.
 const LONG = 160;
 
-// `card(hold, {link, heading, names})`: an `<article class="card hold">` that keeps itself
-// current. `link`: the title links to the hold's page. `heading`: the title's tag ("h2").
-// `names(worldId)`: a world's name, where the page knows it.
+// `card(hold, {link, heading, names, agentName})`: an `<article class="card hold">` that keeps
+// itself current. `link`: the title links to the hold's page. `heading`: the title's tag
+// ("h2"). `names(worldId)`, `agentName(agentId)`: names, where the page knows them.
 export function card(hold, options = {}) {
   const el = h("article", { class: "card hold", tabindex: "0", dataset: { hold: hold.id } });
   // Element ids are the card's own, so one hold shown twice on a page keeps its labels apart.
@@ -183,7 +183,9 @@ function paint(el, state) {
 
 function meta(hold, options) {
   const world = (options.names && options.names(hold.world)) || hold.world;
-  const who = hold.agent ? `${hold.agent} (${hold.requested_by})` : hold.requested_by;
+  // A runtime agent is named by id in the hold; its name where the page knows it.
+  const agent = hold.agent && options.agentName && options.agentName(hold.agent);
+  const who = agent ? `agent ${agent}` : hold.requested_by;
   return h("p", { class: "meta muted" },
     h("span", {}, `World ${world}`),
     hold.chat ? h("span", {}, ` · chat ${hold.chat}`) : null,

@@ -1,6 +1,6 @@
 // One hold: its card and its full history (raised, reminded, each vote and decision, grants,
 // the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
-import { getHold, messages, worlds } from "./api.js";
+import { agents, getHold, messages, worlds } from "./api.js";
 import { card, outcomeWords, ruleName } from "./card.js";
 import { h, problem, relative, replace, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
@@ -13,6 +13,9 @@ const RESULT_PAGES = 5;
 export async function hold(main, [id]) {
   const [detail, known] = await Promise.all([getHold(id), worlds().catch(() => [])]);
   const names = (world) => (known.find((w) => w.id === world) || {}).name;
+  // A runtime agent is named by id in the hold.
+  const crew = detail.hold.agent ? await agents(detail.hold.world).catch(() => []) : [];
+  const agentName = (id) => (crew.find((a) => a.id === id) || {}).name;
   const history = h("ol", { class: "history" });
   const result = h("section", { class: "result", "aria-labelledby": "result-title", hidden: true });
   let current = detail.hold;
@@ -47,7 +50,7 @@ export async function hold(main, [id]) {
     : null;
   replace(main,
     h("h1", {}, current.spec.kind === "approval" ? "Approval" : "Question"),
-    card(current, { names }),
+    card(current, { names, agentName }),
     chatLink,
     result,
     h("section", { class: "history-section", "aria-labelledby": "history-title" },

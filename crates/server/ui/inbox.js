@@ -3,7 +3,7 @@
 // to exactly the holds shown. Filters live in the query string, so a filtered inbox can be
 // bookmarked. Keys: j/k or the arrows move between cards, Enter opens one, a approves once,
 // d denies.
-import { decideBatch, holds, worlds } from "./api.js";
+import { agents, decideBatch, holds, worlds } from "./api.js";
 import { approveOnce, card, denyNow, isOpen, outcomeWords, shown, update } from "./card.js";
 import { h, problem, replace } from "./dom.js";
 import { onEvent, onResync, RESOLVED } from "./live.js";
@@ -42,6 +42,10 @@ export async function inbox(main) {
     if (error.status === 401) throw error;
   }
   const names = (id) => (known.find((w) => w.id === id) || {}).name;
+  // The runtime's agents by id, read once the filters are first shown (a hold names its
+  // agent by id).
+  const agentNames = new Map();
+  const agentName = (id) => agentNames.get(id);
 
   // Arrivals and departures are announced once, in words, by `status`; the list itself is not
   // a live region (the page's main element is).
@@ -73,7 +77,7 @@ export async function inbox(main) {
       if (!w || w.id !== hold.world) return false;
     }
     if (filters.kind && hold.spec.kind !== filters.kind) return false;
-    if (filters.agent && hold.agent !== filters.agent && hold.requested_by !== filters.agent) return false;
+    if (filters.agent && hold.agent !== filters.agent) return false;
     if (filters.tool && (hold.spec.kind !== "approval" || hold.spec.tool !== filters.tool)) return false;
     return isOpen(hold);
   }
@@ -107,7 +111,7 @@ export async function inbox(main) {
   }
 
   function cardFor(hold, heading) {
-    const el = card(hold, { link: true, names, heading });
+    const el = card(hold, { link: true, names, agentName, heading });
     cards.set(hold.id, el);
     return el;
   }
@@ -277,26 +281,27 @@ export async function inbox(main) {
     h("option", { value: "" }, "Approvals and questions"),
     h("option", { value: "approval" }, "Approvals"),
     h("option", { value: "question" }, "Questions"));
-  const agentInput = h("input", { type: "text", id: "filter-agent", name: "agent", autocomplete: "off", placeholder: "any" });
+  const agentSelect = h("select", { id: "filter-agent", name: "agent" }, h("option", { value: "" }, "Any agent"));
+  if (filters.agent) agentSelect.append(h("option", { value: filters.agent }, filters.agent));
   const toolInput = h("input", { type: "text", id: "filter-tool", name: "tool", autocomplete: "off", placeholder: "any" });
   const orderSelect = h("select", { id: "filter-order", name: "order" }, ORDERS.map(([v, text]) => h("option", { value: v }, text)));
   const form = h("form", { class: "filters", role: "search", "aria-label": "Filter holds" },
     field("filter-world", "World", worldSelect),
     field("filter-kind", "Kind", kindSelect),
-    field("filter-agent", "Agent", agentInput),
+    field("filter-agent", "Agent", agentSelect),
     field("filter-tool", "Tool", toolInput),
     field("filter-order", "Order", orderSelect),
     h("button", { type: "submit", class: "quiet" }, "Apply"));
   worldSelect.value = filters.world;
   kindSelect.value = filters.kind;
-  agentInput.value = filters.agent;
+  agentSelect.value = filters.agent;
   toolInput.value = filters.tool;
   orderSelect.value = filters.order;
   const apply = () => {
     filters = {
       world: worldSelect.value,
       kind: kindSelect.value,
-      agent: agentInput.value.trim(),
+      agent: agentSelect.value,
       tool: toolInput.value.trim(),
       order: orderSelect.value,
     };
@@ -307,7 +312,7 @@ export async function inbox(main) {
     e.preventDefault();
     apply();
   });
-  for (const select of [worldSelect, kindSelect, orderSelect]) select.addEventListener("change", apply);
+  for (const select of [worldSelect, kindSelect, agentSelect, orderSelect]) select.addEventListener("change", apply);
   // Folded on a phone unless a filter is set; open where there is room.
   const active = () => ["world", "kind", "agent", "tool"].filter((k) => filters[k]).length;
   const summary = h("summary", {});
@@ -319,7 +324,29 @@ export async function inbox(main) {
   sum();
   filterBox.open = active() > 0 || window.matchMedia("(min-width: 40rem)").matches;
   form.addEventListener("submit", sum);
-  for (const select of [worldSelect, kindSelect, orderSelect]) select.addEventListener("change", sum);
+  for (const select of [worldSelect, kindSelect, agentSelect, orderSelect]) select.addEventListener("change", sum);
+  // The agents of every world, for the agent filter and to name each card's agent.
+  let agentsRead = false;
+  const readAgents = async () => {
+    if (agentsRead) return;
+    agentsRead = true;
+    const lists = await Promise.all(known.map((w) => agents(w.id).then((list) => [w, list], () => [w, []])));
+    const chosen = agentSelect.value;
+    replace(agentSelect, h("option", { value: "" }, "Any agent"));
+    for (const [w, list] of lists) {
+      for (const a of list) {
+        agentNames.set(a.id, a.name);
+        agentSelect.append(h("option", { value: a.id }, known.length > 1 ? `${a.name} (${w.name})` : a.name));
+      }
+    }
+    if (chosen && !agentNames.has(chosen)) agentSelect.append(h("option", { value: chosen }, chosen));
+    agentSelect.value = chosen;
+    for (const el of cards.values()) update(el, shown(el));
+  };
+  filterBox.addEventListener("toggle", () => {
+    if (filterBox.open) readAgents();
+  });
+  if (filterBox.open) readAgents();
 
   // --- Notifications ------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 //! and the keyboard, batches, questions with the confirm step, edited arguments, and what the
 //! agent's wait gets back.
 
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
 use super::Browser;
@@ -40,6 +41,20 @@ async fn status_of(t: &TestServer, hold: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// Waits until the inbox shows exactly these holds, in this order.
+async fn shows(b: &Browser, ids: &[&String]) {
+    let expected = json!(ids).to_string();
+    b.wait_until(
+        &format!(
+            "return JSON.stringify([...document.querySelectorAll('article.hold')]\
+             .map(a => a.dataset.hold)) === {}",
+            json!(expected)
+        ),
+        &format!("the inbox to show {expected}"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -504,8 +519,7 @@ async fn filters_are_kept_in_the_address_and_apply_to_holds_arriving_live() {
 
     b.goto("/?world=prod&kind=question").await;
     b.wait_for(&card(&prod_question)).await;
-    let shown = "return [...document.querySelectorAll('article.hold')].map(a => a.dataset.hold)";
-    assert_eq!(b.eval(shown).await, json!([prod_question]));
+    shows(&b, &[&prod_question]).await;
     b.check(
         b.eval("return document.getElementById('filter-world').value")
             .await
@@ -526,7 +540,7 @@ async fn filters_are_kept_in_the_address_and_apply_to_holds_arriving_live() {
         "the filters in the address",
     )
     .await;
-    assert_eq!(b.eval(shown).await, json!([prod_approval]));
+    shows(&b, &[&prod_approval]).await;
 
     // Live: a hold that does not match stays out; one that does comes in.
     raise(
@@ -545,7 +559,7 @@ async fn filters_are_kept_in_the_address_and_apply_to_holds_arriving_live() {
         0,
     );
     b.wait_for(&card(&arrived)).await;
-    assert_eq!(b.eval(shown).await, json!([arrived, prod_approval]));
+    shows(&b, &[&arrived, &prod_approval]).await;
     assert_eq!(status_of(&t, &lab_question).await, "pending");
     b.close().await;
 }
@@ -641,5 +655,151 @@ async fn a_new_hold_is_notified_only_when_asked_for_and_the_tab_is_hidden() {
     );
     b.wait_for(&card(&hidden)).await;
     assert_eq!(b.eval("return window.notes").await, json!(["Roll back?"]));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_most_urgent_first_and_the_tool_filter() {
+    let t = TestServer::start().await;
+    let (agent, b) = lab(&t, "inbox-urgent").await;
+    let with_deadline = |tool: &str, deadline: &str| {
+        let mut item = approval(tool, json!({}));
+        item["deadline"] = json!(deadline);
+        item
+    };
+    let hour = held(
+        &raise(&agent, "lab", vec![with_deadline("deploy", "1h")]).await,
+        0,
+    );
+    let soon = held(
+        &raise(&agent, "lab", vec![with_deadline("write_file", "5m")]).await,
+        0,
+    );
+    let half = held(
+        &raise(&agent, "lab", vec![with_deadline("write_file", "30m")]).await,
+        0,
+    );
+
+    b.eval(
+        "const s = document.getElementById('filter-order'); s.value = 'urgent'; \
+         s.dispatchEvent(new Event('change')); return true",
+    )
+    .await;
+    b.wait_until(
+        "return location.search === '?order=urgent'",
+        "the order in the address",
+    )
+    .await;
+    shows(&b, &[&soon, &half, &hour]).await;
+    // A hold arriving live takes its place by its deadline.
+    let ten = held(
+        &raise(&agent, "lab", vec![with_deadline("deploy", "10m")]).await,
+        0,
+    );
+    b.wait_for(&card(&ten)).await;
+    shows(&b, &[&soon, &ten, &half, &hour]).await;
+
+    b.goto("/?tool=write_file&order=urgent").await;
+    b.wait_for(&card(&half)).await;
+    shows(&b, &[&soon, &half]).await;
+    // Live arrivals keep to the filter.
+    raise(&agent, "lab", vec![with_deadline("deploy", "2m")]).await;
+    let more = held(
+        &raise(&agent, "lab", vec![with_deadline("write_file", "2m")]).await,
+        0,
+    );
+    b.wait_for(&card(&more)).await;
+    shows(&b, &[&more, &soon, &half]).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_agent_filter_lists_the_runtimes_agents_by_name() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "shell_cmd",
+            json!({"command": "echo one"}),
+        )]),
+        Step::calls(vec![call(
+            "c2",
+            "shell_cmd",
+            json!({"command": "echo two"}),
+        )]),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let mut chats = Vec::new();
+    for name in ["builder", "tester"] {
+        let created = t
+            .api
+            .post(
+                "/api/v1/worlds/lab/agents",
+                json!({"name": name, "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+            )
+            .await
+            .expect(201);
+        let chat = t
+            .api
+            .post("/api/v1/worlds/lab/chats", json!({"agent": name}))
+            .await
+            .expect(201);
+        chats.push((
+            created["id"].as_str().unwrap().to_owned(),
+            chat["id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let b = Browser::signed_in(
+        &t,
+        "inbox-agents",
+        &t.token("alice", "approver", None).await,
+    )
+    .await;
+    let mut holds = Vec::new();
+    for (_, chat) in &chats {
+        t.api
+            .post(
+                &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+                json!({"text": "go"}),
+            )
+            .await
+            .expect(202);
+        b.wait_until(
+            &format!(
+                "return document.querySelectorAll('article.hold').length === {}",
+                holds.len() + 1
+            ),
+            "the turn's hold",
+        )
+        .await;
+        let ids = b
+            .eval("return [...document.querySelectorAll('article.hold')].map(a => a.dataset.hold)")
+            .await;
+        let new = ids
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .find(|id| !holds.contains(id))
+            .unwrap();
+        holds.push(new);
+    }
+    let (tester, _) = &chats[1];
+    b.wait_text(&format!("{} .meta", card(&holds[1])), "agent tester")
+        .await;
+    b.wait_text("#filter-agent", "builder").await;
+    b.eval(&format!(
+        "const s = document.getElementById('filter-agent'); s.value = '{tester}'; \
+         s.dispatchEvent(new Event('change')); return true"
+    ))
+    .await;
+    b.wait_until(
+        &format!("return location.search === '?agent={tester}'"),
+        "the agent in the address",
+    )
+    .await;
+    b.wait_gone(&card(&holds[0])).await;
+    shows(&b, &[&holds[1]]).await;
     b.close().await;
 }
