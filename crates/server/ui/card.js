@@ -43,11 +43,20 @@ export function shown(el) {
   return state && state.hold;
 }
 
+// Draws the card again as it is (once the page has learnt a name it shows, say).
+export function repaint(el) {
+  const state = CARDS.get(el);
+  if (state) paint(el, state);
+}
+
 // Shows `hold` (a newer version of the card's hold) in the card, with an optional note.
 export function update(el, hold, note) {
   const state = CARDS.get(el);
   if (!state || hold.id !== state.hold.id) return;
   if (hold.version < state.hold.version) return;
+  // Nothing new (a re-read after the event that drew it): the card, and whatever is being
+  // typed into it, stays as it is.
+  if (hold.version === state.hold.version && hold.status === state.hold.status && note === undefined) return;
   // A note about the hold as it was (a vote counted) ends with it, unless a new one is given.
   if (note !== undefined) state.note = note;
   else if (isOpen(state.hold) && !isOpen(hold)) state.note = null;
@@ -115,7 +124,9 @@ function watch(el) {
   byHold.get(id).add(el);
   if (listening) return;
   listening = true;
-  onEvent(HOLD_EVENTS, (event) => {
+  // Every change after the one that raised it (a card is drawn from the hold as raised).
+  const changes = HOLD_EVENTS.filter((type) => type !== "hold.created");
+  onEvent(changes, (event) => {
     if (event.hold && byHold.has(event.hold)) refresh(event.hold);
   });
   onResync(() => {

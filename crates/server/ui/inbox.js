@@ -4,7 +4,7 @@
 // bookmarked. Keys: j/k or the arrows move between cards, Enter opens one, a approves once,
 // d denies.
 import { agents, decideBatch, holds, worlds } from "./api.js";
-import { approveOnce, card, denyNow, isOpen, outcomeWords, shown, update } from "./card.js";
+import { approveOnce, card, denyNow, isOpen, outcomeWords, repaint, shown, update } from "./card.js";
 import { h, problem, replace } from "./dom.js";
 import { onEvent, onResync, RESOLVED } from "./live.js";
 
@@ -341,7 +341,7 @@ export async function inbox(main) {
     }
     if (chosen && !agentNames.has(chosen)) agentSelect.append(h("option", { value: chosen }, chosen));
     agentSelect.value = chosen;
-    for (const el of cards.values()) update(el, shown(el));
+    for (const el of cards.values()) if (shown(el).agent) repaint(el);
   };
   filterBox.addEventListener("toggle", () => {
     if (filterBox.open) readAgents();
