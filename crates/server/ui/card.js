@@ -92,6 +92,30 @@ export async function send(el, decision, where) {
   }
 }
 
+// The confirm step of a question that asks for one: the choice is read back, and nothing is
+// sent until it is confirmed (then the answer and its confirmation, one after the other, as
+// the API records them). "Back" returns to the options with the question still open.
+function review(el, form, choosing, spec, options) {
+  const labels = spec.options.filter((o) => options.includes(o.id)).map((o) => o.label);
+  const back = () => {
+    step.remove();
+    for (const part of choosing) part.hidden = false;
+    choosing[0].querySelector("input")?.focus();
+  };
+  const confirm = async () => {
+    const answered = await send(el, { action: "answer", options }, form);
+    if (answered && answered.status === "awaiting_confirm") await send(el, { action: "confirm" }, form);
+  };
+  const step = h("div", { class: "review", role: "group", "aria-label": "Confirm the answer" },
+    h("p", {}, `Confirm “${labels.join(", ")}”?`),
+    h("div", { class: "buttons" },
+      h("button", { type: "button", class: "primary", "data-decision": "confirm", onclick: confirm }, "Confirm"),
+      h("button", { type: "button", class: "quiet", "data-step": "back", onclick: back }, "Back")));
+  for (const part of choosing) part.hidden = true;
+  form.append(step);
+  step.querySelector("button").focus();
+}
+
 // Approves once with the digest shown, as the keyboard's "a" does. Only where it is offered.
 export function approveOnce(el) {
   const hold = shown(el);
@@ -379,13 +403,15 @@ function decisions(el, hold, uid) {
     // Only the options this card drew can be sent, and only as the hold's own ids: an input
     // added or altered in the page afterwards changes nothing.
     const chosen = () => inputs.filter(([input]) => input.checked).map(([, id]) => id);
-    form.append(fieldset, h("div", { class: "buttons" },
+    const choosing = h("div", { class: "buttons" },
       button("answer", spec.confirm ? "Choose" : "Answer", "primary", () => {
         const options = chosen();
         if (options.length === 0) return showError(el, new Error("Choose an option first."), form);
+        if (spec.confirm) return review(el, form, [fieldset, choosing], spec, options);
         send(el, { action: "answer", options }, form);
       }),
-      button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form))));
+      button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form)));
+    form.append(fieldset, choosing);
     return form;
   }
 

@@ -325,13 +325,13 @@ async fn a_multiple_choice_question_is_chosen_then_confirmed_or_canceled() {
         .await;
     assert_eq!(kinds, json!(["checkbox:eu", "checkbox:us", "checkbox:ap"]));
 
+    // Chosen, the choice is read back and nothing is sent until it is confirmed.
     b.click(&format!("{c} input[value=eu]")).await;
     b.click(&format!("{c} input[value=ap]")).await;
     b.click(&format!("{c} [data-decision=answer]")).await;
-    b.wait_for(&format!("{c}[data-status=awaiting_confirm]"))
+    b.wait_text(&format!("{c} .review"), "Confirm “eu, ap”?")
         .await;
-    b.wait_text(&format!("{c} form.decide"), "alice chose “eu, ap”")
-        .await;
+    assert_eq!(status_of(&t, &first).await, "pending");
     b.click(&format!("{c} [data-decision=confirm]")).await;
     b.wait_text(&format!("{c} .outcome"), "Confirmed by alice: eu, ap")
         .await;
@@ -342,14 +342,31 @@ async fn a_multiple_choice_question_is_chosen_then_confirmed_or_canceled() {
         json!([{"id": "eu", "label": "eu"}, {"id": "ap", "label": "ap"}])
     );
 
-    // Chosen, the question is still open until the confirm step; cancelling there ends it
-    // as canceled (the agent hears it was canceled, never a success).
+    // Chosen, then "Back" at the confirm step: the question is still open, and can be
+    // answered again.
     let c = card(&second);
     b.click(&format!("{c} input[value=us]")).await;
     b.click(&format!("{c} [data-decision=answer]")).await;
+    b.wait_for(&format!("{c} .review")).await;
+    b.click(&format!("{c} [data-step=back]")).await;
+    b.wait_gone(&format!("{c} .review")).await;
+    b.wait_for(&format!("{c}[data-status=pending] [data-decision=answer]"))
+        .await;
+    assert_eq!(status_of(&t, &second).await, "pending");
+    // Answered elsewhere (the terminal, say), the card shows the server's confirm step;
+    // cancelling there ends the question as canceled (the agent hears it was canceled,
+    // never a success).
+    t.api
+        .post(
+            &format!("/api/v1/holds/{second}/decision"),
+            json!({"action": "answer", "options": ["us"]}),
+        )
+        .await
+        .expect(200);
     b.wait_for(&format!("{c}[data-status=awaiting_confirm]"))
         .await;
-    assert_eq!(status_of(&t, &second).await, "awaiting_confirm");
+    b.wait_text(&format!("{c} form.decide"), "admin chose “us”")
+        .await;
     b.click(&format!("{c} [data-decision=cancel]")).await;
     b.wait_text(&format!("{c} .outcome"), "Canceled by alice")
         .await;
