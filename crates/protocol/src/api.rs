@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    CallVerdict, Deadline, DecidedBy, DecisionKind, Event, Hold, HoldRequest, Message, Role,
-    RuleRef, Timestamp, TokenId, ToolAnnotations, TurnId, Verdict, WebhookId,
+    CallVerdict, Deadline, DecidedBy, DecisionKind, Event, Hold, HoldRequest, MarkdownNode,
+    Message, Role, RuleRef, Timestamp, TokenId, ToolAnnotations, TurnId, Verdict, WebhookId,
 };
 
 /// Every error the API returns.
@@ -92,6 +92,10 @@ pub struct TurnStarted {
 pub struct ChatMessage {
     pub position: u64,
     pub message: Message,
+    /// An assistant message's text as Markdown, rendered safely: a tree of nodes to build as
+    /// elements, never HTML (raw HTML in the text is text here). Absent for other messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<Vec<MarkdownNode>>,
 }
 
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]

@@ -8,6 +8,7 @@ mod event;
 mod grant;
 mod hold;
 mod ids;
+mod markdown;
 mod principal;
 mod query;
 mod request;
@@ -37,6 +38,7 @@ pub use hold::{
 pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
+pub use markdown::MarkdownNode;
 pub use principal::{Actor, Principal, Role, Source};
 pub use query::{
     EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,

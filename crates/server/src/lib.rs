@@ -13,6 +13,7 @@ mod extract;
 mod headers;
 pub mod housekeeping;
 mod launch;
+mod markdown;
 mod metrics;
 mod routes;
 mod webhooks;

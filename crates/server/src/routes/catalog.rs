@@ -4,8 +4,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
-    Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessagesPage, NewAgent,
-    NewChat, NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted, World, WorldChanges,
+    Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessageRole,
+    MessagesPage, NewAgent, NewChat, NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted,
+    World, WorldChanges,
 };
 
 use crate::app::App;
@@ -239,7 +240,8 @@ pub async fn delete_chat(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// A chat's messages, oldest first, a page at a time.
+/// A chat's messages, oldest first, a page at a time. The agent's messages come with their
+/// text rendered as safe Markdown (`rendered`): nodes to build, never HTML.
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/chats/{chat}/messages", tag = "chats", params(("world" = String, Path), ("chat" = ChatId, Path), PageParams),
     responses((status = 200, body = MessagesPage)))]
 pub async fn messages(
@@ -259,7 +261,18 @@ pub async fn messages(
         .flatten();
     let items = page
         .into_iter()
-        .map(|(position, message)| ChatMessage { position, message })
+        .map(|(position, message)| {
+            // Only the agent's text is Markdown; people's messages are shown as they wrote them.
+            let rendered = match (&message.role, &message.content) {
+                (MessageRole::Assistant, Some(text)) => Some(crate::markdown::render(text)),
+                _ => None,
+            };
+            ChatMessage {
+                position,
+                message,
+                rendered,
+            }
+        })
         .collect();
     Ok(Json(MessagesPage { items, next }))
 }
