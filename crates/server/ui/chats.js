@@ -1,14 +1,650 @@
-// Worlds, a world's agents and chats, and a chat.
-import { h } from "./dom.js";
+// Worlds, a world's agents and chats, and a chat: its messages, the agent's text as it streams,
+// each tool call as a card with its status and its hold card inline, and the composer, locked
+// while a hold is pending or a turn runs. Everything the LLM wrote goes in as text, or as the
+// server's rendered Markdown built node by node: never as markup.
+import * as api from "./api.js";
+import { go } from "./app.js";
+import { card } from "./card.js";
+import { h, problem, replace, seg, when } from "./dom.js";
+import { RESOLVED, onEvent, onResync } from "./live.js";
+
+const worldPath = (w) => `/worlds/${seg(w)}`;
+const chatPath = (w, c) => `${worldPath(w)}/chats/${seg(c)}`;
 
 export async function worlds(main) {
-  main.append(h("h1", {}, "Worlds"));
+  const all = await api.worlds();
+  main.append(
+    h("h1", {}, "Worlds"),
+    all.length === 0
+      ? h("p", { class: "muted" }, "No worlds yet. An admin creates them under Manage.")
+      : h(
+          "ul",
+          { class: "entries" },
+          all.map((w) =>
+            h(
+              "li",
+              {},
+              h("a", { href: worldPath(w.name) }, w.name),
+              w.description ? h("p", { class: "muted" }, w.description) : null,
+            ),
+          ),
+        ),
+  );
 }
 
 export async function world(main, [name]) {
-  main.append(h("h1", {}, name));
+  const [w, agents, chats] = await Promise.all([api.getWorld(name), api.agents(name), api.chats(name)]);
+  const agentName = new Map(agents.map((a) => [a.id, a.name]));
+  const status = h("p", { role: "status", class: "muted" });
+  const start = async (agent, button) => {
+    button.disabled = true;
+    try {
+      const chat = await api.createChat(w.name, { agent: agent.id });
+      go(chatPath(w.name, chat.id));
+    } catch (error) {
+      button.disabled = false;
+      replace(status, problem(error));
+    }
+  };
+  main.append(
+    h("p", { class: "crumbs" }, h("a", { href: "/worlds" }, "Worlds")),
+    h("h1", {}, w.name),
+    w.description ? h("p", { class: "muted" }, w.description) : null,
+    h("h2", {}, "Agents"),
+    agents.length === 0
+      ? h("p", { class: "muted" }, "No agents in this world yet.")
+      : h(
+          "ul",
+          { class: "entries agents" },
+          agents.map((a) => {
+            const button = h("button", { type: "button", "aria-label": `New chat with ${a.name}` }, "New chat");
+            button.addEventListener("click", () => start(a, button));
+            return h(
+              "li",
+              { dataset: { agent: a.id } },
+              h("span", { class: "name" }, a.name),
+              h("span", { class: "muted" }, a.llm.model),
+              button,
+            );
+          }),
+        ),
+    status,
+    h("h2", {}, "Chats"),
+    chats.length === 0
+      ? h("p", { class: "muted" }, "No chats yet: start one with an agent.")
+      : h(
+          "ul",
+          { class: "entries chats" },
+          [...chats].reverse().map((c) =>
+            h(
+              "li",
+              {},
+              h("a", { href: chatPath(w.name, c.id) }, c.title || "Untitled chat"),
+              h("span", { class: "muted" }, ` ${agentName.get(c.agent) || "an agent no longer here"} · ${when(c.created_at)}`),
+            ),
+          ),
+        ),
+  );
 }
 
-export async function chat(main, [worldName, id]) {
-  main.append(h("h1", {}, `${worldName} / ${id}`));
+// ---- The chat page ----
+
+// The events that change what a chat page shows, besides streamed text.
+const CHANGES = [
+  "message.created",
+  "turn.started",
+  "turn.tool_call",
+  "turn.tool_started",
+  "turn.tool_finished",
+  "turn.finished",
+  "turn.failed",
+  "turn.canceled",
+  "turn.stopped",
+  "call.allowed",
+  "call.denied",
+  "hold.created",
+  "hold.awaiting_confirm",
+  ...RESOLVED,
+];
+
+const ACTIVE = new Set(["running", "waiting"]);
+
+export async function chat(main, [worldName, chatId]) {
+  const [c, agents] = await Promise.all([api.getChat(worldName, chatId), api.agents(worldName)]);
+  const agent = agents.find((a) => a.id === c.agent);
+  const page = new ChatPage(main, worldName, c, agent ? agent.name : "the agent");
+  await page.load();
+  return () => page.leave();
+}
+
+class ChatPage {
+  constructor(main, worldName, c, agentName) {
+    this.world = worldName;
+    this.chat = c;
+    this.agentName = agentName;
+    this.reset();
+    // Policy's word on a call, as the live stream told it ("rule \"ci\""), by call id: the
+    // stored result says only whether policy or a grant allowed it.
+    this.allowedBy = new Map();
+    this.running = null;
+    this.again = false;
+
+    this.list = h("div", { class: "transcript", role: "log", "aria-label": "Messages" });
+    this.live = h("div", { class: "transcript-live", "aria-live": "off" });
+    this.ending = h("p", { class: "turn-end muted", role: "status" });
+    this.loose = h("div", { class: "chat-holds" });
+    this.text = h("textarea", {
+      id: "message",
+      name: "message",
+      rows: 3,
+      "aria-describedby": "composer-status",
+      placeholder: `Message ${agentName}`,
+    });
+    this.send = h("button", { type: "submit" }, "Send");
+    this.cancel = h("button", { type: "button", class: "quiet cancel-turn", hidden: true }, "Cancel the turn");
+    this.status = h("p", { id: "composer-status", class: "composer-status", role: "status" });
+    this.error = h("div", { class: "composer-error" });
+    const form = h(
+      "form",
+      { class: "composer", "aria-label": "New message" },
+      h("label", { for: "message" }, "Your message"),
+      this.text,
+      this.status,
+      this.error,
+      h("div", { class: "composer-actions" }, this.send, this.cancel),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    this.text.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        this.submit();
+      }
+    });
+    this.cancel.addEventListener("click", () => this.cancelTurn());
+
+    main.append(
+      h(
+        "p",
+        { class: "crumbs" },
+        h("a", { href: "/worlds" }, "Worlds"),
+        " / ",
+        h("a", { href: worldPath(worldName) }, worldName),
+      ),
+      h("h1", {}, c.title || "Untitled chat"),
+      h("p", { class: "muted" }, `With ${agentName}`),
+      this.list,
+      this.live,
+      this.ending,
+      this.loose,
+      form,
+    );
+
+    const mine = (f) => (event) => {
+      if (event.chat === c.id) f(event);
+    };
+    this.stops = [
+      onEvent(["turn.text"], mine((e) => this.streamed(e.payload))),
+      onEvent(["call.allowed", "call.denied"], mine((e) => this.policySaid(e.payload))),
+      onEvent(["message.created"], mine((e) => this.sealText(e.payload.message))),
+      onEvent(CHANGES, mine(() => this.refresh())),
+      onResync(() => this.refresh(true)),
+    ];
+  }
+
+  // What this page knows of the server; `load` fills it from scratch.
+  reset() {
+    this.messages = [];
+    this.after = undefined;
+    this.turnId = null;
+    this.turn = null;
+    this.holds = [];
+    this.callCards = new Map();
+    this.holdCards = new Map();
+    // The piece of the agent's text streaming now, and earlier pieces waiting for their
+    // stored message (each with the refresh that will have it).
+    this.stream = null;
+    this.sealed = [];
+    this.generation = 0;
+  }
+
+  leave() {
+    this.left = true;
+    for (const stop of this.stops) stop();
+  }
+
+  async load() {
+    await this.read(true);
+  }
+
+  // Re-reads what changed; one read at a time, and one more if something changed meanwhile.
+  async refresh(all = false) {
+    if (this.running) {
+      this.again = this.again || all || "yes";
+      return;
+    }
+    this.running = this.read(all)
+      .catch((error) => replace(this.error, problem(error)))
+      .finally(() => {
+        this.running = null;
+        const again = this.again;
+        this.again = false;
+        if (again && !this.left) this.refresh(again === true);
+      });
+  }
+
+  // Reads the messages after the last one shown (all of them when `all`), the chat's latest
+  // turn and its pending holds, and shows exactly that.
+  async read(all) {
+    const generation = ++this.generation;
+    if (all) {
+      this.reset();
+      this.generation = generation;
+      replace(this.list);
+      replace(this.live);
+      replace(this.loose);
+    }
+    const fresh = [];
+    for (;;) {
+      const page = await api.messages(this.world, this.chat.id, { after: this.after, limit: 1000 });
+      fresh.push(...page.items);
+      if (page.items.length) this.after = page.items[page.items.length - 1].position;
+      if (!page.next) break;
+    }
+    for (const m of fresh) {
+      this.messages.push(m);
+      if (m.message.turn) this.turnId = m.message.turn;
+    }
+    const [turn, holds] = await Promise.all([
+      this.turnId ? api.getTurn(this.world, this.turnId) : null,
+      api.holds({ world: this.world, chat: this.chat.id, limit: 500 }),
+    ]);
+    if (this.left) return;
+    this.turn = turn;
+    this.holds = holds.items;
+    follow(() => {
+      for (const m of fresh) this.show(m);
+      this.showTurn();
+    });
+    this.dropSealed(generation);
+    this.showLock();
+  }
+
+  // ---- Messages ----
+
+  show({ message, rendered }) {
+    if (message.role === "tool") return this.result(message.tool_call_id, message.content);
+    const role = message.role;
+    const body = !message.content
+      ? null
+      : rendered
+        ? h("div", { class: "md" }, markdown(rendered))
+        : h("p", { class: "plain" }, message.content);
+    const calls = (message.tool_calls || []).map((call) => this.callCard(call));
+    this.list.append(
+      h(
+        "article",
+        { class: `msg ${role}`, dataset: { role } },
+        h("h2", { class: "who" }, role === "user" ? "You" : this.agentName),
+        body,
+        calls.length ? h("div", { class: "calls" }, calls) : null,
+      ),
+    );
+  }
+
+  // ---- Streamed text ----
+
+  streamed({ turn, text }) {
+    if (!this.stream || this.stream.turn !== turn) {
+      this.stream = { turn, el: h("div", { class: "msg assistant streaming", "aria-busy": "true" }, h("h2", { class: "who" }, this.agentName), h("p", { class: "plain" })) };
+      this.live.append(this.stream.el);
+    }
+    follow(() => this.stream.el.lastChild.append(text));
+  }
+
+  // The agent's message is stored: its streamed piece stays until a read that has it.
+  sealText(message) {
+    if (message.role !== "assistant" || !this.stream) return;
+    this.sealed.push({ el: this.stream.el, generation: this.generation });
+    this.stream = null;
+  }
+
+  dropSealed(generation) {
+    this.sealed = this.sealed.filter((s) => {
+      if (s.generation >= generation) return true;
+      s.el.remove();
+      return false;
+    });
+    // A turn that ended without storing its text (cancelled while the LLM wrote) left none.
+    if (this.stream && !(this.turn && ACTIVE.has(this.turn.status))) {
+      this.stream.el.remove();
+      this.stream = null;
+    }
+  }
+
+  // ---- Tool calls ----
+
+  callCard(call) {
+    const el = h(
+      "article",
+      { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed" } },
+      h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "proposed")),
+      args(call),
+      h("div", { class: "call-detail" }),
+      h("div", { class: "call-hold" }),
+    );
+    this.callCards.set(call.id, el);
+    return el;
+  }
+
+  policySaid({ tool_call_id: id, decided_by: by }) {
+    if (!id) return;
+    const text =
+      by.by === "rule" ? `rule "${by.rule.name}"`
+      : by.by === "grant" ? "a standing grant"
+      : `the policy's mode (${by.mode})`;
+    this.allowedBy.set(id, text);
+  }
+
+  // A call's final result, from its tool message.
+  result(id, content) {
+    const el = this.callCards.get(id);
+    if (!el) return;
+    let result;
+    try {
+      result = JSON.parse(content);
+    } catch {
+      result = { status: "failed", error: content };
+    }
+    this.setCall(el, result.status, describe(result, this.allowedBy.get(id)), output(result));
+  }
+
+  showTurn() {
+    const turn = this.turn;
+    const used = new Set();
+    if (turn) {
+      for (const rec of turn.calls || []) {
+        const el = this.callCards.get(rec.call.id);
+        if (!el) continue;
+        if (rec.hold) {
+          used.add(rec.hold);
+          this.placeHold(el.querySelector(".call-hold"), rec.hold);
+        }
+        if (el.dataset.final) continue;
+        if (rec.result) this.setCall(el, rec.result.status, describe(rec.result, this.allowedBy.get(rec.call.id)), output(rec.result));
+        else this.setCall(el, ...callState(rec, this.allowedBy.get(rec.call.id)));
+      }
+      const ended = {
+        failed: `The turn failed: ${turn.error || "no reason given"}`,
+        canceled: "The turn was cancelled.",
+        stopped: "A person denied a call and stopped the turn.",
+      }[turn.status];
+      this.ending.textContent = ended || "";
+    } else {
+      this.ending.textContent = "";
+    }
+    // Pending holds of this chat that belong to no call shown here.
+    const loose = this.holds.filter((hold) => !used.has(hold.id));
+    replace(this.loose, loose.map((hold) => this.holdCard(hold)));
+  }
+
+  setCall(el, status, text, extra) {
+    const final = !["proposed", "held", "ready", "running"].includes(status);
+    if (el.dataset.status === status && el.dataset.final) return;
+    el.dataset.status = status;
+    if (final) el.dataset.final = "yes";
+    el.querySelector(".call-status").textContent = text;
+    replace(el.querySelector(".call-detail"), extra || null);
+  }
+
+  // Puts the hold's card in `slot`, once: a card keeps itself current from the live stream.
+  placeHold(slot, id) {
+    const known = this.holdCards.get(id);
+    if (known) {
+      if (known.parentNode !== slot) replace(slot, known);
+      return;
+    }
+    const hold = this.holds.find((x) => x.id === id);
+    if (hold) return replace(slot, this.holdCard(hold));
+    // Decided already (the call runs, say): its card shows how.
+    const wait = h("div", { class: "muted" }, "Reading the hold…");
+    this.holdCards.set(id, wait);
+    replace(slot, wait);
+    api.getHold(id).then(
+      (detail) => wait.replaceWith(this.holdCard(detail.hold, true)),
+      (error) => replace(wait, problem(error)),
+    );
+  }
+
+  holdCard(hold, fresh = false) {
+    let el = this.holdCards.get(hold.id);
+    if (!el || fresh) {
+      el = card(hold, { inline: true });
+      this.holdCards.set(hold.id, el);
+    }
+    return el;
+  }
+
+  // ---- The composer ----
+
+  showLock() {
+    const turn = this.turn;
+    const active = turn && ACTIVE.has(turn.status);
+    const pending = this.holds.length;
+    let why = "";
+    if (pending) {
+      why = pending === 1
+        ? "Locked: a hold in this chat waits for a decision. Decide it above to go on."
+        : `Locked: ${pending} holds in this chat wait for a decision. Decide them above to go on.`;
+    } else if (active) {
+      why = `Locked: ${this.agentName} is working on your last message.`;
+    }
+    const locked = Boolean(why) || this.sending;
+    this.text.disabled = locked;
+    this.send.disabled = locked;
+    this.status.textContent = why;
+    this.status.dataset.lock = pending ? "hold" : active ? "turn" : "";
+    this.cancel.hidden = !active;
+    this.cancel.disabled = false;
+  }
+
+  async submit() {
+    const text = this.text.value;
+    if (!text.trim() || this.send.disabled) return;
+    this.sending = true;
+    replace(this.error);
+    this.showLock();
+    try {
+      const started = await api.sendMessage(this.world, this.chat.id, text);
+      this.text.value = "";
+      this.turnId = started.turn;
+    } catch (error) {
+      replace(this.error, problem(error));
+    } finally {
+      this.sending = false;
+    }
+    await this.refresh();
+    if (!this.text.disabled) this.text.focus();
+  }
+
+  async cancelTurn() {
+    if (!this.turn) return;
+    this.cancel.disabled = true;
+    replace(this.error);
+    try {
+      await api.cancelTurn(this.world, this.turn.id);
+    } catch (error) {
+      // Already over: the read below shows how it ended.
+      if (error.status !== 409) replace(this.error, problem(error));
+    }
+    await this.refresh();
+  }
+}
+
+// Runs `f`, which adds to the page; a reader at the bottom stays there, one who scrolled up
+// to read is left where they are.
+function follow(f) {
+  const page = document.documentElement;
+  const atBottom = window.innerHeight + window.scrollY >= page.scrollHeight - 80;
+  f();
+  if (atBottom) window.scrollTo(0, page.scrollHeight);
+}
+
+// ---- How a call is shown ----
+
+function args(call) {
+  let value;
+  try {
+    value = JSON.parse(call.arguments);
+  } catch {
+    return h("pre", { class: "args" }, call.arguments);
+  }
+  if (value && typeof value.command === "string" && Object.keys(value).length <= 2) {
+    return h("pre", { class: "args command" }, h("code", {}, `$ ${value.command}`));
+  }
+  return h("pre", { class: "args" }, JSON.stringify(value, null, 2));
+}
+
+const BY = {
+  policy: "policy",
+  grant: "a standing grant",
+  person: "a person",
+  timeout: "the hold's timeout outcome",
+  session: "a skill allowed for this chat",
+};
+
+function allowed(by, rule) {
+  return by === "policy" || by === "grant" ? rule || BY[by] : BY[by] || by;
+}
+
+// A call not yet done: [status, text].
+function callState(rec, rule) {
+  switch (rec.state) {
+    case "held":
+      return ["held", "Waiting for a decision"];
+    case "ready":
+      return ["ready", `Allowed by ${allowed(rec.approved_by, rule)}; about to run`];
+    case "running":
+      return ["running", `Running (allowed by ${allowed(rec.approved_by, rule)})`];
+    default:
+      return ["proposed", "Checking policy"];
+  }
+}
+
+// A call's result as people read it.
+function describe(result, rule) {
+  const names = (list) => (list && list.length ? list.join(", ") : "someone");
+  const reason = (r) => (r ? `: ${r}` : "");
+  switch (result.status) {
+    case "executed":
+      return `Executed, allowed by ${allowed(result.approved_by, rule)}${result.arguments ? " (with edited arguments)" : ""}`;
+    case "failed":
+      return `Ran and failed: ${result.error}`;
+    case "denied_by_person":
+      return `Denied by ${names(result.decided_by)}${reason(result.reason)}`;
+    case "denied_by_default":
+      return `Denied by default (applied by ${names(result.applied_by)})${reason(result.reason)}`;
+    case "denied_by_policy":
+      return `Denied by policy: ${result.rule}`;
+    case "timed_out":
+      return `Timed out: nobody decided in time (applied: ${result.applied})`;
+    case "not_executed":
+      return `Not run: ${result.reason}`;
+    case "interrupted":
+      return `Interrupted: ${result.note}`;
+    case "invalid_arguments":
+      return `Invalid arguments: ${result.error}`;
+    case "answer": {
+      const chosen = (result.options || []).map((o) => o.label || o.id).join(", ");
+      return `Answered (${result.outcome}${chosen ? `: ${chosen}` : ""})${result.decided_by && result.decided_by.length ? ` by ${names(result.decided_by)}` : ""}`;
+    }
+    default:
+      return result.status;
+  }
+}
+
+// What an executed call printed, collapsible.
+function output(result) {
+  if (result.status !== "executed") return null;
+  const out = result.output;
+  const text = typeof out === "string" ? out : JSON.stringify(out, null, 2);
+  return h("details", { class: "output", open: text.length < 2000 }, h("summary", {}, "Output"), h("pre", {}, text));
+}
+
+// ---- Markdown, as the server rendered it ----
+
+const SCHEMES = ["http:", "https:", "mailto:"];
+
+function markdown(nodes) {
+  return nodes.map(node);
+}
+
+function node(n) {
+  const kids = () => markdown(n.children || []);
+  switch (n.type) {
+    case "text":
+      return n.text;
+    case "code":
+      return h("code", {}, n.text);
+    case "line_break":
+      return h("br");
+    case "rule":
+      return h("hr");
+    case "paragraph":
+      return h("p", {}, kids());
+    case "heading":
+      // Below the page's own headings.
+      return h(`h${Math.min(6, Math.max(1, n.level) + 2)}`, {}, kids());
+    case "emphasis":
+      return h("em", {}, kids());
+    case "strong":
+      return h("strong", {}, kids());
+    case "strikethrough":
+      return h("s", {}, kids());
+    case "block_quote":
+      return h("blockquote", {}, kids());
+    case "code_block":
+      return h(
+        "pre",
+        { class: "code", dataset: n.language ? { language: n.language } : undefined },
+        h("code", {}, n.text),
+      );
+    case "list":
+      return n.start === undefined || n.start === null ? h("ul", {}, kids()) : h("ol", { start: n.start }, kids());
+    case "item":
+      return h("li", {}, kids());
+    case "link":
+      return link(n.href, kids());
+    case "table":
+      return h(
+        "div",
+        { class: "table" },
+        h(
+          "table",
+          {},
+          (n.children || []).map((row) =>
+            h("tr", {}, (row.children || []).map((cell) => h(row.header ? "th" : "td", {}, markdown(cell.children || [])))),
+          ),
+        ),
+      );
+    default:
+      return kids();
+  }
+}
+
+// A link out of Holdpoint, only to the web or mail (the server allows no other; checked again
+// here since an `href` is where script could hide). `h` takes only Holdpoint's own paths.
+function link(href, children) {
+  let url = null;
+  try {
+    url = new URL(href);
+  } catch {
+    url = null;
+  }
+  if (!url || !SCHEMES.includes(url.protocol)) return h("span", {}, children);
+  const a = h("a", { rel: "noopener noreferrer nofollow", target: "_blank" }, children);
+  a.href = url.href;
+  return a;
 }

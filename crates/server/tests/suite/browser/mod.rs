@@ -10,6 +10,7 @@
 // Helpers used by the tests of the areas to come are kept together here.
 #![allow(dead_code)]
 
+mod chat;
 mod hold;
 mod inbox;
 mod manage;

@@ -1,0 +1,165 @@
+//! Worlds, a world's page and a chat in a browser, with the scripted LLM: streamed text, tool
+//! calls as cards with their hold card inline, the locked composer, cancelling a turn, safe
+//! Markdown, and a reload that shows exactly the state on the server.
+
+use holdpoint_test_support::llm::{ScriptedLlm, Step};
+use serde_json::json;
+
+use super::{Browser, PHONE};
+use crate::suite::TestServer;
+
+/// A world `lab` with an agent `helper` on `llm` and a chat with it; returns the chat's id.
+async fn chat(t: &TestServer, llm: &ScriptedLlm) -> String {
+    t.world("lab").await;
+    t.api
+        .post(
+            "/api/v1/worlds/lab/agents",
+            json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+        )
+        .await
+        .expect(201);
+    let chat = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/chats",
+            json!({"agent": "helper", "title": "Deploys"}),
+        )
+        .await
+        .expect(201);
+    chat["id"].as_str().unwrap().to_owned()
+}
+
+/// Types `text` into the composer and sends it.
+async fn send(b: &Browser, text: &str) {
+    b.wait_until(
+        "return !document.querySelector('#message').disabled",
+        "the composer to be open",
+    )
+    .await;
+    b.fill("#message", text).await;
+    b.click(".composer button[type=submit]").await;
+}
+
+/// Waits until the composer is locked for `why` (`hold` or `turn`), or open (`""`).
+async fn composer(b: &Browser, why: &str) {
+    let script = format!(
+        "const s = document.querySelector('#composer-status'); \
+         return !!s && s.dataset.lock === {why} && document.querySelector('#message').disabled === {locked} \
+           && document.querySelector('.composer button[type=submit]').disabled === {locked}",
+        why = json!(why),
+        locked = !why.is_empty(),
+    );
+    b.wait_until(&script, &format!("the composer locked for {why:?}"))
+        .await;
+}
+
+#[tokio::test]
+async fn a_running_turn_streams_its_text_and_can_be_cancelled() {
+    let llm = ScriptedLlm::start(vec![Step::Stall]).await;
+    let t = TestServer::start().await;
+    let id = chat(&t, &llm).await;
+    let token = t.server.admin_token().unwrap();
+    let b = Browser::signed_in(&t, "chat-cancel", token).await;
+    b.goto(&format!("/worlds/lab/chats/{id}")).await;
+    send(&b, "Think hard").await;
+    // The LLM sent a first piece and went quiet: it shows as it arrived, as plain text.
+    b.wait_for(".msg.streaming .plain:not(:empty)").await;
+    composer(&b, "turn").await;
+    b.wait_text("#composer-status", "is working").await;
+
+    b.click(".cancel-turn").await;
+    b.wait_text(".turn-end", "cancelled").await;
+    composer(&b, "").await;
+    b.wait_gone(".msg.streaming").await;
+    let turns = t
+        .api
+        .get(&format!("/api/v1/worlds/lab/chats/{id}/messages"))
+        .await
+        .expect(200);
+    let turn = turns["items"][0]["message"]["turn"].as_str().unwrap();
+    let turn = t
+        .api
+        .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
+        .await
+        .expect(200);
+    assert_eq!(turn["status"], "canceled");
+    b.close().await;
+}
+
+/// What an LLM might write to break out of text.
+const HOSTILE: &str = "Hi <img src=x onerror=\"window.__hp=1;alert(1)\"> and \
+    <script>window.__hp=2;alert(2)</script> and [click me](javascript:window.__hp=3) \
+    and </textarea><b id=injected>bold</b> and **strong**";
+
+#[tokio::test]
+async fn markdown_from_the_llm_is_shown_safely_and_fits_a_phone() {
+    let llm = ScriptedLlm::start(vec![Step::text(HOSTILE)]).await;
+    let t = TestServer::start().await;
+    let id = chat(&t, &llm).await;
+    let token = t.server.admin_token().unwrap();
+    let title = "<img src=x onerror=alert(5)></textarea>";
+    t.api
+        .patch("/api/v1/worlds/lab", json!({"description": HOSTILE}))
+        .await
+        .expect(200);
+    t.api
+        .patch(
+            &format!("/api/v1/worlds/lab/chats/{id}"),
+            json!({"title": title}),
+        )
+        .await
+        .expect(200);
+    let b = Browser::sized(&t, "chat-xss", PHONE).await;
+    b.sign_in(token).await;
+    // The world's description and the chat's title are text on the world's page.
+    b.goto("/worlds/lab").await;
+    b.wait_text("main p", "<script>window.__hp=2").await;
+    b.wait_text(".entries.chats a", title).await;
+    assert_nothing_injected(&b, "the world's page").await;
+    b.goto(&format!("/worlds/lab/chats/{id}")).await;
+    b.wait_text("h1", title).await;
+    send(&b, "<img src=x onerror=alert(9)> </textarea>").await;
+    b.wait_text(
+        ".msg.user .plain",
+        "<img src=x onerror=alert(9)> </textarea>",
+    )
+    .await;
+    b.wait_text(".msg.assistant .md strong", "strong").await;
+    composer(&b, "").await;
+    let md = b
+        .eval("return document.querySelector('.msg.assistant .md').textContent")
+        .await;
+    let md = md.as_str().unwrap();
+    for shown in [
+        "<img src=x onerror=",
+        "<script>window.__hp=2",
+        "</textarea><b id=injected>",
+        "click me",
+    ] {
+        assert!(md.contains(shown), "{shown:?} is shown as text in {md:?}");
+    }
+    assert_nothing_injected(&b, "the chat").await;
+    b.check(b.client.get_alert_text().await.is_err(), "no dialog opened")
+        .await;
+    b.screenshot("phone").await;
+    b.close().await;
+}
+
+/// No element came from the hostile text, no link leads off this server, no payload ran, and
+/// the page does not scroll sideways.
+async fn assert_nothing_injected(b: &Browser, page: &str) {
+    let found = b
+        .eval(
+            "return { \
+               elements: document.querySelectorAll('main img, main script, #injected, main b').length, \
+               links: [...document.querySelectorAll('main a')].filter(a => !a.href.startsWith(location.origin)).length, \
+               ran: window.__hp === undefined ? null : window.__hp, \
+               wide: document.documentElement.scrollWidth - document.documentElement.clientWidth }",
+        )
+        .await;
+    assert_eq!(
+        found,
+        json!({"elements": 0, "links": 0, "ran": null, "wide": 0}),
+        "{page}: nothing injected, nothing ran, no sideways scrolling"
+    );
+}
