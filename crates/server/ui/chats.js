@@ -332,8 +332,8 @@ class ChatPage {
       { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed" } },
       h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "proposed")),
       args(call),
-      h("div", { class: "call-detail" }),
       h("div", { class: "call-hold" }),
+      h("div", { class: "call-detail" }),
     );
     this.callCards.set(call.id, el);
     return el;
@@ -442,12 +442,15 @@ class ChatPage {
       why = `Locked: ${this.agentName} is working on your last message.`;
     }
     const locked = Boolean(why) || this.sending;
+    // Focus was on the composer before it locked (and went nowhere since): give it back.
+    const refocus = this.text.disabled && !locked && document.activeElement === document.body;
     this.text.disabled = locked;
     this.send.disabled = locked;
     this.status.textContent = why;
     this.status.dataset.lock = pending ? "hold" : active ? "turn" : "";
     this.cancel.hidden = !active;
     this.cancel.disabled = false;
+    if (refocus) this.text.focus();
   }
 
   async submit() {
@@ -466,7 +469,6 @@ class ChatPage {
       this.sending = false;
     }
     await this.refresh();
-    if (!this.text.disabled) this.text.focus();
   }
 
   async cancelTurn() {
@@ -565,12 +567,29 @@ function describe(result, rule) {
   }
 }
 
-// What an executed call printed, collapsible.
+// What an executed call printed, collapsible: a command's output as its streams and exit
+// code, anything else as JSON.
 function output(result) {
   if (result.status !== "executed") return null;
   const out = result.output;
-  const text = typeof out === "string" ? out : JSON.stringify(out, null, 2);
-  return h("details", { class: "output", open: text.length < 2000 }, h("summary", {}, "Output"), h("pre", {}, text));
+  const shell = out && typeof out === "object" && typeof out.stdout === "string";
+  const parts = shell
+    ? [
+        out.stdout ? h("pre", { class: "stdout" }, out.stdout) : null,
+        out.stderr ? h("pre", { class: "stderr", "aria-label": "standard error" }, out.stderr) : null,
+      ]
+    : [h("pre", {}, typeof out === "string" ? out : JSON.stringify(out, null, 2))];
+  const size = parts.reduce((n, p) => n + (p ? p.textContent.length : 0), 0);
+  let summary = "Output";
+  if (shell) {
+    const notes = [];
+    if (out.exit_code !== undefined && out.exit_code !== null) notes.push(`exit code ${out.exit_code}`);
+    if (out.timed_out) notes.push("timed out");
+    if (out.truncated) notes.push("truncated");
+    if (!out.stdout && !out.stderr) notes.push("nothing printed");
+    if (notes.length) summary += ` (${notes.join(", ")})`;
+  }
+  return h("details", { class: "output", open: size < 2000 }, h("summary", {}, summary), parts);
 }
 
 // ---- Markdown, as the server rendered it ----

@@ -57,10 +57,24 @@ async fn composer(b: &Browser, why: &str) {
 async fn a_running_turn_streams_its_text_and_can_be_cancelled() {
     let llm = ScriptedLlm::start(vec![Step::Stall]).await;
     let t = TestServer::start().await;
-    let id = chat(&t, &llm).await;
+    let first = chat(&t, &llm).await;
     let token = t.server.admin_token().unwrap();
     let b = Browser::signed_in(&t, "chat-cancel", token).await;
-    b.goto(&format!("/worlds/lab/chats/{id}")).await;
+    // A new chat from the world's page, with its agent.
+    b.goto("/worlds/lab").await;
+    b.click(".entries.agents button[aria-label='New chat with helper']")
+        .await;
+    b.wait_until(
+        &format!(
+            "return location.pathname.startsWith('/worlds/lab/chats/') && !location.pathname.endsWith({})",
+            json!(first)
+        ),
+        "the new chat's page",
+    )
+    .await;
+    let path = b.path().await;
+    let id = path.rsplit('/').next().unwrap();
+    b.wait_text(".composer label", "Your message").await;
     send(&b, "Think hard").await;
     // The LLM sent a first piece and went quiet: it shows as it arrived, as plain text.
     b.wait_for(".msg.streaming .plain:not(:empty)").await;
