@@ -2,8 +2,10 @@
 //! calls as cards with their hold card inline, the locked composer, cancelling a turn, safe
 //! Markdown, and a reload that shows exactly the state on the server.
 
+use holdpoint_client::Client;
+use holdpoint_protocol::{MarkdownNode, PageParams};
 use holdpoint_test_support::llm::{ScriptedLlm, Step};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Browser, PHONE};
 use crate::suite::TestServer;
@@ -155,6 +157,37 @@ async fn markdown_from_the_llm_is_shown_safely_and_fits_a_phone() {
     assert_nothing_injected(&b, "the chat").await;
     b.check(b.client.get_alert_text().await.is_err(), "no dialog opened")
         .await;
+
+    // The typed client reads the same rendered form: nodes, the HTML among their text.
+    let client = Client::new(&t.server.url(), token.to_owned()).unwrap();
+    let page = client
+        .messages("lab", &id, &PageParams::default())
+        .await
+        .unwrap();
+    let rendered: Vec<Value> = page
+        .items
+        .iter()
+        .map(|m| serde_json::to_value(&m.rendered).unwrap())
+        .collect();
+    assert_eq!(
+        rendered[0],
+        Value::Null,
+        "a person's message is not Markdown"
+    );
+    let [MarkdownNode::Paragraph { children }] = page.items[1].rendered.as_deref().unwrap() else {
+        panic!("one paragraph: {:?}", rendered[1]);
+    };
+    assert!(
+        matches!(&children[0], MarkdownNode::Text { text } if text.starts_with("Hi <img src=x onerror=")),
+        "{children:?}"
+    );
+    assert!(
+        children
+            .iter()
+            .any(|c| matches!(c, MarkdownNode::Strong { .. })),
+        "{children:?}"
+    );
+    assert!(!rendered[1].to_string().contains("href"), "{}", rendered[1]);
     b.screenshot("phone").await;
     b.close().await;
 }
