@@ -215,24 +215,34 @@ class ChatPage {
     for (const stop of this.stops) stop();
   }
 
+  // The first read; its error is the page's (the router shows it).
   async load() {
-    await this.read(true);
+    this.running = this.read(true);
+    try {
+      await this.running;
+    } finally {
+      this.settled();
+    }
   }
 
-  // Re-reads what changed; one read at a time, and one more if something changed meanwhile.
+  // Re-reads what changed; one read at a time (events may arrive while one runs), and one
+  // more if something changed meanwhile.
   async refresh(all = false) {
     if (this.running) {
       this.again = this.again || all || "yes";
-      return;
+      return this.running;
     }
     this.running = this.read(all)
       .catch((error) => replace(this.error, problem(error)))
-      .finally(() => {
-        this.running = null;
-        const again = this.again;
-        this.again = false;
-        if (again && !this.left) this.refresh(again === true);
-      });
+      .finally(() => this.settled());
+    return this.running;
+  }
+
+  settled() {
+    this.running = null;
+    const again = this.again;
+    this.again = false;
+    if (again && !this.left) this.refresh(again === true);
   }
 
   // Reads the messages after the last one shown (all of them when `all`), the chat's latest
@@ -330,7 +340,7 @@ class ChatPage {
     const el = h(
       "article",
       { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed" } },
-      h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "proposed")),
+      h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "Checking policy")),
       args(call),
       h("div", { class: "call-hold" }),
       h("div", { class: "call-detail" }),
@@ -386,8 +396,10 @@ class ChatPage {
       this.ending.textContent = "";
     }
     // Pending holds of this chat that belong to no call shown here.
-    const loose = this.holds.filter((hold) => !used.has(hold.id));
-    replace(this.loose, loose.map((hold) => this.holdCard(hold)));
+    const loose = this.holds.filter((hold) => !used.has(hold.id)).map((hold) => this.holdCard(hold));
+    const shown = [...this.loose.children];
+    // Left alone when nothing changed, so a card being filled in keeps its focus.
+    if (shown.length !== loose.length || shown.some((el, i) => el !== loose[i])) replace(this.loose, loose);
   }
 
   setCall(el, status, text, extra) {
