@@ -572,7 +572,10 @@ function describe(result, rule) {
       return `Invalid arguments: ${result.error}`;
     case "answer": {
       const chosen = (result.options || []).map((o) => o.label || o.id).join(", ");
-      return `Answered (${result.outcome}${chosen ? `: ${chosen}` : ""})${result.decided_by && result.decided_by.length ? ` by ${names(result.decided_by)}` : ""}`;
+      if (result.by_default) return `Default applied by ${names(result.decided_by)}: ${chosen || "no option"}`;
+      if (result.outcome === "timed_out") return `Nobody answered in time${chosen ? `; applied: ${chosen}` : ""}`;
+      if (result.outcome === "canceled") return "Withdrawn before anyone answered";
+      return `Answered by ${names(result.decided_by)}: ${chosen || "no option"}`;
     }
     default:
       return result.status;
