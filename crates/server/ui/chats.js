@@ -4,7 +4,7 @@
 // server's rendered Markdown built node by node: never as markup.
 import * as api from "./api.js";
 import { go } from "./app.js";
-import { card } from "./card.js";
+import { card, update } from "./card.js";
 import { h, problem, replace, seg, when } from "./dom.js";
 import { RESOLVED, onEvent, onResync } from "./live.js";
 
@@ -430,11 +430,19 @@ class ChatPage {
     );
   }
 
+  // The card of `hold`, made once; a newer version read here is shown in it too (the card
+  // follows the live stream itself, and leaves itself as drawn when nothing changed).
   holdCard(hold, fresh = false) {
     let el = this.holdCards.get(hold.id);
     if (!el || fresh) {
-      el = card(hold, { inline: true });
+      el = card(hold, {
+        link: true,
+        heading: "h4",
+        agentName: (id) => (id === this.chat.agent ? this.agentName : null),
+      });
       this.holdCards.set(hold.id, el);
+    } else {
+      update(el, hold);
     }
     return el;
   }

@@ -4,7 +4,7 @@
 
 use holdpoint_client::Client;
 use holdpoint_protocol::{MarkdownNode, PageParams};
-use holdpoint_test_support::llm::{ScriptedLlm, Step};
+use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
 use super::{Browser, PHONE};
@@ -53,6 +53,125 @@ async fn composer(b: &Browser, why: &str) {
     );
     b.wait_until(&script, &format!("the composer locked for {why:?}"))
         .await;
+}
+
+const HOLD: &str = ".call[data-call='c1'] .call-hold article.card.hold[data-hold]";
+
+#[tokio::test]
+async fn a_tool_call_holds_the_chat_until_approved_inline_and_a_reload_shows_the_same() {
+    let llm = ScriptedLlm::start(vec![
+        Step::Calls {
+            text: Some("Let me check the host.".into()),
+            calls: vec![call("c1", "shell_cmd", json!({"command": "echo hi"}))],
+            fragments: 3,
+        },
+        Step::text("It says hi. Next:\n\n- one\n- *two*\n\n```sh\necho hi\n```\n"),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    let id = chat(&t, &llm).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "chat-hold", &alice).await;
+
+    // Worlds → world → chat, by the links.
+    b.goto("/worlds").await;
+    b.click("a[href='/worlds/lab']").await;
+    b.wait_text(".entries.agents", "helper").await;
+    b.click(&format!("a[href='/worlds/lab/chats/{id}']")).await;
+    b.wait_text("h1", "Deploys").await;
+    composer(&b, "").await;
+
+    send(&b, "Check the host").await;
+    b.wait_text(".msg.user", "Check the host").await;
+    b.wait_text(".msg.assistant", "Let me check the host.")
+        .await;
+    b.wait_text(".call[data-call='c1'] .args", "$ echo hi")
+        .await;
+    let hold = b.wait_for(HOLD).await.attr("data-hold").await.unwrap();
+    let hold = hold.expect("the card names its hold");
+    b.wait_for(".call[data-call='c1'][data-status='held']")
+        .await;
+    composer(&b, "hold").await;
+    b.wait_text("#composer-status", "waits for a decision")
+        .await;
+    b.check(
+        b.eval("return !document.querySelector('.cancel-turn').hidden")
+            .await
+            == Value::Bool(true),
+        "a running turn can be cancelled",
+    )
+    .await;
+
+    // A reload shows the same: the card in place, pending, and the composer locked.
+    b.client.refresh().await.unwrap();
+    b.wait_for(&format!(
+        ".call[data-call='c1'] .call-hold article.card.hold[data-hold='{hold}'][data-status='pending']"
+    ))
+    .await;
+    b.wait_text(".msg.assistant", "Let me check the host.")
+        .await;
+    composer(&b, "hold").await;
+
+    b.click(&format!("{HOLD} button[data-decision='approve_once']"))
+        .await;
+    b.wait_for(".call[data-call='c1'][data-status='executed']")
+        .await;
+    b.wait_text(".call[data-call='c1'] details.output pre", "hi")
+        .await;
+    b.wait_text(".call[data-call='c1'] .call-status", "Executed")
+        .await;
+    // The final answer is rendered Markdown: a list and a code block.
+    b.wait_text(".msg.assistant .md ul li em", "two").await;
+    b.wait_text(
+        ".msg.assistant .md pre.code[data-language='sh'] code",
+        "echo hi",
+    )
+    .await;
+    composer(&b, "").await;
+    b.check(
+        b.eval("return document.querySelector('.cancel-turn').hidden")
+            .await
+            == Value::Bool(true),
+        "no turn to cancel",
+    )
+    .await;
+    b.wait_gone(".msg.streaming").await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_question_is_answered_inline_and_its_answer_shown_on_the_call() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "q1",
+            "ask_human",
+            json!({"question": "Which colour?", "options": [
+                {"id": "blue", "label": "Blue"}, {"id": "red", "label": "Red"}
+            ]}),
+        )]),
+        Step::text("Blue it is."),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    let id = chat(&t, &llm).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "chat-question", &alice).await;
+    b.goto(&format!("/worlds/lab/chats/{id}")).await;
+    send(&b, "Paint it").await;
+    let card = ".call[data-call='q1'] .call-hold article.card.hold[data-status='pending']";
+    b.wait_for(card).await;
+    composer(&b, "hold").await;
+    b.click(&format!("{card} input[name='option'][value='blue']"))
+        .await;
+    b.click(&format!("{card} button[data-decision='answer']"))
+        .await;
+    b.wait_for(".call[data-call='q1'][data-status='answer']")
+        .await;
+    b.wait_text(".call[data-call='q1'] .call-status", "Blue")
+        .await;
+    b.wait_text(".msg.assistant .md", "Blue it is.").await;
+    composer(&b, "").await;
+    b.close().await;
 }
 
 #[tokio::test]
