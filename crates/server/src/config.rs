@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use holdpoint_mcp::McpSettings;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The default of `server.heartbeat`: often enough for proxies that close idle connections
@@ -31,6 +32,10 @@ pub struct Settings {
     pub shell: ShellSettings,
     pub webhooks: WebhookSettings,
     pub log: LogSettings,
+    /// The upstream MCP servers (`[mcp.servers.NAME]`, see docs/mcp.md). File only: no
+    /// environment variables.
+    #[serde(skip_serializing_if = "McpSettings::is_empty")]
+    pub mcp: McpSettings,
 }
 
 /// The shortest time anything is kept for (housekeeping runs hourly). Shorter idempotency
@@ -339,6 +344,11 @@ impl Settings {
                 "use error, warn, info, debug or trace (or directives such as info,holdpoint_server=debug)",
             );
         }
+        self.mcp.check().map_err(|p| ConfigError {
+            key: p.key,
+            origin: None,
+            message: p.message,
+        })?;
         Ok(())
     }
 
@@ -448,6 +458,29 @@ mod tests {
             assert_eq!(keys(&shown), keys(&all), "the keys of [{section}]");
         }
         assert!(block.contains("# file = "), "policy.file is not documented");
+    }
+
+    #[test]
+    fn mcp_require_approval_outside_tools_is_refused_naming_the_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[mcp.servers.fs]\ncommand = \"mcp-fs\"\ntools = [\"read_file\"]\nrequire_approval = [\"write_file\"]\n",
+        )
+        .unwrap();
+        let e = Settings::load(Some(&file), std::iter::empty()).unwrap_err();
+        assert_eq!(e.key, "mcp.servers.fs.require_approval");
+        assert!(e.message.contains("\"write_file\""), "{e}");
+        std::fs::write(
+            &file,
+            "[mcp.servers.fs]\ncommand = \"mcp-fs\"\ntools = [\"read_file\", \"write_file\"]\nrequire_approval = [\"write_file\"]\n",
+        )
+        .unwrap();
+        let ok = Settings::load(Some(&file), std::iter::empty()).unwrap();
+        assert!(ok.mcp.servers["fs"].requires_approval("write_file"));
+        let e = Settings::load(Some(&file), [("HOLDPOINT_MCP_SERVERS".into(), "x".into())]);
+        assert!(e.is_ok(), "[mcp] is not set from the environment");
     }
 
     #[test]

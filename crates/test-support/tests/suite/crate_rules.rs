@@ -1,5 +1,6 @@
 //! The crate rules of ARCHITECTURE.md, checked against the workspace's manifests: the layers
-//! depend only downwards, `core` and `protocol` do no I/O, and nothing depends on the bench.
+//! depend only downwards, `core` and `protocol` do no I/O, only `mcp` uses the MCP SDK, and
+//! nothing depends on the bench.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
@@ -15,6 +16,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("holdpoint-client", 1),
     ("holdpoint-store", 2),
     ("holdpoint-agent", 2),
+    ("holdpoint-mcp", 2),
     ("holdpoint-server", 3),
     ("holdpoint-cli", 4),
 ];
@@ -183,6 +185,12 @@ impl Workspace {
         }
         if self.closure("holdpoint-protocol").contains("tokio") {
             out.push("holdpoint-protocol is built with tokio: it is plain data".into());
+        }
+        // One crate speaks MCP through the SDK, so its types never leak into the others.
+        for (from, deps) in &self.manifests {
+            if from != "holdpoint-mcp" && deps.iter().any(|d| d["name"] == "rmcp") {
+                out.push(format!("{from} depends on rmcp: only holdpoint-mcp may"));
+            }
         }
         if self.closure("holdpoint-agent").contains("holdpoint-server") {
             out.push("holdpoint-agent depends on holdpoint-server".into());
