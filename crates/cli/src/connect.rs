@@ -60,6 +60,11 @@ impl Connect {
             })
     }
 
+    /// The settings, with the variables of this process over the configuration file.
+    pub fn settings(&self) -> Result<holdpoint_server::Settings, Failure> {
+        self.files.settings()
+    }
+
     /// A client for the running server.
     pub fn client(&self) -> Result<Client, Failure> {
         self.client_at(&self.url()?)

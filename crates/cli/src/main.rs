@@ -89,6 +89,9 @@ enum Command {
     Ask(commands::ask::AskArgs),
     /// Run a command only if policy or a person allows it.
     Exec(commands::exec::ExecArgs),
+    /// Serve MCP on stdio in front of the configured MCP servers: every tool call goes
+    /// through the world's policy, and what must be asked waits for a person.
+    Mcp(commands::mcp::McpArgs),
     /// Print a shell completion script.
     Completions(commands::completions::CompletionsArgs),
     /// Print the OpenAPI document of the HTTP API.
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
         Command::Chats(cmd) => commands::catalog::chats(cmd),
         Command::Ask(args) => commands::ask::run(args),
         Command::Exec(args) => commands::exec::run(args),
+        Command::Mcp(args) => commands::mcp::run(args),
         Command::Completions(args) => commands::completions::run(args, Cli::command()),
     };
     match result {

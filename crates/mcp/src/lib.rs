@@ -1,4 +1,6 @@
-//! MCP for Holdpoint: the configured upstream MCP servers.
+//! MCP for Holdpoint: the configured upstream MCP servers, and the gateway that puts
+//! Holdpoint's gate in front of their tools (with Holdpoint's own `ask_human` and
+//! `request_approval` beside them).
 //!
 //! This is the only crate that uses the MCP SDK (`rmcp`); none of its types shows in this
 //! crate's API.
@@ -6,5 +8,12 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod config;
+mod gateway;
+mod holds;
+mod own;
+mod upstream;
 
 pub use config::{ConfigProblem, McpSettings, UpstreamConfig};
+pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
+pub use holds::Holds;
+pub use upstream::{UpstreamError, Upstreams};

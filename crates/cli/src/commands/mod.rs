@@ -5,6 +5,7 @@ pub mod chat;
 pub mod completions;
 pub mod exec;
 pub mod holds;
+pub mod mcp;
 pub mod policy;
 pub mod raise;
 pub mod serve;

@@ -54,7 +54,8 @@ impl Target {
         })
     }
 
-    async fn world(&self, client: &Client) -> Result<String, Failure> {
+    /// The world named, else the token's, else the only one there is.
+    pub async fn world(&self, client: &Client) -> Result<String, Failure> {
         if let Some(w) = &self.world {
             return Ok(w.clone());
         }
@@ -70,6 +71,11 @@ impl Target {
             )),
             _ => Err(error("there are several worlds: name one with --world")),
         }
+    }
+
+    /// The chat name given with --chat.
+    pub fn chat(&self) -> Option<&String> {
+        self.chat.as_ref()
     }
 
     /// Raises one item. The request carries an idempotency key, so a retried request raises

@@ -2,6 +2,7 @@ mod audit;
 mod catalog;
 mod holds;
 mod lab;
+mod mcp;
 mod policy;
 mod scripts;
 mod serve;

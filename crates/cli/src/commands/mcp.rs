@@ -1,0 +1,65 @@
+//! `holdpoint mcp`: an MCP server on stdio that a coding agent (or any MCP client) starts in
+//! front of its MCP servers. Their tools are offered as `server__tool`, with Holdpoint's own
+//! `ask_human` and `request_approval`; every call goes through the world's policy, and what
+//! must be asked waits for a person in Holdpoint.
+
+use clap::Args;
+use holdpoint_mcp::{Gateway, Holds, Upstreams};
+
+use super::raise::{self, Target};
+use super::runtime;
+use crate::Failure;
+
+#[derive(Args)]
+#[command(
+    after_help = "Example (an MCP client's configuration):\n  {\"mcpServers\": {\"holdpoint\": {\"command\": \"holdpoint\", \"args\": [\"mcp\", \"--world\", \"lab\"],\n    \"env\": {\"HOLDPOINT_SERVER\": \"http://127.0.0.1:7717\", \"HOLDPOINT_TOKEN\": \"…\"}}}}\n\n\
+The upstream MCP servers are the [mcp.servers.NAME] sections of the configuration file (see\n\
+docs/mcp.md). Standard input and output carry MCP; messages go to standard error. The token\n\
+should be an agent's: the gateway raises holds, people decide them elsewhere."
+)]
+pub struct McpArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+pub fn run(args: McpArgs) -> Result<(), Failure> {
+    runtime()?.block_on(serve(args))
+}
+
+async fn serve(args: McpArgs) -> Result<(), Failure> {
+    init_logs();
+    let settings = args.target.connect.settings()?;
+    let connection = args
+        .target
+        .connect
+        .client_or_embedded()
+        .await
+        .map_err(|f| match f {
+            Failure::Check(m) | Failure::Usage(m) => raise::error(m.trim_start_matches("error: ")),
+            other => other,
+        })?;
+    let world = args.target.world(&connection.client).await?;
+    let (upstreams, failed) = Upstreams::connect(&settings.mcp).await;
+    for e in failed {
+        eprintln!("warning: {e}; its tools are not offered");
+    }
+    let holds = Holds::new(
+        connection.client.clone(),
+        world,
+        args.target.chat().cloned(),
+    );
+    let served = Gateway::new(holds, upstreams).serve_stdio().await;
+    connection.close().await;
+    served.map_err(raise::error)
+}
+
+/// Warnings and errors on standard error (standard output is the protocol's).
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOLDPOINT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}

@@ -1,0 +1,65 @@
+"""A client for Holdpoint's gateway tests, on the official Python SDK: connects to
+`holdpoint mcp` over stdio and prints what it got as one JSON line per step.
+
+    client.py list
+    client.py call NAME ARGUMENTS_JSON
+    client.py cancel NAME ARGUMENTS_JSON   (cancels the call at its first progress notification)
+
+The gateway is started as `$HOLDPOINT_BIN mcp --world $HOLDPOINT_WORLD`, with this process's
+environment (the server, the token, the configuration file).
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+
+def dump(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def main() -> None:
+    gateway = StdioServerParameters(
+        command=os.environ["HOLDPOINT_BIN"],
+        args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
+        env=dict(os.environ),
+    )
+    step = sys.argv[1]
+    async with Client(gateway) as client:
+        print(json.dumps({"protocol_version": client.protocol_version}), flush=True)
+        if step == "list":
+            tools = await client.list_tools()
+            print(json.dumps(dump(tools)), flush=True)
+            return
+        name, arguments = sys.argv[2], json.loads(sys.argv[3])
+        progress = []
+        waiting = anyio.Event()
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+            waiting.set()
+
+        if step == "call":
+            result = await client.call_tool(name, arguments, progress_callback=on_progress)
+            out = dump(result)
+            out["progress"] = progress
+            print(json.dumps(out), flush=True)
+        elif step == "cancel":
+            async with anyio.create_task_group() as tasks:
+                async def call():
+                    await client.call_tool(name, arguments, progress_callback=on_progress)
+                    print(json.dumps({"finished": True}), flush=True)
+
+                tasks.start_soon(call)
+                await waiting.wait()
+                tasks.cancel_scope.cancel()
+            print(json.dumps({"canceled": True, "progress": progress}), flush=True)
+            # Stay connected a moment, so that what withdraws the hold is the cancellation,
+            # not the disconnection.
+            await anyio.sleep(float(os.environ.get("CLIENT_LINGER", "0")))
+
+
+anyio.run(main)

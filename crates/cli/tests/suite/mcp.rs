@@ -1,0 +1,477 @@
+//! `holdpoint mcp` with real MCP peers on both sides: the official Python SDK's client
+//! connects to it over stdio, and its upstream is a server written with the same SDK
+//! (`tests/mcp/upstream.py`), which logs every call it runs. The Python SDK is installed into
+//! `.venv-mcp` by scripts/test.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::http::Api;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::lab::Lab;
+
+/// Reading is allowed, `delete_all` never, `fail` allowed by name; the rest is asked.
+const POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "reading is fine"
+tools = ["up__*"]
+action = "allow"
+annotations = { read_only = true }
+
+[[rules]]
+name = "failing is fine"
+tools = ["up__fail"]
+action = "allow"
+
+[[rules]]
+name = "never delete everything"
+tools = ["up__delete_all"]
+action = "deny"
+"#;
+
+/// The Python with the official `mcp` package: `$HOLDPOINT_TEST_PYTHON`, else the virtual
+/// environment scripts/test makes.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HOLDPOINT_TEST_PYTHON") {
+        return p.into();
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv-mcp/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: scripts/test installs the official MCP SDK there (or set HOLDPOINT_TEST_PYTHON)",
+        venv.display()
+    );
+    venv
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(name)
+}
+
+/// A server with [`POLICY`], a configuration file naming the upstream, and an agent token.
+struct Gateway {
+    lab: Lab,
+    config: PathBuf,
+    upstream_log: PathBuf,
+    agent: String,
+    approver: Api,
+}
+
+impl Gateway {
+    /// `extra` is added to the upstream's section (`tools = …`, say).
+    async fn start(extra: &str) -> Gateway {
+        let lab = Lab::with_policy(vec![], Some(POLICY)).await;
+        let config = lab.data().join("config.toml");
+        let upstream = script("upstream.py");
+        std::fs::write(
+            &config,
+            format!(
+                "[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\n{extra}\n",
+                python().display().to_string(),
+                upstream.display().to_string(),
+            ),
+        )
+        .unwrap();
+        let agent = lab.token("coder", "agent").await;
+        let approver = lab.admin.as_token(&lab.token("alice", "approver").await);
+        Gateway {
+            upstream_log: lab.data().join("upstream.log"),
+            config,
+            agent,
+            approver,
+            lab,
+        }
+    }
+
+    /// `client.py ARGS`, which starts `holdpoint mcp --world lab` as the agent.
+    fn client(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(python());
+        c.arg(script("client.py"))
+            .args(args)
+            .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
+            .env("HOLDPOINT_WORLD", "lab")
+            .env("HOLDPOINT_SERVER", self.lab.server.url())
+            .env("HOLDPOINT_TOKEN", &self.agent)
+            .env("HOLDPOINT_CONFIG", &self.config)
+            .env("HOLDPOINT_DATA", self.lab.data().join("elsewhere"))
+            .env("UPSTREAM_LOG", &self.upstream_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs the client to its end; the JSON lines it printed.
+    async fn run(&self, args: &[&str]) -> Vec<Value> {
+        let child = self.client(args).spawn().unwrap();
+        let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+            .await
+            .expect("the MCP client did not finish in time")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the MCP client failed: {stderr}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Calls `tool` and returns its result.
+    async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let lines = self.run(&["call", tool, &arguments.to_string()]).await;
+        lines.last().unwrap().clone()
+    }
+
+    /// The calls the upstream ran.
+    fn upstream_calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.upstream_log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The first hold raised (pending or not), once there is one.
+    async fn first_hold(&self) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let page = self
+                .lab
+                .admin
+                .get("/api/v1/holds?status=any")
+                .await
+                .expect(200);
+            if let Some(h) = page["items"].get(0) {
+                return h.clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no hold was raised");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn decide(&self, hold: &Value, body: Value) {
+        let id = hold["id"].as_str().unwrap();
+        self.approver
+            .post(&format!("/api/v1/holds/{id}/decision"), body)
+            .await
+            .expect(200);
+    }
+
+    /// Waits until the hold `id` is resolved; the hold.
+    async fn resolved(&self, id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let hold = self.lab.hold(id).await;
+            if hold["outcome"].is_object() {
+                return hold;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "hold {id} was not resolved: {hold}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_gateway_lists_upstream_tools_by_server_and_name_with_their_schemas_and_its_own() {
+    let gw = Gateway::start("").await;
+    let lines = gw.run(&["list"]).await;
+    assert_eq!(lines[0]["protocol_version"], "2025-11-25");
+    let tools = lines[1]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "ask_human",
+            "request_approval",
+            "up__echo",
+            "up__write_note",
+            "up__delete_all",
+            "up__fail"
+        ]
+    );
+    let echo = &tools[2];
+    assert_eq!(echo["inputSchema"]["properties"]["text"]["type"], "string");
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+    assert_eq!(tools[3]["annotations"]["destructiveHint"], true);
+}
+
+#[tokio::test]
+async fn an_allowed_call_is_forwarded_and_its_result_kept_intact() {
+    let gw = Gateway::start("").await;
+    let echoed = gw.call("up__echo", json!({"text": "hi"})).await;
+    assert_eq!(echoed["isError"], false);
+    assert_eq!(text(&echoed), "echo: hi");
+    assert_eq!(echoed["structuredContent"], json!({"result": "echo: hi"}));
+    // An upstream's own error stays an error, with its message.
+    let failed = gw.call("up__fail", json!({"message": "disk full"})).await;
+    assert_eq!(failed["isError"], true);
+    assert!(text(&failed).contains("disk full"), "{failed}");
+    assert_eq!(
+        gw.upstream_calls(),
+        [
+            json!({"tool": "echo", "arguments": {"text": "hi"}}),
+            json!({"tool": "fail", "arguments": {"message": "disk full"}})
+        ]
+    );
+    // Nothing was asked.
+    let holds = gw.lab.admin.get("/api/v1/holds").await.expect(200);
+    assert_eq!(holds["items"], json!([]));
+}
+
+#[tokio::test]
+async fn a_denied_call_is_an_error_naming_the_rule_and_never_reaches_the_upstream() {
+    let gw = Gateway::start("").await;
+    let denied = gw.call("up__delete_all", json!({"confirm": true})).await;
+    assert_eq!(denied["isError"], true);
+    let said = text(&denied);
+    assert!(said.contains("up__delete_all was not called"), "{said}");
+    assert!(said.contains("never delete everything"), "{said}");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn an_asked_call_waits_for_a_person_then_runs_exactly_what_was_approved() {
+    let gw = Gateway::start("").await;
+    let client = gw
+        .client(&[
+            "call",
+            "up__write_note",
+            r#"{"name": "a", "text": "hello"}"#,
+        ])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "up__write_note");
+    assert_eq!(
+        hold["spec"]["arguments"],
+        json!({"name": "a", "text": "hello"})
+    );
+    assert_eq!(hold["requested_by"], "coder");
+    assert_eq!(
+        gw.upstream_calls(),
+        Vec::<Value>::new(),
+        "it ran before approval"
+    );
+    // The person edits the text: what runs is the recorded edit.
+    gw.decide(
+        &hold,
+        json!({"action": "edit", "arguments": {"name": "a", "text": "hello, edited"}}),
+    )
+    .await;
+    let out = client.wait_with_output().await.unwrap();
+    let result: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(text(&result), "wrote a: hello, edited");
+    let progress = result["progress"].as_array().unwrap();
+    assert!(
+        progress[0]
+            .as_str()
+            .unwrap()
+            .contains(hold["id"].as_str().unwrap()),
+        "{progress:?}"
+    );
+    assert_eq!(
+        gw.upstream_calls(),
+        [json!({"tool": "write_note", "arguments": {"name": "a", "text": "hello, edited"}})]
+    );
+}
+
+#[tokio::test]
+async fn an_asked_call_denied_with_a_reason_is_an_error_with_the_reason() {
+    let gw = Gateway::start("").await;
+    let client = gw
+        .client(&["call", "up__write_note", r#"{"name": "b", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(
+        &hold,
+        json!({"action": "deny", "reason": "not on a Friday"}),
+    )
+    .await;
+    let out = client.wait_with_output().await.unwrap();
+    let result: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(result["isError"], true);
+    let said = text(&result);
+    assert!(said.contains("denied by alice: not on a Friday"), "{said}");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn require_approval_asks_even_where_policy_allows() {
+    let gw = Gateway::start(r#"require_approval = ["echo"]"#).await;
+    let client = gw
+        .client(&["call", "up__echo", r#"{"text": "careful"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "up__echo");
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let out = client.wait_with_output().await.unwrap();
+    let result: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(text(&result), "echo: careful");
+}
+
+#[tokio::test]
+async fn ask_human_and_request_approval_are_answered_through_the_api() {
+    let gw = Gateway::start("").await;
+    let question = json!({
+        "question": "Which branch?",
+        "options": [{"id": "main", "label": "main"}, {"id": "dev", "label": "dev"}],
+        "context": {"repo": "holdpoint"}
+    });
+    let client = gw
+        .client(&["call", "ask_human", &question.to_string()])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["question"], "Which branch?");
+    gw.decide(&hold, json!({"action": "answer", "options": ["dev"]}))
+        .await;
+    let out = client.wait_with_output().await.unwrap();
+    let answer: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(answer["isError"], false, "{answer}");
+    let body = &answer["structuredContent"];
+    assert_eq!(body["status"], "answered");
+    assert_eq!(body["options"], json!([{"id": "dev", "label": "dev"}]));
+    assert_eq!(body["by"], json!(["alice"]));
+
+    let request = json!({"action": "deploy", "arguments": {"env": "prod"}, "description": "v2"});
+    let client = gw
+        .client(&["call", "request_approval", &request.to_string()])
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let hold = loop {
+        let page = gw
+            .lab
+            .admin
+            .get("/api/v1/holds?status=pending")
+            .await
+            .expect(200);
+        if let Some(h) = page["items"].get(0) {
+            break h.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no hold was raised");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(hold["spec"]["tool"], "deploy");
+    gw.decide(&hold, json!({"action": "deny", "reason": "freeze"}))
+        .await;
+    let out = client.wait_with_output().await.unwrap();
+    let answer: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let body = &answer["structuredContent"];
+    assert_eq!(body["approved"], false, "{answer}");
+    assert_eq!(body["status"], "denied");
+    assert_eq!(body["by"], json!(["alice"]));
+    assert_eq!(body["reason"], "freeze");
+}
+
+/// Reads the client's stdout until a line contains `needle`.
+async fn until_printed(stdout: &mut BufReader<tokio::process::ChildStdout>, needle: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = tokio::time::timeout(PATIENCE, stdout.read_line(&mut line))
+            .await
+            .expect("the client printed nothing in time")
+            .unwrap();
+        assert!(n > 0, "the client ended before printing {needle:?}");
+        if line.contains(needle) {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_while_waiting_withdraws_its_hold() {
+    let gw = Gateway::start("").await;
+    let mut client = gw
+        .client(&["call", "up__write_note", r#"{"name": "c", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    // The client dies: the gateway's standard input ends.
+    client.kill().await.unwrap();
+    let id = hold["id"].as_str().unwrap();
+    let withdrawn = gw.resolved(id).await;
+    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["outcome"]["reason"],
+        "the MCP client disconnected"
+    );
+    // Approving now is too late, and nothing ran.
+    let (code, _) = gw
+        .approver
+        .post(
+            &format!("/api/v1/holds/{id}/decision"),
+            json!({"action": "approve"}),
+        )
+        .await
+        .error(409);
+    assert_eq!(code, "already_decided");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn a_client_that_cancels_its_call_withdraws_the_hold() {
+    let gw = Gateway::start("").await;
+    let mut client = gw
+        .client(&["cancel", "up__write_note", r#"{"name": "d", "text": "x"}"#])
+        .env("CLIENT_LINGER", "30")
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(client.stdout.take().unwrap());
+    until_printed(&mut stdout, "\"canceled\"").await;
+    let hold = gw.first_hold().await;
+    let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
+    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["outcome"]["reason"],
+        "the MCP client canceled the call"
+    );
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    client.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn require_approval_naming_a_tool_outside_tools_is_refused_naming_the_tool() {
+    let gw = Gateway::start("tools = [\"echo\"]\nrequire_approval = [\"write_note\"]").await;
+    let out = gw
+        .client(&["list"])
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mcp.servers.up.require_approval")
+            && stderr.contains("\"write_note\" is not among tools"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,209 @@
+//! Asking Holdpoint: raising one item through the API as an agent, waiting for a hold's
+//! outcome while telling the MCP client that it waits, and withdrawing what nobody waits for
+//! any more.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use holdpoint_client::{Client, ClientError};
+use holdpoint_protocol::{
+    DecidedBy, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome, OutcomeStatus, Source,
+    WaitParams, Withdraw,
+};
+use rmcp::RoleServer;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use tokio_util::sync::CancellationToken;
+
+/// The reason recorded when a hold is withdrawn because its client went away.
+pub const DISCONNECTED: &str = "the MCP client disconnected";
+
+/// How long one long poll on a hold lasts: the interval of progress notifications.
+const POLL: &str = "15s";
+
+/// What became of an asked item.
+pub enum Asked {
+    /// Policy (a rule, a grant or the mode) allowed it.
+    Allowed,
+    /// Policy denied it; the text says which rule or mode.
+    Denied(String),
+    /// The item was malformed; the text names the field.
+    Invalid(String),
+    /// A person (or the deadline) decided the hold.
+    Decided(Box<Hold>),
+    /// The client canceled the request or went away: the hold was withdrawn.
+    Withdrawn,
+}
+
+/// What ends a wait early: the client canceled the request, or went away.
+pub struct Stops {
+    pub canceled: CancellationToken,
+    pub disconnected: CancellationToken,
+}
+
+/// Where progress notifications of a waiting call go.
+pub struct Progress {
+    pub peer: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+/// Holdpoint as the gateway's agent sees it: one world, the holds this process waits on.
+pub struct Holds {
+    client: Client,
+    world: String,
+    chat: Option<String>,
+    /// Holds raised by this process that are still waited on: withdrawn when it stops.
+    waiting: Mutex<HashSet<HoldId>>,
+}
+
+impl Holds {
+    pub fn new(client: Client, world: String, chat: Option<String>) -> Holds {
+        Holds {
+            client,
+            world,
+            chat,
+            waiting: Mutex::default(),
+        }
+    }
+
+    /// Raises `item`, and when a hold is raised, waits for its outcome. Either of `stops`
+    /// withdraws the hold.
+    pub async fn ask(
+        &self,
+        item: HoldRequest,
+        stops: &Stops,
+        progress: Option<Progress>,
+    ) -> Result<Asked, ClientError> {
+        let body = NewHolds {
+            chat: self.chat.clone(),
+            items: vec![item],
+        };
+        // A retried request raises nothing twice.
+        let key = uuid::Uuid::now_v7().to_string();
+        let response = self.client.raise(&self.world, &body, Some(&key)).await?;
+        let Some(result) = response.results.into_iter().next() else {
+            return Err(ClientError::Protocol(
+                "the server answered with no result".into(),
+            ));
+        };
+        match result {
+            GateResult::Allowed { .. } => Ok(Asked::Allowed),
+            GateResult::Denied { decided_by, .. } => Ok(Asked::Denied(match decided_by {
+                DecidedBy::Rule { rule } => format!("denied by Holdpoint's policy ({rule})"),
+                DecidedBy::Mode { mode } => format!("denied by Holdpoint's policy ({mode} mode)"),
+                DecidedBy::Grant { grant } => format!("denied by Holdpoint (grant {grant})"),
+            })),
+            GateResult::Invalid { field, message } => Ok(Asked::Invalid(format!(
+                "Holdpoint refused the call: {field}: {message}"
+            ))),
+            GateResult::Held { hold } => self.wait(*hold, stops, progress).await,
+        }
+    }
+
+    async fn wait(
+        &self,
+        hold: Hold,
+        stops: &Stops,
+        progress: Option<Progress>,
+    ) -> Result<Asked, ClientError> {
+        let _registered = Registered::new(&self.waiting, hold.id);
+        let params = WaitParams {
+            timeout: Some(POLL.into()),
+        };
+        let mut step = 0u32;
+        loop {
+            if let Some(p) = &progress {
+                // Best effort: a client that cannot take the notification still gets the result.
+                let message = format!(
+                    "waiting for a person to decide hold {} in Holdpoint",
+                    hold.id
+                );
+                let note = ProgressNotificationParam::new(p.token.clone(), f64::from(step))
+                    .with_message(message);
+                let _ = p.peer.notify_progress(note).await;
+                step += 1;
+            }
+            tokio::select! {
+                () = stops.canceled.cancelled() => {
+                    self.withdraw(hold.id, "the MCP client canceled the call").await;
+                    return Ok(Asked::Withdrawn);
+                }
+                () = stops.disconnected.cancelled() => {
+                    self.withdraw(hold.id, DISCONNECTED).await;
+                    return Ok(Asked::Withdrawn);
+                }
+                waited = self.client.wait(hold.id, &params) => {
+                    let waited = waited?;
+                    if waited.decided {
+                        return Ok(Asked::Decided(Box::new(waited.hold)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Withdraws a hold nobody waits for any more; one decided meanwhile stays decided.
+    async fn withdraw(&self, id: HoldId, reason: &str) {
+        let body = Withdraw {
+            reason: Some(reason.into()),
+        };
+        if let Err(e) = self.client.withdraw(id, &body).await
+            && e.already_decided().is_none()
+        {
+            tracing::warn!(hold = %id, error = %e, "could not withdraw the hold");
+        }
+    }
+
+    /// Withdraws every hold still waited on (the client went away).
+    pub async fn withdraw_all(&self, reason: &str) {
+        let ids: Vec<HoldId> = match self.waiting.lock() {
+            Ok(mut w) => w.drain().collect(),
+            Err(_) => return,
+        };
+        for id in ids {
+            self.withdraw(id, reason).await;
+        }
+    }
+}
+
+/// A hold in the waiting set for as long as this lives.
+struct Registered<'a> {
+    set: &'a Mutex<HashSet<HoldId>>,
+    id: HoldId,
+}
+
+impl<'a> Registered<'a> {
+    fn new(set: &'a Mutex<HashSet<HoldId>>, id: HoldId) -> Registered<'a> {
+        if let Ok(mut s) = set.lock() {
+            s.insert(id);
+        }
+        Registered { set, id }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.set.lock() {
+            s.remove(&self.id);
+        }
+    }
+}
+
+/// Why an outcome is not an approval, as the MCP client (often an LLM) reads it.
+pub fn refusal(outcome: &Outcome) -> String {
+    let reason = outcome
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_else(|| " (no reason given)".into());
+    let who = outcome.decided_by.join(", ");
+    match (outcome.status, outcome.source) {
+        (OutcomeStatus::TimedOut, _) => {
+            "no one decided in time: the hold's deadline passed and it timed out".into()
+        }
+        (_, Source::Default) => format!("denied by default, as no one could be asked{reason}"),
+        (OutcomeStatus::Canceled, _) => format!("withdrawn{reason}"),
+        (OutcomeStatus::Denied, Source::Person) => format!("denied by {who}{reason}"),
+        (status, _) => format!("not approved ({status:?}){reason}"),
+    }
+}
