@@ -3,6 +3,7 @@
 // router calls when the page is left (to stop timers and live listeners).
 import { logout, session } from "./api.js";
 import { problem, replace } from "./dom.js";
+import { ready } from "./live.js";
 
 // Path patterns, as in the server's `ui::PAGES`, and the module and its export for each.
 const ROUTES = [
@@ -38,7 +39,7 @@ async function show(path) {
   const [pattern, file, name] = route;
   const params = pattern.exec(path).slice(1).map(decodeURIComponent);
   try {
-    const page = await import(`./${file}`);
+    const [page] = await Promise.all([import(`./${file}`), ready()]);
     replace(main);
     leave = (await page[name](main, params, me)) || null;
   } catch (error) {
