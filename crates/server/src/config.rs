@@ -353,8 +353,31 @@ impl Settings {
     }
 
     /// The settings as TOML (what `holdpoint config check` prints).
+    /// The settings as TOML, to show a person: the values of MCP servers' `env` and
+    /// `headers` (keys, tokens) are hidden.
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+        let Ok(mut doc) = toml::Table::try_from(self) else {
+            return String::new();
+        };
+        let servers = doc
+            .get_mut("mcp")
+            .and_then(|m| m.get_mut("servers"))
+            .and_then(toml::Value::as_table_mut);
+        for server in servers
+            .into_iter()
+            .flat_map(|s| s.iter_mut().map(|(_, v)| v))
+        {
+            for secret in ["env", "headers"] {
+                let values = server.get_mut(secret).and_then(toml::Value::as_table_mut);
+                for value in values
+                    .into_iter()
+                    .flat_map(|t| t.iter_mut().map(|(_, v)| v))
+                {
+                    *value = toml::Value::String("(hidden)".into());
+                }
+            }
+        }
+        toml::to_string(&doc).unwrap_or_default()
     }
 }
 
@@ -481,6 +504,36 @@ mod tests {
         assert!(ok.mcp.servers["fs"].requires_approval("write_file"));
         let e = Settings::load(Some(&file), [("HOLDPOINT_MCP_SERVERS".into(), "x".into())]);
         assert!(e.is_ok(), "[mcp] is not set from the environment");
+    }
+
+    #[test]
+    fn the_settings_shown_hide_mcp_servers_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[mcp.servers.gh]\ncommand = \"mcp-gh\"\nenv = { GITHUB_TOKEN = \"ghp_secret\" }\n\
+             [mcp.servers.web]\nurl = \"https://mcp.example/\"\nheaders = { Authorization = \"Bearer s3cret\" }\n",
+        )
+        .unwrap();
+        let shown = Settings::load(Some(&file), std::iter::empty())
+            .unwrap()
+            .to_toml();
+        assert!(
+            !shown.contains("ghp_secret") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        let shown: toml::Table = shown.parse().unwrap();
+        let servers = &shown["mcp"]["servers"];
+        assert_eq!(
+            servers["gh"]["env"]["GITHUB_TOKEN"].as_str(),
+            Some("(hidden)")
+        );
+        assert_eq!(servers["gh"]["command"].as_str(), Some("mcp-gh"));
+        assert_eq!(
+            servers["web"]["headers"]["Authorization"].as_str(),
+            Some("(hidden)")
+        );
     }
 
     #[test]
