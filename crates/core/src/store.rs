@@ -221,6 +221,17 @@ pub enum StatusSet {
     Is(HoldStatus),
 }
 
+impl StatusSet {
+    /// Whether only open holds can be in this set.
+    pub fn open_only(self) -> bool {
+        match self {
+            StatusSet::Open => true,
+            StatusSet::Is(s) => s.is_open(),
+            StatusSet::Resolved | StatusSet::Any => false,
+        }
+    }
+}
+
 /// A hold with its position in creation order (for cursors).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Positioned<T> {

@@ -48,12 +48,7 @@ impl Engine {
             StatusFilter::Any => StatusSet::Any,
             StatusFilter::Is(s) => StatusSet::Is(s),
         };
-        let open_only = match status {
-            StatusSet::Open => true,
-            StatusSet::Is(s) => s.is_open(),
-            StatusSet::Resolved | StatusSet::Any => false,
-        };
-        if query.order == Order::Urgent && !open_only {
+        if query.order == Order::Urgent && !status.open_only() {
             return Err(EngineError::invalid(
                 "invalid_input",
                 "order",

@@ -127,11 +127,7 @@ pub(super) fn holds(
     conn: &Connection,
     f: &HoldFilter,
 ) -> Result<Vec<Positioned<Hold>>, StoreError> {
-    let open_only = match f.status {
-        StatusSet::Open => true,
-        StatusSet::Is(s) => s.is_open(),
-        StatusSet::Resolved | StatusSet::Any => false,
-    };
+    let open_only = f.status.open_only();
     let parts: &[Part] = match f.order {
         Order::Urgent if !open_only => {
             return Err(StoreError("the urgent order lists open holds only".into()));
