@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 use crate::stats::{Latencies, ms};
 use crate::wire::Connection;
 
-const WORLD: &str = "bench";
+pub(crate) const WORLD: &str = "bench";
 
 /// The four legs and the whole cycle, as measured by one caller.
 #[derive(Default)]
@@ -62,8 +62,18 @@ struct NewToken {
 
 /// `{"results": [{"hold": {"id": …}}]}`, the holds raised.
 #[derive(Deserialize)]
-struct Raised {
+pub(crate) struct Raised {
     results: Vec<RaisedItem>,
+}
+
+impl Raised {
+    /// The ids of the holds raised, in the order of the request's items.
+    pub(crate) fn ids(self) -> impl Iterator<Item = String> {
+        self.results
+            .into_iter()
+            .filter_map(|r| r.hold)
+            .map(|h| h.id)
+    }
 }
 
 #[derive(Deserialize)]
@@ -90,14 +100,14 @@ struct AboutHold {
 
 /// A caller of the server's API, to set up (the cycles use [`Connection`]s).
 #[derive(Clone)]
-struct Caller {
-    http: Client,
-    base: String,
-    token: String,
+pub(crate) struct Caller {
+    pub(crate) http: Client,
+    pub(crate) base: String,
+    pub(crate) token: String,
 }
 
 impl Caller {
-    async fn post<T: DeserializeOwned>(
+    pub(crate) async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: Value,
@@ -118,7 +128,8 @@ impl Caller {
         Ok(serde_json::from_str(&text)?)
     }
 
-    async fn token(&self, name: &str, role: &str) -> anyhow::Result<Caller> {
+    /// A new token of `role`, limited to the bench's world.
+    pub(crate) async fn token(&self, name: &str, role: &str) -> anyhow::Result<Caller> {
         let created: NewToken = self
             .post(
                 "/api/v1/tokens",
@@ -218,13 +229,7 @@ async fn one_cycle(
         .await?;
     let created_at = Instant::now();
     let created: Raised = serde_json::from_slice(&created)?;
-    let hold = created
-        .results
-        .into_iter()
-        .next()
-        .and_then(|r| r.hold)
-        .context("no hold raised")?
-        .id;
+    let hold = created.ids().next().context("no hold raised")?;
     let wait_path = format!("/api/v1/holds/{hold}/wait?timeout=30s");
     let Lines { agent, approver } = lines;
     let wait = async {
@@ -339,18 +344,14 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
     Ok(())
 }
 
-/// Starts a server in `dir` and runs each level of concurrency against it in turn.
-async fn measure(
-    dir: &tempfile::TempDir,
-    levels: &[usize],
-    seconds: f64,
-) -> anyhow::Result<Vec<(usize, Samples)>> {
+/// A server on loopback with its data in `dir`, its admin, and the bench's world.
+pub(crate) async fn start(dir: &tempfile::TempDir) -> anyhow::Result<(Server, Caller)> {
     let mut settings = Settings::default();
     settings.server.bind = "127.0.0.1:0".parse()?;
     let server = Server::start(dir.path(), &settings).await?;
     let http = Client::builder().pool_max_idle_per_host(1024).build()?;
     let admin = Caller {
-        http: http.clone(),
+        http,
         base: server.url(),
         token: server
             .admin_token()
@@ -360,6 +361,17 @@ async fn measure(
     admin
         .post::<IgnoredAny>("/api/v1/worlds", json!({"name": WORLD}), 201)
         .await?;
+    Ok((server, admin))
+}
+
+/// Starts a server in `dir` and runs each level of concurrency against it in turn.
+async fn measure(
+    dir: &tempfile::TempDir,
+    levels: &[usize],
+    seconds: f64,
+) -> anyhow::Result<Vec<(usize, Samples)>> {
+    let (server, admin) = start(dir).await?;
+    let http = admin.http.clone();
     let agent = admin.token("bench-agent", "agent").await?;
     let approver = admin.token("bench-approver", "approver").await?;
 

@@ -8,6 +8,7 @@
 mod cycle;
 mod disk;
 mod http;
+mod inbox;
 mod pending;
 mod policy;
 mod stats;
@@ -74,7 +75,20 @@ enum Bench {
         #[arg(long, default_value_t = 100_000)]
         holds: usize,
     },
-    /// All of the above with their defaults.
+    /// The web inbox with many pending holds: the server's time for the first page, and the
+    /// time from a hold's creation to its card in a real browser (Chromium and chromedriver,
+    /// so it is not part of `all`).
+    Inbox {
+        #[arg(long, default_value_t = 10_000)]
+        holds: usize,
+        /// Requests timed for each part of the first page.
+        #[arg(long, default_value_t = 300)]
+        requests: usize,
+        /// Holds created one by one while the browser shows the inbox (0: no browser).
+        #[arg(long, default_value_t = 100)]
+        arriving: usize,
+    },
+    /// All of the above with their defaults, except `inbox`.
     All,
 }
 
@@ -105,6 +119,11 @@ fn main() -> anyhow::Result<()> {
             seconds,
         } => runtime.block_on(http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::Inbox {
+            holds,
+            requests,
+            arriving,
+        } => runtime.block_on(inbox::run(&bench_dir(cli.dir)?, holds, requests, arriving))?,
         Bench::All => {
             policy::run(POLICY_SECONDS);
             runtime.block_on(cycle::run(

@@ -19,7 +19,7 @@ const MAX_HEADERS: usize = 32;
 
 pub struct Connection {
     stream: TcpStream,
-    /// `Host` and `Authorization` lines, the same for every request.
+    /// `Host` and credential (`Authorization` or `Cookie`) lines, the same for every request.
     preamble: String,
     /// Bytes read and not yet consumed.
     read: Vec<u8>,
@@ -27,14 +27,24 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A connection whose requests carry a bearer token.
     pub async fn open(addr: SocketAddr, token: &str) -> anyhow::Result<Connection> {
+        Self::with(addr, &format!("Authorization: Bearer {token}")).await
+    }
+
+    /// A connection whose requests carry a browser's session cookie (`name=value`).
+    pub async fn session(addr: SocketAddr, cookie: &str) -> anyhow::Result<Connection> {
+        Self::with(addr, &format!("Cookie: {cookie}")).await
+    }
+
+    async fn with(addr: SocketAddr, credential: &str) -> anyhow::Result<Connection> {
         let stream = TcpStream::connect(addr)
             .await
             .with_context(|| format!("could not connect to {addr}"))?;
         stream.set_nodelay(true)?;
         Ok(Connection {
             stream,
-            preamble: format!("Host: {addr}\r\nAuthorization: Bearer {token}\r\n"),
+            preamble: format!("Host: {addr}\r\n{credential}\r\n"),
             read: Vec::with_capacity(4096),
             write: Vec::with_capacity(1024),
         })
