@@ -4,7 +4,7 @@
 // itself current from the live stream: a hold decided in another tab, by another person, by
 // the clock or withdrawn is re-read and shows how and by whom.
 import { decide, getHold } from "./api.js";
-import { h, relative, replace, when } from "./dom.js";
+import { h, relative, replace, seg, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
 // What each approve decision sends as `scope`, and how its button reads.
@@ -25,7 +25,8 @@ const LONG = 160;
 
 // `card(hold, {link, heading, names, agentName})`: an `<article class="card hold">` that keeps
 // itself current. `link`: the title links to the hold's page. `heading`: the title's tag
-// ("h2"). `names(worldId)`, `agentName(agentId)`: names, where the page knows them.
+// ("h2"). `names(id)` (a world's or a chat's), `agentName(agentId)`: names, where the page
+// knows them.
 export function card(hold, options = {}) {
   const el = h("article", { class: "card hold", tabindex: "0", dataset: { hold: hold.id } });
   // Element ids are the card's own, so one hold shown twice on a page keeps its labels apart.
@@ -223,7 +224,9 @@ function meta(hold, options) {
   const who = agent ? `agent ${agent}` : hold.requested_by;
   return h("p", { class: "meta muted" },
     h("span", {}, `World ${world}`),
-    hold.chat ? h("span", {}, ` · chat ${hold.chat}`) : null,
+    // A hold of a chat links to it (the chat page takes a world's id as well as its name).
+    hold.chat ? h("span", {}, " · ", h("a", { href: `/worlds/${seg(hold.world)}/chats/${seg(hold.chat)}` },
+      (options.names && options.names(hold.chat)) || "in a chat")) : null,
     h("span", {}, ` · asked by ${who}`),
     h("span", {}, " · "),
     h("time", { datetime: hold.created_at, title: when(hold.created_at) }, relative(hold.created_at)));

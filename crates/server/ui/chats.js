@@ -438,6 +438,7 @@ class ChatPage {
       el = card(hold, {
         link: true,
         heading: "h4",
+        names: (id) => (id === this.chat.world ? this.world : id === this.chat.id ? this.chat.title : null),
         agentName: (id) => (id === this.chat.agent ? this.agentName : null),
       });
       this.holdCards.set(hold.id, el);
