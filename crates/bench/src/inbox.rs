@@ -12,31 +12,15 @@
 //!    `POST`. Both clocks are this machine's.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use fantoccini::{Client, ClientBuilder};
+use holdpoint_test_support::chromium::Chromium;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use crate::http::{Caller, Raised, WORLD, start};
 use crate::stats::{Latencies, ms};
 use crate::wire::Connection;
-
-/// Chromium's flags for a headless run as root in a machine with no outside network.
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-];
 
 /// How long the browser may take to show a card (or the signed-in page) before the run fails.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -170,66 +154,6 @@ async fn first_page(server: SocketAddr, cookie: &str, runs: usize) -> anyhow::Re
     Ok(())
 }
 
-/// chromedriver on a free port and a Chromium session with a fresh profile.
-struct Browser {
-    client: Client,
-    _driver: Child,
-    _profile: tempfile::TempDir,
-}
-
-impl Browser {
-    async fn open() -> anyhow::Result<Browser> {
-        let mut driver = Command::new("chromedriver")
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .context("chromedriver could not start (Debian's chromium-driver installs it)")?;
-        let stdout = driver.stdout.take().context("chromedriver's output")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .context("chromedriver said nothing")??
-                .context("chromedriver ended before it started")?;
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim_end_matches('.').trim().to_owned();
-            }
-        };
-        // Keep reading so chromedriver never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let profile = tempfile::tempdir()?;
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| f.to_string()).collect();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        args.push("--window-size=1280,900".into());
-        let mut caps = serde_json::Map::new();
-        caps.insert("browserName".into(), json!("chrome"));
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"binary": "/usr/bin/chromium", "args": args}),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .context("chromedriver would not start a Chromium session")?;
-        client
-            .update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
-                Some(PATIENCE),
-                Some(PATIENCE),
-                None,
-            ))
-            .await?;
-        Ok(Browser {
-            client,
-            _driver: driver,
-            _profile: profile,
-        })
-    }
-}
-
 fn epoch_ms(t: SystemTime) -> anyhow::Result<f64> {
     Ok(t.duration_since(UNIX_EPOCH)?.as_secs_f64() * 1000.0)
 }
@@ -241,8 +165,16 @@ async fn arrivals(
     agent: &str,
     count: usize,
 ) -> anyhow::Result<()> {
-    let browser = Browser::open().await?;
+    let browser = Chromium::start(1280, 900, PATIENCE)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let b = &browser.client;
+    b.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+        Some(PATIENCE),
+        Some(PATIENCE),
+        None,
+    ))
+    .await?;
     b.goto(&format!("{base}/login?token={person}")).await?;
     // The inbox has shown its first page.
     b.wait()

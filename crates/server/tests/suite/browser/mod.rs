@@ -7,53 +7,40 @@
 //! saved under `target/tmp/browser/` (the test binary's `CARGO_TARGET_TMPDIR`) before the
 //! test panics.
 
-// Helpers used by the tests of the areas to come are kept together here.
-#![allow(dead_code)]
-
 mod chat;
 mod hold;
 mod inbox;
 mod manage;
 mod signin;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use fantoccini::Locator;
 use fantoccini::actions::InputSource;
 use fantoccini::elements::Element;
-use fantoccini::{Client, ClientBuilder, Locator};
+use holdpoint_test_support::chromium::Chromium;
 use serde_json::{Value, json};
-use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use super::TestServer;
 
 /// How long a wait may take before the test fails: generous for a loaded two-core machine.
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
-/// Flags Chromium needs as root in a sandboxed machine with no outside network.
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-];
-
 /// A phone's width, for the layout tests.
 pub const PHONE: (u32, u32) = (375, 812);
 
 pub struct Browser {
-    pub client: Client,
+    chromium: Chromium,
     pub base: String,
     name: String,
-    _driver: Child,
-    _profile: TempDir,
+}
+
+impl std::ops::Deref for Browser {
+    type Target = Chromium;
+
+    fn deref(&self) -> &Chromium {
+        &self.chromium
+    }
 }
 
 impl Browser {
@@ -64,57 +51,14 @@ impl Browser {
 
     /// A browser whose window is `width` × `height` CSS pixels.
     pub async fn sized(t: &TestServer, name: &str, (width, height): (u32, u32)) -> Browser {
-        let mut driver = Command::new("chromedriver")
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("chromedriver could not start ({e}); scripts/test installs Debian's chromium-driver")
-            });
-        let stdout = driver.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = tokio::time::timeout(PATIENCE, lines.next_line())
-                .await
-                .expect("chromedriver said nothing")
-                .unwrap()
-                .expect("chromedriver ended before it started");
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim_end_matches('.').trim().to_owned();
-            }
-        };
-        // Keep reading so chromedriver never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let profile = tempfile::tempdir().unwrap();
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| f.to_string()).collect();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        args.push(format!("--window-size={width},{height}"));
-        let mut caps = serde_json::Map::new();
-        caps.insert("browserName".into(), json!("chrome"));
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"binary": "/usr/bin/chromium", "args": args}),
-        );
-        // A dialog (an XSS payload's `alert`, say) is left open, so the next command fails.
-        caps.insert("unhandledPromptBehavior".into(), json!("ignore"));
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
+        let chromium = Chromium::start(width, height, PATIENCE)
             .await
-            .expect("chromedriver would not start a Chromium session");
-        let browser = Browser {
-            client,
+            .unwrap_or_else(|e| panic!("{e} (scripts/test installs chromium and chromium-driver)"));
+        Browser {
+            chromium,
             base: t.server.url(),
             name: name.to_owned(),
-            _driver: driver,
-            _profile: profile,
-        };
-        // Headless windows may come out smaller than asked; the viewport is what matters.
-        browser.client.set_window_size(width, height).await.unwrap();
-        browser
+        }
     }
 
     /// A browser signed in with `token` through the sign-in link, on the inbox.
@@ -261,6 +205,6 @@ impl Browser {
 
     /// Ends the Chromium session.
     pub async fn close(self) {
-        let _ = self.client.close().await;
+        let _ = self.chromium.client.close().await;
     }
 }
