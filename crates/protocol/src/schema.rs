@@ -12,10 +12,10 @@ pub(crate) fn uuid() -> RefOr<Schema> {
         .into()
 }
 
-pub(crate) fn string(format: &str, description: &str, example: &str) -> RefOr<Schema> {
+pub(crate) fn string(format: Option<&str>, description: &str, example: &str) -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .format(Some(SchemaFormat::Custom(format.to_owned())))
+        .format(format.map(|f| SchemaFormat::Custom(f.to_owned())))
         .description(Some(description))
         .examples([serde_json::json!(example)])
         .into()
@@ -24,7 +24,7 @@ pub(crate) fn string(format: &str, description: &str, example: &str) -> RefOr<Sc
 impl utoipa::PartialSchema for Timestamp {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         string(
-            "date-time",
+            Some("date-time"),
             "RFC 3339, UTC, millisecond precision",
             "2026-11-18T11:06:40.123Z",
         )
@@ -35,8 +35,9 @@ impl utoipa::ToSchema for Timestamp {}
 
 impl utoipa::PartialSchema for Deadline {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        // Not JSON Schema's `duration` format, which is ISO 8601's ("PT15M").
         string(
-            "duration",
+            None,
             "A duration such as \"90s\", \"15m\", \"2h 30m\", or \"never\"",
             "15m",
         )
