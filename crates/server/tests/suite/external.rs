@@ -410,7 +410,7 @@ async fn holds_are_listed_by_agent_and_tool_and_most_urgent_first() {
     )])])
     .await;
     let t = TestServer::start().await;
-    let chat = super::turns::chat(&t, &llm.base_url()).await;
+    let chat = super::lab_chat(&t, &llm.base_url(), None).await;
     let agent = t.caller("deploy-bot", "agent", None).await;
     let alice = t.caller("alice", "approver", None).await;
     let mut stream = alice.events("?world=lab", None).await;

@@ -89,6 +89,28 @@ impl TestServer {
     }
 }
 
+/// A world `lab` with an agent `helper` on the LLM at `base_url`, and a chat with it (titled
+/// `title`, if given); returns the chat's id.
+pub async fn lab_chat(t: &TestServer, base_url: &str, title: Option<&str>) -> String {
+    t.world("lab").await;
+    t.api
+        .post(
+            "/api/v1/worlds/lab/agents",
+            json!({"name": "helper", "llm": {"base_url": base_url, "model": "scripted"}}),
+        )
+        .await
+        .expect(201);
+    let chat = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/chats",
+            json!({"agent": "helper", "title": title}),
+        )
+        .await
+        .expect(201);
+    chat["id"].as_str().unwrap().to_owned()
+}
+
 /// A question for `POST …/holds`.
 pub fn question(text: &str, options: &[&str]) -> Value {
     let options: Vec<Value> = options

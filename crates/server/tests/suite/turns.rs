@@ -4,25 +4,7 @@
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
-use super::{Api, TestServer, audit_after, last_seq};
-
-/// A world `lab` with an agent on `base_url` and a chat; returns the chat's id.
-pub(super) async fn chat(t: &TestServer, base_url: &str) -> String {
-    t.world("lab").await;
-    t.api
-        .post(
-            "/api/v1/worlds/lab/agents",
-            json!({"name": "helper", "llm": {"base_url": base_url, "model": "scripted"}}),
-        )
-        .await
-        .expect(201);
-    let chat = t
-        .api
-        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
-        .await
-        .expect(201);
-    chat["id"].as_str().unwrap().to_owned()
-}
+use super::{Api, TestServer, audit_after, lab_chat, last_seq};
 
 async fn send(api: &Api, chat: &str, text: &str) -> holdpoint_test_support::http::Reply {
     api.post(
@@ -44,7 +26,7 @@ async fn a_turn_stops_at_a_hold_refuses_messages_and_resumes_when_approved() {
     ])
     .await;
     let t = TestServer::start().await;
-    let chat = chat(&t, &llm.base_url()).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
     let alice = t.caller("alice", "approver", None).await;
     let mut stream = alice.events(&format!("?world=lab&chat={chat}"), None).await;
 
@@ -110,7 +92,7 @@ async fn a_turn_can_be_canceled_through_the_api() {
     )])])
     .await;
     let t = TestServer::start().await;
-    let chat = chat(&t, &llm.base_url()).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
     let mut stream = t.api.events("?world=lab", None).await;
     let turn = send(&t.api, &chat, "go").await.expect(202)["turn"]
         .as_str()
@@ -160,7 +142,7 @@ async fn who_sent_a_message_and_who_canceled_its_turn_are_logged() {
     )])])
     .await;
     let t = TestServer::start().await;
-    let chat = chat(&t, &llm.base_url()).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
     let bot = t.caller("bot", "agent", Some("lab")).await;
     let alice = t.caller("alice", "approver", None).await;
     let mut stream = t.api.events("?world=lab", None).await;
@@ -217,7 +199,7 @@ async fn an_agent_without_a_reachable_llm_fails_with_what_to_configure() {
         .unwrap()
         .port();
     let t = TestServer::with(super::ASK_ALL, |s| s.llm.retries = 0).await;
-    let chat = chat(&t, &format!("http://127.0.0.1:{port}/v1")).await;
+    let chat = lab_chat(&t, &format!("http://127.0.0.1:{port}/v1"), None).await;
     let mut stream = t.api.events("?world=lab", None).await;
     let turn = send(&t.api, &chat, "hello?").await.expect(202)["turn"]
         .as_str()
@@ -243,7 +225,7 @@ async fn an_agent_without_a_reachable_llm_fails_with_what_to_configure() {
 async fn a_refused_api_key_is_reported_in_the_chat() {
     let llm = ScriptedLlm::start(vec![Step::Status(401, "invalid key".into())]).await;
     let t = TestServer::start().await;
-    let chat = chat(&t, &llm.base_url()).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
     let mut stream = t.api.events("?world=lab", None).await;
     send(&t.api, &chat, "hello?").await.expect(202);
     let failed = stream.next_of("turn.failed").await;

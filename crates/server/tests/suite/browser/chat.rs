@@ -8,28 +8,7 @@ use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
 use super::{Browser, PHONE};
-use crate::suite::TestServer;
-
-/// A world `lab` with an agent `helper` on `llm` and a chat with it; returns the chat's id.
-async fn chat(t: &TestServer, llm: &ScriptedLlm) -> String {
-    t.world("lab").await;
-    t.api
-        .post(
-            "/api/v1/worlds/lab/agents",
-            json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
-        )
-        .await
-        .expect(201);
-    let chat = t
-        .api
-        .post(
-            "/api/v1/worlds/lab/chats",
-            json!({"agent": "helper", "title": "Deploys"}),
-        )
-        .await
-        .expect(201);
-    chat["id"].as_str().unwrap().to_owned()
-}
+use crate::suite::{TestServer, lab_chat};
 
 /// Types `text` into the composer and sends it.
 async fn send(b: &Browser, text: &str) {
@@ -69,7 +48,7 @@ async fn a_tool_call_holds_the_chat_until_approved_inline_and_a_reload_shows_the
     ])
     .await;
     let t = TestServer::start().await;
-    let id = chat(&t, &llm).await;
+    let id = lab_chat(&t, &llm.base_url(), Some("Deploys")).await;
     let alice = t.token("alice", "approver", None).await;
     let b = Browser::signed_in(&t, "chat-hold", &alice).await;
 
@@ -153,7 +132,7 @@ async fn a_question_is_answered_inline_and_its_answer_shown_on_the_call() {
     ])
     .await;
     let t = TestServer::start().await;
-    let id = chat(&t, &llm).await;
+    let id = lab_chat(&t, &llm.base_url(), Some("Deploys")).await;
     let alice = t.token("alice", "approver", None).await;
     let b = Browser::signed_in(&t, "chat-question", &alice).await;
     b.goto(&format!("/worlds/lab/chats/{id}")).await;
@@ -178,7 +157,7 @@ async fn a_question_is_answered_inline_and_its_answer_shown_on_the_call() {
 async fn a_running_turn_streams_its_text_and_can_be_cancelled() {
     let llm = ScriptedLlm::start(vec![Step::Stall]).await;
     let t = TestServer::start().await;
-    let first = chat(&t, &llm).await;
+    let first = lab_chat(&t, &llm.base_url(), Some("Deploys")).await;
     let token = t.server.admin_token().unwrap();
     let b = Browser::signed_in(&t, "chat-cancel", token).await;
     // A new chat from the world's page, with its agent.
@@ -230,7 +209,7 @@ const HOSTILE: &str = "Hi <img src=x onerror=\"window.__hp=1;alert(1)\"> and \
 async fn markdown_from_the_llm_is_shown_safely_and_fits_a_phone() {
     let llm = ScriptedLlm::start(vec![Step::text(HOSTILE)]).await;
     let t = TestServer::start().await;
-    let id = chat(&t, &llm).await;
+    let id = lab_chat(&t, &llm.base_url(), Some("Deploys")).await;
     let token = t.server.admin_token().unwrap();
     let title = "<img src=x onerror=alert(5)></textarea>";
     t.api

@@ -7,7 +7,7 @@ use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::json;
 
 use super::{Browser, PHONE};
-use crate::suite::{Api, TestServer, approval, held, question, raise};
+use crate::suite::{Api, TestServer, approval, held, lab_chat, question, raise};
 
 fn card(id: &str) -> String {
     format!("article.hold[data-hold='{id}']")
@@ -198,22 +198,7 @@ async fn the_page_of_a_chat_hold_shows_the_tools_result_once_it_ran() {
     ])
     .await;
     let t = TestServer::start().await;
-    t.world("lab").await;
-    t.api
-        .post(
-            "/api/v1/worlds/lab/agents",
-            json!({"name": "helper", "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
-        )
-        .await
-        .expect(201);
-    let chat = t
-        .api
-        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
-        .await
-        .expect(201)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
     let b = Browser::signed_in(&t, "chat-hold", &t.token("alice", "approver", None).await).await;
     t.api
         .post(
