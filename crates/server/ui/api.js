@@ -15,7 +15,7 @@ export class ApiError extends Error {
   }
 }
 
-export async function request(method, path, body, query) {
+async function request(method, path, body, query) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD" && csrf) headers["X-CSRF-Token"] = csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -72,7 +72,6 @@ export const getHold = (id) => request("GET", hold(id));
 export const decide = (id, decision) => request("POST", hold(id, "decision"), decision);
 export const decideBatch = (batch, seen, decision) =>
   request("POST", `/api/v1/batches/${seg(batch)}/decision`, { seen, decision });
-export const withdraw = (id, reason) => request("POST", hold(id, "withdraw"), { reason });
 
 // Worlds, agents, chats, turns
 export const worlds = () => request("GET", "/api/v1/worlds");
@@ -81,7 +80,6 @@ export const createWorld = (body) => request("POST", "/api/v1/worlds", body);
 export const updateWorld = (w, changes) => request("PATCH", world(w), changes);
 export const deleteWorld = (w) => request("DELETE", world(w));
 export const agents = (w) => request("GET", inWorld(w, "agents"));
-export const getAgent = (w, a) => request("GET", inWorld(w, "agents", a));
 export const createAgent = (w, body) => request("POST", inWorld(w, "agents"), body);
 export const updateAgent = (w, a, changes) => request("PATCH", inWorld(w, "agents", a), changes);
 export const deleteAgent = (w, a) => request("DELETE", inWorld(w, "agents", a));
