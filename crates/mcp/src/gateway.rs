@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::holds::{Asked, DISCONNECTED, Holds, Progress, Stops, refusal};
 use crate::own;
+use crate::reach::HoldpointError;
 use crate::upstream::{OfferedTool, Upstreams};
 
 /// The newest revision the gateway serves. Holdpoint serves the revisions that negotiate with
@@ -160,7 +161,7 @@ impl Gateway {
         &self,
         item: HoldRequest,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Asked, holdpoint_client::ClientError> {
+    ) -> Result<Asked, HoldpointError> {
         let progress = context.meta.get_progress_token().map(|token| Progress {
             peer: context.peer.clone(),
             token,

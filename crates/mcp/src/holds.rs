@@ -1,25 +1,25 @@
-//! Asking Holdpoint: raising one item through the API as an agent, waiting for a hold's
-//! outcome while telling the MCP client that it waits, and withdrawing what nobody waits for
-//! any more.
+//! Asking Holdpoint: raising one item as an agent, waiting for a hold's outcome while telling
+//! the MCP client that it waits, and withdrawing what nobody waits for any more.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use holdpoint_client::{Client, ClientError};
 use holdpoint_protocol::{
     DecidedBy, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome, OutcomeStatus, Source,
-    WaitParams, Withdraw,
 };
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
+use crate::reach::{Holdpoint, HoldpointError};
+
 /// The reason recorded when a hold is withdrawn because its client went away.
 pub const DISCONNECTED: &str = "the MCP client disconnected";
 
 /// How long one long poll on a hold lasts: the interval of progress notifications.
-const POLL: &str = "15s";
+const POLL: Duration = Duration::from_secs(15);
 
 /// What became of an asked item.
 pub enum Asked {
@@ -47,9 +47,9 @@ pub struct Progress {
     pub token: ProgressToken,
 }
 
-/// Holdpoint as the gateway's agent sees it: one world, the holds this process waits on.
+/// Holdpoint as the gateway's agent sees it: one world, the holds this gateway waits on.
 pub struct Holds {
-    client: Client,
+    holdpoint: Arc<dyn Holdpoint>,
     world: String,
     chat: Option<String>,
     /// Holds raised by this process that are still waited on: withdrawn when it stops.
@@ -57,9 +57,9 @@ pub struct Holds {
 }
 
 impl Holds {
-    pub fn new(client: Client, world: String, chat: Option<String>) -> Holds {
+    pub fn new(holdpoint: Arc<dyn Holdpoint>, world: String, chat: Option<String>) -> Holds {
         Holds {
-            client,
+            holdpoint,
             world,
             chat,
             waiting: Mutex::default(),
@@ -73,17 +73,18 @@ impl Holds {
         item: HoldRequest,
         stops: &Stops,
         progress: Option<Progress>,
-    ) -> Result<Asked, ClientError> {
+    ) -> Result<Asked, HoldpointError> {
         let body = NewHolds {
             chat: self.chat.clone(),
             items: vec![item],
         };
         // A retried request raises nothing twice.
         let key = uuid::Uuid::now_v7().to_string();
-        let response = self.client.raise(&self.world, &body, Some(&key)).await?;
+        let response = self.holdpoint.raise(&self.world, body, &key).await?;
         let Some(result) = response.results.into_iter().next() else {
-            return Err(ClientError::Protocol(
-                "the server answered with no result".into(),
+            return Err(HoldpointError::failed(
+                format!("raising a hold in world {:?}", self.world),
+                "Holdpoint answered with no result",
             ));
         };
         match result {
@@ -105,11 +106,8 @@ impl Holds {
         hold: Hold,
         stops: &Stops,
         progress: Option<Progress>,
-    ) -> Result<Asked, ClientError> {
+    ) -> Result<Asked, HoldpointError> {
         let _registered = Registered::new(&self.waiting, hold.id);
-        let params = WaitParams {
-            timeout: Some(POLL.into()),
-        };
         let mut step = 0u32;
         loop {
             if let Some(p) = &progress {
@@ -132,7 +130,7 @@ impl Holds {
                     self.withdraw(hold.id, DISCONNECTED).await;
                     return Ok(Asked::Withdrawn);
                 }
-                waited = self.client.wait(hold.id, &params) => {
+                waited = self.holdpoint.wait(hold.id, POLL) => {
                     let waited = waited?;
                     if waited.decided {
                         return Ok(Asked::Decided(Box::new(waited.hold)));
@@ -144,13 +142,9 @@ impl Holds {
 
     /// Withdraws a hold nobody waits for any more; one decided meanwhile stays decided.
     async fn withdraw(&self, id: HoldId, reason: &str) {
-        let body = Withdraw {
-            reason: Some(reason.into()),
-        };
-        if let Err(e) = self.client.withdraw(id, &body).await
-            && e.already_decided().is_none()
-        {
-            tracing::warn!(hold = %id, error = %e, "could not withdraw the hold");
+        match self.holdpoint.withdraw(id, reason).await {
+            Ok(()) | Err(HoldpointError::AlreadyDecided(_)) => {}
+            Err(e) => tracing::warn!(hold = %id, error = %e, "could not withdraw the hold"),
         }
     }
 

@@ -11,9 +11,11 @@ pub mod config;
 mod gateway;
 mod holds;
 mod own;
+mod reach;
 mod upstream;
 
 pub use config::{ConfigProblem, McpSettings, UpstreamConfig};
 pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
+pub use reach::{Holdpoint, HoldpointError};
 pub use upstream::{UpstreamError, Upstreams};

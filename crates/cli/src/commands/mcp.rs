@@ -3,6 +3,8 @@
 //! `ask_human` and `request_approval`; every call goes through the world's policy, and what
 //! must be asked waits for a person in Holdpoint.
 
+use std::sync::Arc;
+
 use clap::Args;
 use holdpoint_mcp::{Gateway, Holds, Upstreams};
 
@@ -44,7 +46,7 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         eprintln!("warning: {e}; its tools are not offered");
     }
     let holds = Holds::new(
-        connection.client.clone(),
+        Arc::new(connection.client.clone()),
         world,
         args.target.chat().cloned(),
     );

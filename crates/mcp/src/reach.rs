@@ -1,0 +1,91 @@
+//! How the gateway reaches Holdpoint: raising a call's hold, waiting on it, withdrawing it.
+//!
+//! `holdpoint mcp` does it over the HTTP API with an agent's token ([`Client`]); the server,
+//! which serves the same gateway at `/mcp/{world}`, does it in its own process on the engine,
+//! as the agent whose token opened the MCP session. Either way the gateway asks exactly what
+//! an agent may ask, and decides nothing.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use holdpoint_client::Client;
+use holdpoint_protocol::{GateResponse, HoldId, NewHolds, WaitParams, WaitResult, Withdraw};
+
+/// What the gateway asks of Holdpoint, as one agent.
+#[async_trait]
+pub trait Holdpoint: Send + Sync {
+    /// Raises `new`'s items in `world` (by id or name) as one batch. `key` is the request's
+    /// idempotency key: repeating it raises nothing twice.
+    async fn raise(
+        &self,
+        world: &str,
+        new: NewHolds,
+        key: &str,
+    ) -> Result<GateResponse, HoldpointError>;
+
+    /// Waits at most `timeout` for hold `id` to be decided; the hold as it is then.
+    async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError>;
+
+    /// Withdraws hold `id` (it can no longer be decided), recording `reason`.
+    async fn withdraw(&self, id: HoldId, reason: &str) -> Result<(), HoldpointError>;
+}
+
+/// A request to Holdpoint that failed, saying which and why.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldpointError {
+    /// The hold was decided before it could be withdrawn: it stays decided.
+    #[error("hold {0} was already decided")]
+    AlreadyDecided(HoldId),
+    /// Holdpoint could not be reached, refused, or answered something unexpected.
+    #[error("{what} failed: {message}")]
+    Failed { what: String, message: String },
+}
+
+impl HoldpointError {
+    pub fn failed(what: impl Into<String>, message: impl Into<String>) -> HoldpointError {
+        HoldpointError::Failed {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Over the HTTP API, as the agent whose token the client carries.
+#[async_trait]
+impl Holdpoint for Client {
+    async fn raise(
+        &self,
+        world: &str,
+        new: NewHolds,
+        key: &str,
+    ) -> Result<GateResponse, HoldpointError> {
+        Client::raise(self, world, &new, Some(key))
+            .await
+            .map_err(|e| {
+                HoldpointError::failed(format!("raising a hold in world {world:?}"), e.to_string())
+            })
+    }
+
+    async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
+        let params = WaitParams {
+            timeout: Some(format!("{}ms", timeout.as_millis())),
+        };
+        Client::wait(self, id, &params)
+            .await
+            .map_err(|e| HoldpointError::failed(format!("waiting on hold {id}"), e.to_string()))
+    }
+
+    async fn withdraw(&self, id: HoldId, reason: &str) -> Result<(), HoldpointError> {
+        let body = Withdraw {
+            reason: Some(reason.into()),
+        };
+        match Client::withdraw(self, id, &body).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.already_decided().is_some() => Err(HoldpointError::AlreadyDecided(id)),
+            Err(e) => Err(HoldpointError::failed(
+                format!("withdrawing hold {id}"),
+                e.to_string(),
+            )),
+        }
+    }
+}
