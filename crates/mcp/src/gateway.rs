@@ -8,8 +8,9 @@
 //! its hold.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
@@ -47,21 +48,27 @@ pub struct Gateway {
 
 struct Inner {
     holds: Holds,
-    /// Canceled when the client's input ends: its waiting calls are withdrawn at once.
+    /// Canceled when the client goes away (its input ends, its HTTP session is deleted): its
+    /// waiting calls are withdrawn at once.
     disconnected: CancellationToken,
-    upstreams: Upstreams,
+    /// Over HTTP, each call's own: canceled when the response stream of that call closes
+    /// before its answer (children of `disconnected`), by the call's JSON-RPC id.
+    calls: Mutex<HashMap<String, CancellationToken>>,
+    /// Shared with other sessions over HTTP: a session that ends leaves them open.
+    upstreams: Arc<Upstreams>,
     /// Holdpoint's own tools and the upstream ones, as listed.
     listed: Vec<Tool>,
 }
 
 impl Gateway {
-    pub fn new(holds: Holds, upstreams: Upstreams) -> Gateway {
+    pub fn new(holds: Holds, upstreams: Arc<Upstreams>) -> Gateway {
         let mut listed = own::tools();
         listed.extend(upstreams.tools().iter().map(|t| t.tool.clone()));
         Gateway {
             inner: Arc::new(Inner {
                 holds,
                 disconnected: CancellationToken::new(),
+                calls: Mutex::default(),
                 upstreams,
                 listed,
             }),
@@ -69,18 +76,20 @@ impl Gateway {
     }
 
     /// Serves one client on this process's standard input and output (`holdpoint mcp`) until
-    /// it goes away.
+    /// it goes away; then closes the upstreams, which were this client's alone.
     pub async fn serve_stdio(self) -> Result<(), GatewayError> {
         let (stdin, stdout) = rmcp::transport::stdio();
         let stdin = WatchEnd {
             inner: stdin,
             ended: self.inner.disconnected.clone(),
         };
-        self.serve_on((stdin, stdout)).await
+        let served = self.clone().serve_on((stdin, stdout)).await;
+        self.inner.upstreams.close().await;
+        served
     }
 
     /// Serves one client on `transport` until it goes away; then withdraws the holds its
-    /// calls still waited on and closes the upstreams.
+    /// calls still waited on. The upstreams stay open.
     async fn serve_on<T, E, A>(self, transport: T) -> Result<(), GatewayError>
     where
         T: IntoTransport<RoleServer, E, A>,
@@ -97,8 +106,39 @@ impl Gateway {
         };
         self.inner.disconnected.cancel();
         self.inner.holds.withdraw_all(DISCONNECTED).await;
-        self.inner.upstreams.close().await;
         result
+    }
+
+    /// The client went away (its HTTP session ended): calls still waiting withdraw their
+    /// holds.
+    pub(crate) fn disconnect(&self) {
+        self.inner.disconnected.cancel();
+    }
+
+    /// Watches the call with JSON-RPC id `key` (see [`call_key`]) until [`Gateway::unwatch`]:
+    /// canceling the token returned withdraws the call's hold as disconnected.
+    pub(crate) fn watch(&self, key: String) -> CancellationToken {
+        let token = self.inner.disconnected.child_token();
+        if let Ok(mut calls) = self.inner.calls.lock() {
+            calls.insert(key, token.clone());
+        }
+        token
+    }
+
+    pub(crate) fn unwatch(&self, key: &str) {
+        if let Ok(mut calls) = self.inner.calls.lock() {
+            calls.remove(key);
+        }
+    }
+
+    /// What ends a call's wait as disconnected: its own token when it is watched, else the
+    /// client's.
+    fn disconnected(&self, context: &RequestContext<RoleServer>) -> CancellationToken {
+        let watched = serde_json::to_value(&context.id)
+            .ok()
+            .and_then(|id| call_key(&id))
+            .and_then(|key| self.inner.calls.lock().ok()?.get(&key).cloned());
+        watched.unwrap_or_else(|| self.inner.disconnected.clone())
     }
 
     /// A call of an upstream tool.
@@ -168,9 +208,18 @@ impl Gateway {
         });
         let stops = Stops {
             canceled: context.ct.clone(),
-            disconnected: self.inner.disconnected.clone(),
+            disconnected: self.disconnected(context),
         };
         self.inner.holds.ask(item, &stops, progress).await
+    }
+}
+
+/// A JSON-RPC request id as a key: numbers and strings apart (`1` is not `"1"`).
+pub(crate) fn call_key(id: &serde_json::Value) -> Option<String> {
+    match id {
+        serde_json::Value::Number(n) => Some(format!("n:{n}")),
+        serde_json::Value::String(s) => Some(format!("s:{s}")),
+        _ => None,
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod config;
 mod gateway;
 mod holds;
+mod http_gateway;
 mod own;
 mod reach;
 mod upstream;
@@ -17,5 +18,6 @@ mod upstream;
 pub use config::{ConfigProblem, McpSettings, UpstreamConfig};
 pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
+pub use http_gateway::{HttpGateway, HttpRefusal, McpBody};
 pub use reach::{Holdpoint, HoldpointError};
 pub use upstream::{UpstreamError, Upstreams};

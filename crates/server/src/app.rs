@@ -14,6 +14,7 @@ use crate::auth::{Caller, Credentials, Guard};
 use crate::config::{HEARTBEAT, IDEMPOTENCY_RETENTION, WebhookSettings};
 use crate::error::ApiError;
 use crate::housekeeping::Housekeeping;
+use crate::mcp::McpServers;
 use crate::metrics::Metrics;
 use crate::webhooks::Webhooks;
 
@@ -74,12 +75,18 @@ struct Inner {
     config: ServerConfig,
     metrics: Arc<Metrics>,
     webhooks: Webhooks,
+    mcp: McpServers,
     shutdown: CancellationToken,
 }
 
 impl App {
-    pub fn new(runtime: Runtime, config: ServerConfig) -> Self {
-        let shutdown = CancellationToken::new();
+    /// `shutdown` is canceled when the server stops; `mcp` ends its sessions with it.
+    pub(crate) fn new(
+        runtime: Runtime,
+        config: ServerConfig,
+        mcp: McpServers,
+        shutdown: CancellationToken,
+    ) -> Self {
         let webhooks = Webhooks::new(runtime.clone(), config.webhooks.clone(), shutdown.clone());
         let credentials = Credentials::new(runtime.clone());
         let guard = Guard::new(&config.allowed_hosts, credentials.clone());
@@ -91,6 +98,7 @@ impl App {
                 config,
                 metrics: Arc::default(),
                 webhooks,
+                mcp,
                 shutdown,
             }),
         }
@@ -129,6 +137,11 @@ impl App {
     /// Webhook subscriptions and their deliveries.
     pub(crate) fn webhooks(&self) -> &Webhooks {
         &self.inner.webhooks
+    }
+
+    /// The MCP servers behind the gateway, and the gateway's HTTP sessions.
+    pub(crate) fn mcp(&self) -> &McpServers {
+        &self.inner.mcp
     }
 
     /// What housekeeping deletes, and after how long.

@@ -58,7 +58,7 @@ fn unsupported(media_type: &str) -> ApiError {
 }
 
 /// The whole body, within the size limit (413) and in time (408).
-async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+pub(crate) async fn read<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     // A body that stops arriving must not hold the request (and its connection) forever.
     let read = tokio::time::timeout(BODY_TIMEOUT, Bytes::from_request(req, state))
         .await

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, ServerConfig};
 use crate::config::Settings;
+use crate::mcp::McpServers;
 
 /// The file, in the data directory, that holds the first admin token.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -131,7 +132,9 @@ impl Server {
         config.heartbeat = settings.server.heartbeat;
         config.idempotency_retention = settings.server.idempotency_retention;
         config.webhooks = settings.webhooks.clone();
-        let app = App::new(runtime, config);
+        let shutdown = CancellationToken::new();
+        let mcp = McpServers::connect(&settings.mcp, config.max_body, shutdown.clone()).await;
+        let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app
             .credentials()
@@ -201,6 +204,7 @@ impl Server {
             .task
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        self.app.mcp().close().await;
         self.store.close().await;
         served
     }

@@ -14,6 +14,7 @@ mod headers;
 pub mod housekeeping;
 mod launch;
 mod markdown;
+mod mcp;
 mod metrics;
 mod routes;
 mod webhooks;

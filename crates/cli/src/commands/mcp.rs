@@ -50,7 +50,7 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         world,
         args.target.chat().cloned(),
     );
-    let served = Gateway::new(holds, upstreams).serve_stdio().await;
+    let served = Gateway::new(holds, Arc::new(upstreams)).serve_stdio().await;
     connection.close().await;
     served.map_err(raise::error)
 }

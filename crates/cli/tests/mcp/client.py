@@ -1,12 +1,14 @@
 """A client for Holdpoint's gateway tests, on the official Python SDK: connects to
-`holdpoint mcp` over stdio and prints what it got as one JSON line per step.
+`holdpoint mcp` over stdio (or to the server's `/mcp/{world}` over streamable HTTP) and prints
+what it got as one JSON line per step.
 
     client.py list
     client.py call NAME ARGUMENTS_JSON
     client.py cancel NAME ARGUMENTS_JSON   (cancels the call at its first progress notification)
 
 The gateway is started as `$HOLDPOINT_BIN mcp --world $HOLDPOINT_WORLD`, with this process's
-environment (the server, the token, the configuration file).
+environment (the server, the token, the configuration file); or, when $HOLDPOINT_MCP_URL is
+set, reached there over streamable HTTP with $HOLDPOINT_TOKEN.
 """
 
 import json
@@ -15,6 +17,8 @@ import sys
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def dump(result) -> dict:
@@ -22,11 +26,18 @@ def dump(result) -> dict:
 
 
 async def main() -> None:
-    gateway = StdioServerParameters(
-        command=os.environ["HOLDPOINT_BIN"],
-        args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
-        env=dict(os.environ),
-    )
+    if "HOLDPOINT_MCP_URL" in os.environ:
+        token = os.environ["HOLDPOINT_TOKEN"]
+        gateway = streamable_http_client(
+            os.environ["HOLDPOINT_MCP_URL"],
+            http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}),
+        )
+    else:
+        gateway = StdioServerParameters(
+            command=os.environ["HOLDPOINT_BIN"],
+            args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
+            env=dict(os.environ),
+        )
     step = sys.argv[1]
     async with Client(gateway) as client:
         print(json.dumps({"protocol_version": client.protocol_version}), flush=True)

@@ -29,8 +29,17 @@ impl Lab {
 
     /// With a policy file of this text.
     pub async fn with_policy(steps: Vec<Step>, policy: Option<&str>) -> Lab {
+        Lab::with_settings(steps, policy, Settings::default()).await
+    }
+
+    /// With a policy file of this text, and these settings (the address and the policy file
+    /// aside).
+    pub async fn with_settings(
+        steps: Vec<Step>,
+        policy: Option<&str>,
+        mut settings: Settings,
+    ) -> Lab {
         let dir = tempfile::tempdir().unwrap();
-        let mut settings = Settings::default();
         settings.server.bind = "127.0.0.1:0".parse().unwrap();
         if let Some(text) = policy {
             let file = dir.path().join("policy.toml");

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use holdpoint_server::Settings;
 use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::Api;
 use serde_json::{Value, json};
@@ -36,7 +37,7 @@ action = "deny"
 
 /// The Python with the official `mcp` package: `$HOLDPOINT_TEST_PYTHON`, else the virtual
 /// environment scripts/test makes.
-fn python() -> PathBuf {
+pub(super) fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("HOLDPOINT_TEST_PYTHON") {
         return p.into();
     }
@@ -56,43 +57,68 @@ fn script(name: &str) -> PathBuf {
 }
 
 /// A server with [`POLICY`], a configuration file naming the upstream, and an agent token.
-struct Gateway {
-    lab: Lab,
+pub(super) struct Gateway {
+    pub(super) lab: Lab,
     config: PathBuf,
     upstream_log: PathBuf,
-    agent: String,
-    approver: Api,
+    pub(super) agent: String,
+    pub(super) approver: Api,
+    /// Whether the client reaches the server's `/mcp/lab` (else it starts `holdpoint mcp`).
+    http: bool,
+    _logs: tempfile::TempDir,
 }
 
 impl Gateway {
-    /// `extra` is added to the upstream's section (`tools = …`, say).
-    async fn start(extra: &str) -> Gateway {
-        let lab = Lab::with_policy(vec![], Some(POLICY)).await;
+    /// For `holdpoint mcp`: `extra` is added to the upstream's section (`tools = …`, say).
+    pub(super) async fn start(extra: &str) -> Gateway {
+        Gateway::open(extra, false).await
+    }
+
+    /// For the server's `/mcp/lab`: the server itself is configured with the upstream.
+    pub(super) async fn served(extra: &str) -> Gateway {
+        Gateway::open(extra, true).await
+    }
+
+    async fn open(extra: &str, http: bool) -> Gateway {
+        let logs = tempfile::tempdir().unwrap();
+        let upstream_log = logs.path().join("upstream.log");
+        let text = format!(
+            "[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?} }}\n{extra}\n",
+            python().display().to_string(),
+            script("upstream.py").display().to_string(),
+            upstream_log.display().to_string(),
+        );
+        let mut settings = Settings::default();
+        if http {
+            let table: toml::Table = toml::from_str(&text).unwrap();
+            settings.mcp = table["mcp"].clone().try_into().unwrap();
+        }
+        let lab = Lab::with_settings(vec![], Some(POLICY), settings).await;
         let config = lab.data().join("config.toml");
-        let upstream = script("upstream.py");
-        std::fs::write(
-            &config,
-            format!(
-                "[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\n{extra}\n",
-                python().display().to_string(),
-                upstream.display().to_string(),
-            ),
-        )
-        .unwrap();
+        std::fs::write(&config, text).unwrap();
         let agent = lab.token("coder", "agent").await;
         let approver = lab.admin.as_token(&lab.token("alice", "approver").await);
         Gateway {
-            upstream_log: lab.data().join("upstream.log"),
+            upstream_log,
             config,
             agent,
             approver,
             lab,
+            http,
+            _logs: logs,
         }
     }
 
-    /// `client.py ARGS`, which starts `holdpoint mcp --world lab` as the agent.
-    fn client(&self, args: &[&str]) -> tokio::process::Command {
+    /// `client.py ARGS`: it starts `holdpoint mcp --world lab` as the agent, or reaches the
+    /// server's `/mcp/lab` with the agent's token.
+    pub(super) fn client(&self, args: &[&str]) -> tokio::process::Command {
         let mut c = tokio::process::Command::new(python());
+        if self.http {
+            c.env(
+                "HOLDPOINT_MCP_URL",
+                format!("{}/mcp/lab", self.lab.server.url()),
+            );
+        }
         c.arg(script("client.py"))
             .args(args)
             .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
@@ -110,7 +136,7 @@ impl Gateway {
     }
 
     /// Runs the client to its end; the JSON lines it printed.
-    async fn run(&self, args: &[&str]) -> Vec<Value> {
+    pub(super) async fn run(&self, args: &[&str]) -> Vec<Value> {
         let child = self.client(args).spawn().unwrap();
         let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
             .await
@@ -125,13 +151,13 @@ impl Gateway {
     }
 
     /// Calls `tool` and returns its result.
-    async fn call(&self, tool: &str, arguments: Value) -> Value {
+    pub(super) async fn call(&self, tool: &str, arguments: Value) -> Value {
         let lines = self.run(&["call", tool, &arguments.to_string()]).await;
         lines.last().unwrap().clone()
     }
 
     /// The calls the upstream ran.
-    fn upstream_calls(&self) -> Vec<Value> {
+    pub(super) fn upstream_calls(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.upstream_log)
             .unwrap_or_default()
             .lines()
@@ -140,7 +166,7 @@ impl Gateway {
     }
 
     /// The first hold raised (pending or not), once there is one.
-    async fn first_hold(&self) -> Value {
+    pub(super) async fn first_hold(&self) -> Value {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let page = self
@@ -157,7 +183,7 @@ impl Gateway {
         }
     }
 
-    async fn decide(&self, hold: &Value, body: Value) {
+    pub(super) async fn decide(&self, hold: &Value, body: Value) {
         let id = hold["id"].as_str().unwrap();
         self.approver
             .post(&format!("/api/v1/holds/{id}/decision"), body)
@@ -166,7 +192,7 @@ impl Gateway {
     }
 
     /// Waits until the hold `id` is resolved; the hold.
-    async fn resolved(&self, id: &str) -> Value {
+    pub(super) async fn resolved(&self, id: &str) -> Value {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let hold = self.lab.hold(id).await;
@@ -182,7 +208,7 @@ impl Gateway {
     }
 }
 
-fn text(result: &Value) -> String {
+pub(super) fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or("")
@@ -391,7 +417,10 @@ async fn ask_human_and_request_approval_are_answered_through_the_api() {
 }
 
 /// Reads the client's stdout until a line contains `needle`.
-async fn until_printed(stdout: &mut BufReader<tokio::process::ChildStdout>, needle: &str) {
+pub(super) async fn until_printed(
+    stdout: &mut BufReader<tokio::process::ChildStdout>,
+    needle: &str,
+) {
     let mut line = String::new();
     loop {
         line.clear();

@@ -45,6 +45,7 @@ impl TokenRecord {
     fn caller(&self, csrf: Option<String>) -> Caller {
         Caller {
             principal: Principal::new(self.name.clone(), self.role),
+            token: self.id,
             world: self.world,
             csrf,
         }

@@ -16,7 +16,7 @@ mod guard;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use holdpoint_core::{Scope, roles};
-use holdpoint_protocol::{Actor, Event, EventPayload, Principal, Role, WorldId};
+use holdpoint_protocol::{Actor, Event, EventPayload, Principal, Role, TokenId, WorldId};
 
 pub use credentials::{Credentials, SESSION_TTL, secret};
 pub use guard::{Access, CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
@@ -27,6 +27,8 @@ use crate::error::ApiError;
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub principal: Principal,
+    /// The token it calls with (a browser session's is the token it signed in with).
+    pub token: TokenId,
     /// The one world this credential may use, if limited to one.
     pub world: Option<WorldId>,
     /// For browser sessions: the CSRF token.

@@ -214,16 +214,27 @@ pub async fn wait(
                 )
             })?,
     };
+    Ok(Json(wait_for(&app, &caller, id, timeout).await?))
+}
+
+/// Waits at most `timeout` (less when the server stops) for hold `id` to be decided; the hold
+/// as it is then. The long poll's, and the MCP gateway's in this process.
+pub(crate) async fn wait_for(
+    app: &App,
+    caller: &Caller,
+    id: HoldId,
+    timeout: Duration,
+) -> Result<WaitResult, ApiError> {
     let scope = caller.scope();
     tokio::select! {
         r = app.engine().wait(id, timeout, &scope) => { r?; }
         () = app.shutdown().cancelled() => {}
     }
     let hold = app.engine().hold(id, &scope).await?;
-    Ok(Json(WaitResult {
+    Ok(WaitResult {
         decided: hold.outcome.is_some(),
         hold,
-    }))
+    })
 }
 
 /// Raise holds in a world, as an agent: approvals (policy decides first: allowed and denied
@@ -243,15 +254,8 @@ pub async fn create(
     Body(new): Body<serde_json::Value>,
 ) -> Result<(StatusCode, Json<GateResponse>), ApiError> {
     let new = new_holds(new)?;
-    let world = app.world(&caller, &world).await?;
-    let req = GateRequest {
-        world: world.id.to_string(),
-        chat: new.chat,
-        agent: None,
-        items: new.items,
-        idempotency_key: idempotency_key(&headers)?,
-    };
-    let response = app.engine().gate_all(&caller.principal, req).await?;
+    let key = idempotency_key(&headers)?;
+    let response = raise(&app, &caller, &world, new, key).await?;
     let raised = response
         .results
         .iter()
@@ -264,6 +268,26 @@ pub async fn create(
         },
         Json(response),
     ))
+}
+
+/// Raises `new`'s items in `world` (by id or name, as the caller may see it) as `caller`, all
+/// or nothing. The API's, and the MCP gateway's in this process.
+pub(crate) async fn raise(
+    app: &App,
+    caller: &Caller,
+    world: &str,
+    new: NewHolds,
+    idempotency_key: Option<String>,
+) -> Result<GateResponse, ApiError> {
+    let world = app.world(caller, world).await?;
+    let req = GateRequest {
+        world: world.id.to_string(),
+        chat: new.chat,
+        agent: None,
+        items: new.items,
+        idempotency_key,
+    };
+    Ok(app.engine().gate_all(&caller.principal, req).await?)
 }
 
 /// Reads [`NewHolds`]. serde loses the path inside an internally tagged enum, so when the
@@ -305,9 +329,18 @@ pub async fn withdraw(
     Body(w): Body<Withdraw>,
 ) -> Result<Json<Hold>, ApiError> {
     let id = hold_id(&id)?;
-    Ok(Json(
-        app.engine()
-            .withdraw(&caller.principal, id, w.reason, &caller.scope())
-            .await?,
-    ))
+    Ok(Json(withdraw_as(&app, &caller, id, w.reason).await?))
+}
+
+/// Withdraws hold `id` as `caller`. The API's, and the MCP gateway's in this process.
+pub(crate) async fn withdraw_as(
+    app: &App,
+    caller: &Caller,
+    id: HoldId,
+    reason: Option<String>,
+) -> Result<Hold, ApiError> {
+    Ok(app
+        .engine()
+        .withdraw(&caller.principal, id, reason, &caller.scope())
+        .await?)
 }

@@ -7,6 +7,7 @@ mod grants;
 mod holds;
 mod hooks;
 mod live;
+mod mcp;
 mod ops;
 mod ui;
 
@@ -36,6 +37,8 @@ const ADMINS: &[Role] = &[Role::Admin];
 const PEOPLE: &[Role] = &[Role::Admin, Role::Approver];
 /// Who raises holds: agents, and admins trying things out.
 const RAISERS: &[Role] = &[Role::Agent, Role::Admin];
+/// Who uses the MCP gateway: agents only (its sessions raise holds as their agent).
+const AGENTS: &[Role] = &[Role::Agent];
 
 /// Every route, once: its handler (method, path and description in its `#[utoipa::path]`)
 /// and who may call it. Deciding holds needs a person's role, but that is the engine's rule
@@ -98,6 +101,7 @@ fn declare() -> Routes {
         .add(Roles(PEOPLE), routes!(audit::events))
         .add(Roles(ADMINS), routes!(audit::verify))
         .add(Signed, routes!(live::stream))
+        .add(Roles(AGENTS), routes!(mcp::post, mcp::get, mcp::delete))
 }
 
 /// The size of a page a log-like listing is asked for: `limit`, by the one rule the engine
@@ -221,6 +225,7 @@ impl utoipa::Modify for Security {
         (name = "events", description = "Live events (server-sent events)"),
         (name = "webhooks"), (name = "audit"),
         (name = "access", description = "Tokens and browser sessions"),
+        (name = "mcp", description = "The MCP gateway over streamable HTTP: MCP's JSON-RPC, not REST (docs/mcp.md)"),
         (name = "operations")
     )
 )]

@@ -627,6 +627,9 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/api/v1/audit/events", "admin approver"),
     ("GET", "/api/v1/audit/verify", "admin"),
     ("GET", "/api/v1/events", "signed"),
+    ("POST", "/mcp/{world}", "agent"),
+    ("GET", "/mcp/{world}", "agent"),
+    ("DELETE", "/mcp/{world}", "agent"),
 ];
 
 #[tokio::test]

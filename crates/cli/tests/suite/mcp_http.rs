@@ -1,0 +1,318 @@
+//! The server's MCP gateway over streamable HTTP (`/mcp/{world}`), with the official Python
+//! SDK's client (`streamable_http_client`) and the same upstream as `holdpoint mcp`'s tests:
+//! this server connects to it when it starts, and shares it between sessions.
+
+use serde_json::{Value, json};
+use tokio::io::BufReader;
+
+use super::mcp::{Gateway, text, until_printed};
+
+/// An MCP `initialize` request, as a client sends it first.
+fn initialize() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}
+        }
+    })
+}
+
+/// Sends `body` to `/mcp/lab` with `token` (and the session, if any).
+async fn send(
+    gw: &Gateway,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> holdpoint_test_support::http::Reply {
+    let api = match token {
+        Some(t) => gw.lab.admin.as_token(t),
+        None => gw.lab.admin.anonymous(),
+    };
+    let mut request = api
+        .request("POST".parse().unwrap(), "/mcp/lab")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    api.send(request).await
+}
+
+async fn last_line(child: tokio::process::Child) -> Value {
+    let out = tokio::time::timeout(
+        holdpoint_test_support::PATIENCE * 3,
+        child.wait_with_output(),
+    )
+    .await
+    .expect("the MCP client did not finish in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_else(|| {
+        panic!(
+            "the client printed nothing: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(last).unwrap()
+}
+
+#[tokio::test]
+async fn the_http_gateway_lists_upstream_tools_by_server_and_name_and_its_own() {
+    let gw = Gateway::served("").await;
+    let lines = gw.run(&["list"]).await;
+    assert_eq!(lines[0]["protocol_version"], "2025-11-25");
+    let names: Vec<&str> = lines[1]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ask_human",
+            "request_approval",
+            "up__echo",
+            "up__write_note",
+            "up__delete_all",
+            "up__fail"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn allowed_calls_are_forwarded_intact_and_denied_ones_name_the_rule_and_sessions_share_the_upstream()
+ {
+    let gw = Gateway::served("").await;
+    let echoed = gw.call("up__echo", json!({"text": "hi"})).await;
+    assert_eq!(echoed["isError"], false, "{echoed}");
+    assert_eq!(text(&echoed), "echo: hi");
+    assert_eq!(echoed["structuredContent"], json!({"result": "echo: hi"}));
+    let denied = gw.call("up__delete_all", json!({"confirm": true})).await;
+    assert_eq!(denied["isError"], true);
+    let said = text(&denied);
+    assert!(said.contains("up__delete_all was not called"), "{said}");
+    assert!(said.contains("never delete everything"), "{said}");
+    // The sessions above ended (each client deleted its own): the upstream they shared still
+    // serves the next one.
+    let again = gw.call("up__echo", json!({"text": "again"})).await;
+    assert_eq!(text(&again), "echo: again", "{again}");
+    assert_eq!(
+        gw.upstream_calls(),
+        [
+            json!({"tool": "echo", "arguments": {"text": "hi"}}),
+            json!({"tool": "echo", "arguments": {"text": "again"}})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_asked_call_over_http_waits_for_a_person_then_runs_what_was_approved_or_says_why_not() {
+    let gw = Gateway::served("").await;
+    let client = gw
+        .client(&[
+            "call",
+            "up__write_note",
+            r#"{"name": "a", "text": "hello"}"#,
+        ])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "up__write_note");
+    assert_eq!(hold["requested_by"], "coder");
+    assert_eq!(
+        gw.upstream_calls(),
+        Vec::<Value>::new(),
+        "it ran before approval"
+    );
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let result = last_line(client).await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(text(&result), "wrote a: hello");
+    assert!(
+        result["progress"][0]
+            .as_str()
+            .unwrap()
+            .contains(hold["id"].as_str().unwrap()),
+        "{result}"
+    );
+
+    let client = gw
+        .client(&["call", "up__write_note", r#"{"name": "b", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(
+        &hold,
+        json!({"action": "deny", "reason": "not on a Friday"}),
+    )
+    .await;
+    let result = last_line(client).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        text(&result).contains("denied by alice: not on a Friday"),
+        "{result}"
+    );
+    assert_eq!(
+        gw.upstream_calls(),
+        [json!({"tool": "write_note", "arguments": {"name": "a", "text": "hello"}})]
+    );
+}
+
+#[tokio::test]
+async fn ask_human_and_request_approval_are_offered_over_http() {
+    let gw = Gateway::served("").await;
+    let question = json!({
+        "question": "Which branch?",
+        "options": [{"id": "main", "label": "main"}, {"id": "dev", "label": "dev"}]
+    });
+    let client = gw
+        .client(&["call", "ask_human", &question.to_string()])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["question"], "Which branch?");
+    gw.decide(&hold, json!({"action": "answer", "options": ["dev"]}))
+        .await;
+    let answer = last_line(client).await;
+    assert_eq!(answer["isError"], false, "{answer}");
+    assert_eq!(
+        answer["structuredContent"]["options"],
+        json!([{"id": "dev", "label": "dev"}])
+    );
+    assert_eq!(answer["structuredContent"]["by"], json!(["alice"]));
+
+    let request = json!({"action": "deploy", "arguments": {"env": "prod"}});
+    let client = gw
+        .client(&["call", "request_approval", &request.to_string()])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "deploy");
+    gw.decide(&hold, json!({"action": "deny", "reason": "freeze"}))
+        .await;
+    let answer = last_line(client).await;
+    let body = &answer["structuredContent"];
+    assert_eq!(body["approved"], false, "{answer}");
+    assert_eq!(body["by"], json!(["alice"]));
+    assert_eq!(body["reason"], "freeze");
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_over_http_withdraws_its_hold_and_nothing_runs() {
+    let gw = Gateway::served("").await;
+    let mut client = gw
+        .client(&["call", "up__write_note", r#"{"name": "c", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    // The client dies without a word: its call's stream closes.
+    client.kill().await.unwrap();
+    let id = hold["id"].as_str().unwrap();
+    let withdrawn = gw.resolved(id).await;
+    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["outcome"]["reason"],
+        "the MCP client disconnected"
+    );
+    let (code, _) = gw
+        .approver
+        .post(
+            &format!("/api/v1/holds/{id}/decision"),
+            json!({"action": "approve"}),
+        )
+        .await
+        .error(409);
+    assert_eq!(code, "already_decided");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn a_client_that_cancels_its_call_over_http_withdraws_the_hold() {
+    let gw = Gateway::served("").await;
+    let mut client = gw
+        .client(&["cancel", "up__write_note", r#"{"name": "d", "text": "x"}"#])
+        .env("CLIENT_LINGER", "30")
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(client.stdout.take().unwrap());
+    until_printed(&mut stdout, "\"canceled\"").await;
+    let hold = gw.first_hold().await;
+    let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
+    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["outcome"]["reason"],
+        "the MCP client canceled the call"
+    );
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    client.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn only_agents_tokens_open_the_http_gateway_and_they_cannot_decide() {
+    let gw = Gateway::served("").await;
+    let (code, _) = send(&gw, None, None, initialize()).await.error(401);
+    assert_eq!(code, "unauthorized");
+    let approver = gw.lab.token("bob", "approver").await;
+    let (code, message) = send(&gw, Some(&approver), None, initialize())
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    assert!(message.contains("agent"), "{message}");
+    let (code, _) = send(&gw, Some(&gw.lab.token), None, initialize())
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    // An agent's session opens; the same agent's token decides nothing.
+    let opened = send(&gw, Some(&gw.agent), None, initialize()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let client = gw
+        .client(&["call", "up__write_note", r#"{"name": "e", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    let id = hold["id"].as_str().unwrap();
+    let (code, _) = gw
+        .lab
+        .admin
+        .as_token(&gw.agent)
+        .post(
+            &format!("/api/v1/holds/{id}/decision"),
+            json!({"action": "approve"}),
+        )
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    assert_eq!(gw.lab.hold(id).await["status"], "pending");
+    drop(client);
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_the_token_that_opened_it() {
+    let gw = Gateway::served("").await;
+    let opened = send(&gw, Some(&gw.agent), None, initialize()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let other = gw.lab.token("intruder", "agent").await;
+    let (code, message) = send(&gw, Some(&other), Some(&session), initialized.clone())
+        .await
+        .error(403);
+    assert_eq!(code, "forbidden");
+    assert!(message.contains("another credential"), "{message}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    send(&gw, Some(&other), Some(&session), list.clone())
+        .await
+        .error(403);
+    // Its owner goes on.
+    let reply = send(&gw, Some(&gw.agent), Some(&session), initialized).await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let reply = send(&gw, Some(&gw.agent), Some(&session), list).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(reply.text.contains("up__echo"), "{}", reply.text);
+}
