@@ -5,6 +5,9 @@
 use serde_json::{Value, json};
 use tokio::io::BufReader;
 
+use holdpoint_test_support::http::{Api, Reply};
+
+use super::lab::Lab;
 use super::mcp::{Gateway, text, until_printed};
 
 /// An MCP `initialize` request, as a client sends it first.
@@ -19,17 +22,8 @@ fn initialize() -> Value {
     })
 }
 
-/// Sends `body` to `/mcp/lab` with `token` (and the session, if any).
-async fn send(
-    gw: &Gateway,
-    token: Option<&str>,
-    session: Option<&str>,
-    body: Value,
-) -> holdpoint_test_support::http::Reply {
-    let api = match token {
-        Some(t) => gw.lab.admin.as_token(t),
-        None => gw.lab.admin.anonymous(),
-    };
+/// Sends `body` to `/mcp/lab` as `api`'s caller (in the session, if any).
+async fn send_as(api: &Api, session: Option<&str>, body: Value) -> Reply {
     let mut request = api
         .request("POST".parse().unwrap(), "/mcp/lab")
         .header("accept", "application/json, text/event-stream")
@@ -38,6 +32,15 @@ async fn send(
         request = request.header("mcp-session-id", id);
     }
     api.send(request).await
+}
+
+/// Sends `body` to `/mcp/lab` with `token` (and the session, if any).
+async fn send(gw: &Gateway, token: Option<&str>, session: Option<&str>, body: Value) -> Reply {
+    let api = match token {
+        Some(t) => gw.lab.admin.as_token(t),
+        None => gw.lab.admin.anonymous(),
+    };
+    send_as(&api, session, body).await
 }
 
 async fn last_line(child: tokio::process::Child) -> Value {
@@ -315,4 +318,50 @@ async fn a_session_belongs_to_the_token_that_opened_it() {
     let reply = send(&gw, Some(&gw.agent), Some(&session), list).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(reply.text.contains("up__echo"), "{}", reply.text);
+}
+
+#[tokio::test]
+async fn with_no_upstream_configured_holdpoints_own_tools_are_offered() {
+    let lab = Lab::start(vec![]).await;
+    let agent = lab.admin.as_token(&lab.token("coder", "agent").await);
+    let opened = send_as(&agent, None, initialize()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        send_as(&agent, Some(&session), initialized).await.status,
+        202
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let listed = send_as(&agent, Some(&session), list).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let result: Value = listed
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to tools/list: {}", listed.text));
+    let names: Vec<&str> = result["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ask_human", "request_approval"]);
+    // Ending the session is the client's to do; then the id is unknown.
+    let ended = agent
+        .send(
+            agent
+                .request("DELETE".parse().unwrap(), "/mcp/lab")
+                .header("mcp-session-id", &session),
+        )
+        .await;
+    assert_eq!(ended.status, 202, "{}", ended.text);
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (code, _) = send_as(&agent, Some(&session), list).await.error(404);
+    assert_eq!(code, "not_found");
 }
