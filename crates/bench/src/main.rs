@@ -9,6 +9,7 @@ mod cycle;
 mod disk;
 mod http;
 mod inbox;
+mod mcp_http;
 mod pending;
 mod policy;
 mod stats;
@@ -70,6 +71,15 @@ enum Bench {
         #[arg(long, default_value_t = SECONDS)]
         seconds: f64,
     },
+    /// The MCP gateway over HTTP: a call of an asked tool at `/mcp/{world}` → hold → decision
+    /// over the API → the call's result.
+    McpHttp {
+        /// Concurrent callers (repeat for several runs).
+        #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = SECONDS)]
+        seconds: f64,
+    },
     /// Memory per pending hold and first-page latency with many pending.
     Pending {
         #[arg(long, default_value_t = 100_000)]
@@ -118,6 +128,10 @@ fn main() -> anyhow::Result<()> {
             concurrency,
             seconds,
         } => runtime.block_on(http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        Bench::McpHttp {
+            concurrency,
+            seconds,
+        } => runtime.block_on(mcp_http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
         Bench::Inbox {
             holds,
@@ -132,6 +146,11 @@ fn main() -> anyhow::Result<()> {
                 SECONDS,
             ))?;
             runtime.block_on(http::run(
+                &bench_dir(cli.dir.clone())?,
+                &HTTP_LEVELS,
+                SECONDS,
+            ))?;
+            runtime.block_on(mcp_http::run(
                 &bench_dir(cli.dir.clone())?,
                 &HTTP_LEVELS,
                 SECONDS,
