@@ -25,6 +25,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// The client a person decides through, sent as `Holdpoint-Via`.
+    via: Option<String>,
 }
 
 /// Why a request failed.
@@ -195,7 +197,18 @@ impl Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
+            via: None,
         })
+    }
+
+    /// This client, naming `via` as the client its person decides through: the server records
+    /// it with each decision (header `Holdpoint-Via`; 1 to 200 characters, no control
+    /// characters).
+    pub fn with_via(self, via: impl Into<String>) -> Client {
+        Client {
+            via: Some(via.into()),
+            ..self
+        }
     }
 
     pub fn base(&self) -> &str {
@@ -203,9 +216,14 @@ impl Client {
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http
+        let request = self
+            .http
             .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
+            .bearer_auth(&self.token);
+        match &self.via {
+            Some(via) => request.header("holdpoint-via", via.as_str()),
+            None => request,
+        }
     }
 
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {

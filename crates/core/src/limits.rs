@@ -68,3 +68,23 @@ pub fn page_size(limit: Option<usize>, default: usize, max: usize) -> Result<usi
         )),
     }
 }
+
+/// The longest `via` (the client a person decides through), in characters.
+pub const VIA: usize = holdpoint_protocol::VIA_MAX;
+
+/// The one rule for a `via`: 1 to [`VIA`] characters, none of them a control character (it is
+/// shown on one line in histories). `field` names where it came from.
+pub fn via(field: &str, via: &str) -> Result<(), EngineError> {
+    let bad = |why: String| Err(EngineError::invalid("invalid_input", field, why));
+    let length = via.chars().count();
+    if via.trim().is_empty() {
+        return bad("must not be empty".into());
+    }
+    if length > VIA {
+        return bad(format!("is {length} characters; at most {VIA} are allowed"));
+    }
+    if via.chars().any(char::is_control) {
+        return bad("must not contain control characters (line breaks, tabs, …)".into());
+    }
+    Ok(())
+}

@@ -8,7 +8,8 @@ pub fn may_decide(role: Role) -> bool {
 }
 
 /// The actor recorded when this principal acts: admins and approvers act as people, agent
-/// credentials as agents; the name and role are always kept.
+/// credentials as agents; the name and role are always kept, and the client it acted through
+/// when it named one.
 pub fn actor_of(who: &Principal) -> Actor {
     let source = match who.role {
         Role::Admin | Role::Approver => Source::Person,
@@ -18,5 +19,6 @@ pub fn actor_of(who: &Principal) -> Actor {
         source,
         name: Some(who.name.clone()),
         role: Some(who.role),
+        via: who.via.clone(),
     }
 }

@@ -39,7 +39,7 @@ pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
 pub use markdown::MarkdownNode;
-pub use principal::{Actor, Principal, Role, Source};
+pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
     EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,
     StatusFilter, StreamParams, WaitParams,

@@ -21,11 +21,18 @@ impl Role {
     }
 }
 
+/// The longest `via` (the client a person acts through), in characters.
+pub const VIA_MAX: usize = 200;
+
 /// An authenticated caller: a named person or agent credential with its role.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Principal {
     pub name: String,
     pub role: Role,
+    /// Through which client the principal acts, when it says (`Holdpoint-Via`): recorded with
+    /// what it decides, next to its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 impl Principal {
@@ -33,7 +40,13 @@ impl Principal {
         Principal {
             name: name.into(),
             role,
+            via: None,
         }
+    }
+
+    /// The same principal, acting through the client `via`.
+    pub fn via(self, via: Option<String>) -> Self {
+        Principal { via, ..self }
     }
 }
 
@@ -64,6 +77,10 @@ pub struct Actor {
     /// The role of the credential that acted, when a credential did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    /// The client the person acted through, as it named itself (`"MCP elicitation in
+    /// claude-code 2.1"`), when it did; absent in records made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 impl Actor {
@@ -72,6 +89,7 @@ impl Actor {
             source,
             name: None,
             role: None,
+            via: None,
         }
     }
 
@@ -80,6 +98,7 @@ impl Actor {
             source,
             name: Some(name.into()),
             role: None,
+            via: None,
         }
     }
 }

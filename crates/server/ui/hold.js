@@ -83,6 +83,7 @@ function entry(event, hold) {
     case "hold.expired":
     case "hold.withdrawn":
       text = outcomeWords({ ...hold, outcome: p.outcome });
+      if (event.actor && event.actor.via) text += ` (${actor(event.actor)})`;
       break;
     case "grant.created":
       text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} for ${p.grant.tool}`;
@@ -103,8 +104,9 @@ const GRANT = {
 
 function actor(a) {
   if (!a) return "someone";
-  if (a.name) return a.role ? `${a.name} (${a.role})` : a.name;
-  return a.source;
+  const via = a.via ? ` via ${a.via}` : "";
+  if (a.name) return (a.role ? `${a.name} (${a.role})` : a.name) + via;
+  return a.source + via;
 }
 
 function showResult(section, result) {

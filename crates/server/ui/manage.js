@@ -664,8 +664,9 @@ function verifier() {
 
 function actorText(actor) {
   if (!actor) return "";
-  if (actor.name) return actor.role ? `${actor.name} (${actor.role})` : actor.name;
-  return actor.source;
+  const via = actor.via ? ` via ${actor.via}` : "";
+  if (actor.name) return (actor.role ? `${actor.name} (${actor.role})` : actor.name) + via;
+  return actor.source + via;
 }
 
 function auditEntry(e) {

@@ -176,6 +176,7 @@ async fn a_stop_and_the_withdrawal_of_the_rest_of_the_batch_are_the_deciders() {
         source: Source::Person,
         name: Some("alice".into()),
         role: Some(Role::Approver),
+        via: None,
     };
     assert_eq!(stopped.actor, alice);
     let history = h.engine.history(rest.id, &Scope::any()).await.unwrap();

@@ -302,10 +302,13 @@ async fn show(a: HoldArgs) -> Result<(), Failure> {
 }
 
 fn history_line(e: &Event) -> String {
-    let who = match &e.actor.name {
+    let mut who = match &e.actor.name {
         Some(n) => format!("{} ({:?})", present::short(n, 40), e.actor.source).to_lowercase(),
         None => format!("{:?}", e.actor.source).to_lowercase(),
     };
+    if let Some(via) = &e.actor.via {
+        who = format!("{who} via {}", present::short(via, 80));
+    }
     let what = match &e.payload {
         EventPayload::HoldDecided { outcome }
         | EventPayload::HoldExpired { outcome }

@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, StatusCode};
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
     ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldQuery,
-    HoldRequest, HoldStatus, HoldsParams, NewHolds, Page, StatusFilter, WaitParams, WaitResult,
-    Withdraw,
+    HoldRequest, HoldStatus, HoldsParams, NewHolds, Page, Principal, StatusFilter, WaitParams,
+    WaitResult, Withdraw,
 };
 
 use crate::app::App;
@@ -89,6 +89,21 @@ pub(crate) fn hold_id(s: &str) -> Result<HoldId, ApiError> {
     s.parse().map_err(|_| ApiError::not_found("hold", s))
 }
 
+/// The header in which a person's client names itself when it decides.
+const VIA: &str = "Holdpoint-Via";
+
+/// The caller as the decider: with the client it decides through (`Holdpoint-Via`), when it
+/// names one, recorded on the resolving event's actor.
+fn decider(caller: &Caller, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let Some(value) = headers.get(VIA) else {
+        return Ok(caller.principal.clone());
+    };
+    let via = std::str::from_utf8(value.as_bytes())
+        .map_err(|_| ApiError::field(VIA, "must be UTF-8 text"))?;
+    holdpoint_core::limits::via(VIA, via)?;
+    Ok(caller.principal.clone().via(Some(via.to_owned())))
+}
+
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     headers
         .get("idempotency-key")
@@ -103,7 +118,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// Decide a hold. The first valid decision wins; a later one gets 409 with the recorded
 /// decision. Repeating a request with the same `Idempotency-Key` returns the first result.
 #[utoipa::path(post, path = "/api/v1/holds/{hold}/decision", tag = "holds", request_body = Decision,
-    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header),
+        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideResult), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Already decided (the recorded decision is in details.hold), or a conflict", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
@@ -116,15 +132,10 @@ pub async fn decide(
 ) -> Result<Json<DecideResult>, ApiError> {
     let id = hold_id(&id)?;
     let key = idempotency_key(&headers)?;
+    let who = decider(&caller, &headers)?;
     Ok(Json(
         app.engine()
-            .decide(
-                &caller.principal,
-                id,
-                decision,
-                &caller.scope(),
-                key.as_deref(),
-            )
+            .decide(&who, id, decision, &caller.scope(), key.as_deref())
             .await?,
     ))
 }
@@ -134,7 +145,8 @@ pub async fn decide(
 /// canceled. Recorded with source `default` and the caller's name; a person's role is needed,
 /// as for any decision.
 #[utoipa::path(post, path = "/api/v1/holds/{hold}/default", tag = "holds", request_body = ApplyDefault,
-    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header),
+        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideResult), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Already decided (the recorded decision is in details.hold)", body = ErrorBody)))]
 pub async fn decide_default(
@@ -146,22 +158,18 @@ pub async fn decide_default(
 ) -> Result<Json<DecideResult>, ApiError> {
     let id = hold_id(&id)?;
     let key = idempotency_key(&headers)?;
+    let who = decider(&caller, &headers)?;
     Ok(Json(
         app.engine()
-            .decide_default(
-                &caller.principal,
-                id,
-                body.reason,
-                &caller.scope(),
-                key.as_deref(),
-            )
+            .decide_default(&who, id, body.reason, &caller.scope(), key.as_deref())
             .await?,
     ))
 }
 
 /// "Decide all": one decision for every approval of a batch, bound to the ids and argument digests seen. If the batch differs from what was seen, nothing is decided (409).
 #[utoipa::path(post, path = "/api/v1/batches/{batch}/decision", tag = "holds", request_body = DecideBatchRequest,
-    params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header),
+        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideBatchResult), (status = 409, description = "The batch differs from what was seen", body = ErrorBody)))]
 pub async fn decide_batch(
     State(app): State<App>,
@@ -174,15 +182,10 @@ pub async fn decide_batch(
         .parse()
         .map_err(|_| ApiError::not_found("batch", &batch))?;
     let key = idempotency_key(&headers)?;
+    let who = decider(&caller, &headers)?;
     Ok(Json(
         app.engine()
-            .decide_batch(
-                &caller.principal,
-                batch,
-                req,
-                &caller.scope(),
-                key.as_deref(),
-            )
+            .decide_batch(&who, batch, req, &caller.scope(), key.as_deref())
             .await?,
     ))
 }

@@ -8,6 +8,7 @@ mod housekeeping;
 mod ops;
 mod turns;
 mod ui;
+mod via;
 mod webhooks;
 mod wire;
 
