@@ -5,30 +5,33 @@
 //! hold, progress notifications while it waits, then the upstream's result for exactly the
 //! arguments approved (or the recorded edit), or an `isError` result that says who refused and
 //! why, or that the deadline passed. A client that cancels the call, or goes away, withdraws
-//! its hold.
+//! its hold. A hold is also put to the client's user when the client can be asked and a
+//! person's credential was given (`elicit`); a call sent as a task goes on without its
+//! request (`tasks`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use tokio::io::{AsyncRead, ReadBuf};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::holds::{Asked, DISCONNECTED, Holds, Progress, Stops, refusal};
-use crate::own;
+use crate::elicit::{Approver, Elicitor};
+use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, Stops, refusal};
 use crate::reach::HoldpointError;
+use crate::tasks::{self, Task, Tasks};
 use crate::upstream::{OfferedTool, Upstreams};
+use crate::{own, stdio, wire};
 
 /// The newest revision the gateway serves. Holdpoint serves the revisions that negotiate with
 /// `initialize` (2024-11-05 to 2025-11-25): the official SDKs of today offer 2025-11-25 and
@@ -44,6 +47,8 @@ pub struct GatewayError(String);
 #[derive(Clone)]
 pub struct Gateway {
     inner: Arc<Inner>,
+    /// The person who answers this session's elicitations, when one was given.
+    approver: Option<Approver>,
 }
 
 struct Inner {
@@ -54,10 +59,23 @@ struct Inner {
     /// Over HTTP, each call's own: canceled when the response stream of that call closes
     /// before its answer (children of `disconnected`), by the call's JSON-RPC id.
     calls: Mutex<HashMap<String, CancellationToken>>,
+    /// Canceled when the gateway stops serving: its tasks end, and their holds are withdrawn.
+    /// (On stdio that is when its one client goes away, since the process ends then.)
+    stopping: CancellationToken,
     /// Shared with other sessions over HTTP: a session that ends leaves them open.
     upstreams: Arc<Upstreams>,
     /// Holdpoint's own tools and the upstream ones, as listed.
     listed: Vec<Tool>,
+    tasks: Tasks,
+}
+
+/// How one call asks a person: what ends its wait, where its progress goes, whom else it
+/// asks, and the task it runs as.
+struct Asking {
+    stops: Stops,
+    progress: Option<Progress>,
+    elicitor: Option<Elicitor>,
+    task: Option<Arc<Task>>,
 }
 
 impl Gateway {
@@ -69,27 +87,37 @@ impl Gateway {
                 holds,
                 disconnected: CancellationToken::new(),
                 calls: Mutex::default(),
+                stopping: CancellationToken::new(),
                 upstreams,
                 listed,
+                tasks: Tasks::default(),
             }),
+            approver: None,
+        }
+    }
+
+    /// This gateway, putting the holds its client's calls raise to the client's user as well
+    /// (elicitation, when the client supports it), and deciding what they answer as
+    /// `approver`. Without one, no elicitation is sent: the gateway's own credential is an
+    /// agent's, and agents never decide holds.
+    pub fn with_approver(self, approver: Approver) -> Gateway {
+        Gateway {
+            approver: Some(approver),
+            ..self
         }
     }
 
     /// Serves one client on this process's standard input and output (`holdpoint mcp`) until
     /// it goes away; then closes the upstreams, which were this client's alone.
     pub async fn serve_stdio(self) -> Result<(), GatewayError> {
-        let (stdin, stdout) = rmcp::transport::stdio();
-        let stdin = WatchEnd {
-            inner: stdin,
-            ended: self.inner.disconnected.clone(),
-        };
-        let served = self.clone().serve_on((stdin, stdout)).await;
+        let transport = stdio::relay(self.inner.disconnected.clone());
+        let served = self.clone().serve_on(transport).await;
         self.inner.upstreams.close().await;
         served
     }
 
     /// Serves one client on `transport` until it goes away; then withdraws the holds its
-    /// calls still waited on. The upstreams stay open.
+    /// calls and tasks still waited on. The upstreams stay open.
     async fn serve_on<T, E, A>(self, transport: T) -> Result<(), GatewayError>
     where
         T: IntoTransport<RoleServer, E, A>,
@@ -105,6 +133,7 @@ impl Gateway {
             Err(e) => Err(GatewayError(e.to_string())),
         };
         self.inner.disconnected.cancel();
+        self.inner.stopping.cancel();
         self.inner.holds.withdraw_all(DISCONNECTED).await;
         result
     }
@@ -141,12 +170,62 @@ impl Gateway {
         watched.unwrap_or_else(|| self.inner.disconnected.clone())
     }
 
+    /// How a call made by `context`'s request asks: its progress notifications and
+    /// elicitations go to the client, and its cancellation or the client's going away
+    /// withdraws its hold.
+    fn asking(&self, context: &RequestContext<RoleServer>) -> Asking {
+        Asking {
+            stops: Stops {
+                canceled: context.ct.clone(),
+                canceled_why: CANCELED,
+                disconnected: self.disconnected(context),
+            },
+            progress: context.meta.get_progress_token().map(|token| Progress {
+                peer: context.peer.clone(),
+                token,
+            }),
+            elicitor: Elicitor::new(&context.peer, self.approver.as_ref()),
+            task: None,
+        }
+    }
+
+    /// One call of a tool, Holdpoint's own or an upstream's.
+    async fn run(
+        &self,
+        request: CallToolRequestParams,
+        asking: Asking,
+    ) -> Result<CallToolResult, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let name = request.name.as_ref();
+        if name == own::ASK_HUMAN || name == own::REQUEST_APPROVAL {
+            return Ok(match own::request(name, arguments) {
+                Ok(item) => match self.ask(item, asking).await {
+                    Ok(asked) => own::result(asked),
+                    Err(e) => refused(format!("Holdpoint could not be asked: {e}")),
+                },
+                Err(why) => refused(why),
+            });
+        }
+        let tool = self.offered(name)?;
+        Ok(self.forward(tool, arguments, asking).await)
+    }
+
+    /// The upstream tool clients call `name`.
+    fn offered(&self, name: &str) -> Result<&OfferedTool, ErrorData> {
+        self.inner.upstreams.tool(name).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!("there is no tool {name:?}: tools/list names the tools offered"),
+                None,
+            )
+        })
+    }
+
     /// A call of an upstream tool.
     async fn forward(
         &self,
         tool: &OfferedTool,
         arguments: JsonObject,
-        context: &RequestContext<RoleServer>,
+        asking: Asking,
     ) -> CallToolResult {
         let name = tool.tool.name.to_string();
         let item = HoldRequest::Approval(ApprovalRequest {
@@ -168,7 +247,7 @@ impl Gateway {
             offers: None,
         });
         let not_called = |why: String| refused(format!("{name} was not called: {why}."));
-        let arguments = match self.ask(item, context).await {
+        let arguments = match self.ask(item, asking).await {
             Ok(Asked::Allowed) => arguments,
             Ok(Asked::Denied(why) | Asked::Invalid(why)) => return not_called(why),
             Ok(Asked::Withdrawn) => return not_called("the call was canceled".into()),
@@ -197,20 +276,89 @@ impl Gateway {
         }
     }
 
-    async fn ask(
-        &self,
-        item: HoldRequest,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Asked, HoldpointError> {
-        let progress = context.meta.get_progress_token().map(|token| Progress {
-            peer: context.peer.clone(),
-            token,
-        });
-        let stops = Stops {
-            canceled: context.ct.clone(),
-            disconnected: self.disconnected(context),
+    /// Raises `item` and waits for its outcome. A hold it raises is shown on the call's task,
+    /// and put to the client's user too when it can be asked; whichever channel answers first
+    /// decides, and the elicitation is withdrawn once the wait ends.
+    async fn ask(&self, item: HoldRequest, asking: Asking) -> Result<Asked, HoldpointError> {
+        let Asking {
+            stops,
+            progress,
+            elicitor,
+            task,
+        } = asking;
+        let (held, raised) = oneshot::channel();
+        let ended = CancellationToken::new();
+        let waiting = async {
+            let asked = self
+                .inner
+                .holds
+                .ask(item, &stops, progress, Some(held))
+                .await;
+            ended.cancel();
+            asked
         };
-        self.inner.holds.ask(item, &stops, progress).await
+        let following = async {
+            let Ok(hold) = raised.await else {
+                return;
+            };
+            if let Some(task) = &task {
+                task.waiting_on(&hold);
+            }
+            if let Some(elicitor) = &elicitor {
+                elicitor.run(hold, ended.clone()).await;
+            }
+        };
+        tokio::join!(waiting, following).0
+    }
+
+    /// A `tools/call` with `task`: the task at once, the call going on without the request.
+    /// Its hold waits until a person decides, the task is canceled, or the gateway stops; it
+    /// is not put to the client as an elicitation, and sends no progress notifications (the
+    /// request they would belong to is over).
+    fn call_as_task(&self, params: Option<Value>) -> Result<Value, ErrorData> {
+        let params = params.unwrap_or_default();
+        let ttl = params["task"].get("ttl").and_then(Value::as_u64);
+        let request: CallToolRequestParams = serde_json::from_value(params)
+            .map_err(|e| ErrorData::invalid_params(format!("params: {e}"), None))?;
+        let name = request.name.as_ref();
+        if name != own::ASK_HUMAN && name != own::REQUEST_APPROVAL {
+            self.offered(name)?;
+        }
+        let task = self.inner.tasks.create(ttl)?;
+        let asking = Asking {
+            stops: Stops {
+                canceled: task.canceled.clone(),
+                canceled_why: tasks::CANCELED,
+                disconnected: self.inner.stopping.clone(),
+            },
+            progress: None,
+            elicitor: None,
+            task: Some(task.clone()),
+        };
+        let gateway = self.clone();
+        let running = task.clone();
+        tokio::spawn(async move {
+            let result = gateway.run(request, asking).await;
+            running.finish(result);
+        });
+        Ok(json!({ "task": task.describe() }))
+    }
+
+    /// The task requests of 2025-11-25 (see `wire`).
+    async fn task_request(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorData> {
+        let tasks = &self.inner.tasks;
+        match method {
+            wire::CALL_AS_TASK => self.call_as_task(params),
+            wire::TASKS_GET => Ok(tasks.get(params.as_ref())?.describe()),
+            wire::TASKS_RESULT => tasks.get(params.as_ref())?.result().await,
+            wire::TASKS_CANCEL => tasks.get(params.as_ref())?.cancel(),
+            wire::TASKS_LIST => tasks.list(),
+            other => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{other} is not a method of this server"),
+                None,
+            )),
+        }
     }
 }
 
@@ -220,33 +368,6 @@ pub(crate) fn call_key(id: &serde_json::Value) -> Option<String> {
         serde_json::Value::Number(n) => Some(format!("n:{n}")),
         serde_json::Value::String(s) => Some(format!("s:{s}")),
         _ => None,
-    }
-}
-
-/// The client's input, telling `ended` when it ends (or fails): the SDK notices only after
-/// waiting seconds for the calls in flight, and those calls are exactly the ones waiting on
-/// holds that must be withdrawn now.
-struct WatchEnd<R> {
-    inner: R,
-    ended: CancellationToken,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for WatchEnd<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let (before, room) = (buf.filled().len(), buf.remaining() > 0);
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        match &polled {
-            // Nothing read into room for something: the end of the input.
-            Poll::Ready(Ok(())) if room && buf.filled().len() == before => this.ended.cancel(),
-            Poll::Ready(Err(_)) => this.ended.cancel(),
-            _ => {}
-        }
-        polled
     }
 }
 
@@ -284,24 +405,17 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.unwrap_or_default();
-        let name = request.name.as_ref();
-        if name == own::ASK_HUMAN || name == own::REQUEST_APPROVAL {
-            let result = match own::request(name, arguments) {
-                Ok(item) => match self.ask(item, &context).await {
-                    Ok(asked) => own::result(asked),
-                    Err(e) => refused(format!("Holdpoint could not be asked: {e}")),
-                },
-                Err(why) => refused(why),
-            };
-            return Ok(result.into());
-        }
-        let Some(tool) = self.inner.upstreams.tool(name) else {
-            return Err(ErrorData::invalid_params(
-                format!("there is no tool {name:?}: tools/list names the tools offered"),
-                None,
-            ));
-        };
-        Ok(self.forward(tool, arguments, &context).await.into())
+        let asking = self.asking(&context);
+        Ok(self.run(request, asking).await?.into())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.task_request(&request.method, request.params)
+            .await
+            .map(CustomResult)
     }
 }

@@ -11,6 +11,7 @@ use holdpoint_protocol::{
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::reach::{Holdpoint, HoldpointError};
@@ -35,11 +36,16 @@ pub enum Asked {
     Withdrawn,
 }
 
-/// What ends a wait early: the client canceled the request, or went away.
+/// What ends a wait early: the client canceled the request (or its task), or went away.
 pub struct Stops {
     pub canceled: CancellationToken,
+    /// The reason recorded when `canceled` withdraws the hold.
+    pub canceled_why: &'static str,
     pub disconnected: CancellationToken,
 }
+
+/// The reason recorded when a client cancels its call.
+pub const CANCELED: &str = "the MCP client canceled the call";
 
 /// Where progress notifications of a waiting call go.
 pub struct Progress {
@@ -66,13 +72,14 @@ impl Holds {
         }
     }
 
-    /// Raises `item`, and when a hold is raised, waits for its outcome. Either of `stops`
-    /// withdraws the hold.
+    /// Raises `item`, and when a hold is raised, tells `held` and waits for its outcome.
+    /// Either of `stops` withdraws the hold.
     pub async fn ask(
         &self,
         item: HoldRequest,
         stops: &Stops,
         progress: Option<Progress>,
+        held: Option<oneshot::Sender<Hold>>,
     ) -> Result<Asked, HoldpointError> {
         let body = NewHolds {
             chat: self.chat.clone(),
@@ -97,7 +104,12 @@ impl Holds {
             GateResult::Invalid { field, message } => Ok(Asked::Invalid(format!(
                 "Holdpoint refused the call: {field}: {message}"
             ))),
-            GateResult::Held { hold } => self.wait(*hold, stops, progress).await,
+            GateResult::Held { hold } => {
+                if let Some(held) = held {
+                    let _ = held.send((*hold).clone());
+                }
+                self.wait(*hold, stops, progress).await
+            }
         }
     }
 
@@ -123,7 +135,7 @@ impl Holds {
             }
             tokio::select! {
                 () = stops.canceled.cancelled() => {
-                    self.withdraw(hold.id, "the MCP client canceled the call").await;
+                    self.withdraw(hold.id, stops.canceled_why).await;
                     return Ok(Asked::Withdrawn);
                 }
                 () = stops.disconnected.cancelled() => {

@@ -8,14 +8,19 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod config;
+mod elicit;
 mod gateway;
 mod holds;
 mod http_gateway;
 mod own;
 mod reach;
+mod stdio;
+mod tasks;
 mod upstream;
+mod wire;
 
 pub use config::{ConfigProblem, McpSettings, UpstreamConfig};
+pub use elicit::{Approver, Decider};
 pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
 pub use http_gateway::{HttpGateway, HttpRefusal, McpBody};

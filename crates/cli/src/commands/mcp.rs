@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use clap::Args;
-use holdpoint_mcp::{Gateway, Holds, Upstreams};
+use holdpoint_client::Client;
+use holdpoint_mcp::{Approver, Gateway, Holds, Upstreams};
 
 use super::raise::{self, Target};
 use super::runtime;
@@ -17,7 +18,11 @@ use crate::Failure;
     after_help = "Example (an MCP client's configuration):\n  {\"mcpServers\": {\"holdpoint\": {\"command\": \"holdpoint\", \"args\": [\"mcp\", \"--world\", \"lab\"],\n    \"env\": {\"HOLDPOINT_SERVER\": \"http://127.0.0.1:7717\", \"HOLDPOINT_TOKEN\": \"…\"}}}}\n\n\
 The upstream MCP servers are the [mcp.servers.NAME] sections of the configuration file (see\n\
 docs/mcp.md). Standard input and output carry MCP; messages go to standard error. The token\n\
-should be an agent's: the gateway raises holds, people decide them elsewhere."
+should be an agent's: the gateway raises holds, people decide them elsewhere.\n\n\
+Elicitation: with HOLDPOINT_APPROVER_TOKEN set to an approver's or an admin's token, a hold\n\
+raised by a call is also put to the MCP client's user when the client supports elicitation;\n\
+their answer is decided as that person (recorded \"via MCP elicitation in CLIENT VERSION\"),\n\
+and the first answer on any channel wins. Without it, no elicitation is sent."
 )]
 pub struct McpArgs {
     #[command(flatten)]
@@ -50,10 +55,29 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         world,
         args.target.chat().cloned(),
     );
-    let served = Gateway::new(holds, Arc::new(upstreams)).serve_stdio().await;
+    let mut gateway = Gateway::new(holds, Arc::new(upstreams));
+    if let Some(approver) = approver(&connection.client).await? {
+        gateway = gateway.with_approver(approver);
+    }
+    let served = gateway.serve_stdio().await;
     connection.close().await;
     served.map_err(raise::error)
 }
+
+/// The person who answers elicitations: `$HOLDPOINT_APPROVER_TOKEN`, checked to be a person's.
+async fn approver(server: &Client) -> Result<Option<Approver>, Failure> {
+    let Ok(token) = std::env::var(APPROVER_TOKEN) else {
+        return Ok(None);
+    };
+    let client = Client::new(server.base(), token.trim().to_owned())
+        .map_err(|e| raise::error(format!("{APPROVER_TOKEN}: {e}")))?;
+    Approver::over_http(client)
+        .await
+        .map(Some)
+        .map_err(|e| raise::error(format!("{APPROVER_TOKEN}: {e}")))
+}
+
+const APPROVER_TOKEN: &str = "HOLDPOINT_APPROVER_TOKEN";
 
 /// Warnings and errors on standard error (standard output is the protocol's).
 fn init_logs() {

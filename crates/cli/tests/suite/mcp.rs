@@ -62,6 +62,8 @@ pub(super) struct Gateway {
     config: PathBuf,
     upstream_log: PathBuf,
     pub(super) agent: String,
+    /// alice's, an approver's.
+    pub(super) approver_token: String,
     pub(super) approver: Api,
     /// Whether the client reaches the server's `/mcp/lab` (else it starts `holdpoint mcp`).
     http: bool,
@@ -97,11 +99,13 @@ impl Gateway {
         let config = lab.data().join("config.toml");
         std::fs::write(&config, text).unwrap();
         let agent = lab.token("coder", "agent").await;
-        let approver = lab.admin.as_token(&lab.token("alice", "approver").await);
+        let approver_token = lab.token("alice", "approver").await;
+        let approver = lab.admin.as_token(&approver_token);
         Gateway {
             upstream_log,
             config,
             agent,
+            approver_token,
             approver,
             lab,
             http,
@@ -112,6 +116,12 @@ impl Gateway {
     /// `client.py ARGS`: it starts `holdpoint mcp --world lab` as the agent, or reaches the
     /// server's `/mcp/lab` with the agent's token.
     pub(super) fn client(&self, args: &[&str]) -> tokio::process::Command {
+        self.client_script("client.py", args)
+    }
+
+    /// The client script `name` (under tests/mcp) with `ARGS`, in the environment in which
+    /// `client.py` runs.
+    pub(super) fn client_script(&self, name: &str, args: &[&str]) -> tokio::process::Command {
         let mut c = tokio::process::Command::new(python());
         if self.http {
             c.env(
@@ -119,7 +129,7 @@ impl Gateway {
                 format!("{}/mcp/lab", self.lab.server.url()),
             );
         }
-        c.arg(script("client.py"))
+        c.arg(script(name))
             .args(args)
             .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
             .env("HOLDPOINT_WORLD", "lab")
@@ -416,11 +426,11 @@ async fn ask_human_and_request_approval_are_answered_through_the_api() {
     assert_eq!(body["reason"], "freeze");
 }
 
-/// Reads the client's stdout until a line contains `needle`.
+/// Reads the client's stdout until a line contains `needle`; that line.
 pub(super) async fn until_printed(
     stdout: &mut BufReader<tokio::process::ChildStdout>,
     needle: &str,
-) {
+) -> String {
     let mut line = String::new();
     loop {
         line.clear();
@@ -430,7 +440,7 @@ pub(super) async fn until_printed(
             .unwrap();
         assert!(n > 0, "the client ended before printing {needle:?}");
         if line.contains(needle) {
-            return;
+            return line;
         }
     }
 }

@@ -3,6 +3,7 @@ mod catalog;
 mod holds;
 mod lab;
 mod mcp;
+mod mcp_elicit;
 mod mcp_http;
 mod policy;
 mod scripts;

@@ -1,0 +1,107 @@
+"""A client for Holdpoint's elicitation and task tests, on the official Python SDK: connects to
+`holdpoint mcp` over stdio (as client.py does) and prints what happens as JSON lines.
+
+    elicit_client.py call NAME ARGUMENTS_JSON
+        Calls the tool. With $ELICIT set, the client declares elicitation and answers each
+        elicitation request with the next of the ';'-separated answers in $ELICIT:
+        `accept:JSON` (the form's content), `decline`, `cancel`, or `stdin` (the answer is the
+        next line of standard input, in the same words). Each request is printed as
+        {"elicited": {"message", "schema"}}, and a request the server withdraws as
+        {"elicitation_canceled": true}.
+    elicit_client.py task NAME ARGUMENTS_JSON
+        Calls the tool as a task (MCP 2025-11-25), prints the task, then prints the tool's
+        result from tasks/result and the task's last state from tasks/get.
+    elicit_client.py task-cancel NAME ARGUMENTS_JSON
+        Calls the tool as a task, polls tasks/get until the task says it waits for a hold,
+        cancels it with tasks/cancel, and prints what tasks/cancel and tasks/get answered.
+
+The SDK has the task types of 2025-11-25 but no task calls of its own: they are sent as plain
+JSON-RPC requests through the session.
+"""
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp_types import ElicitResult, Implementation
+
+
+def say(value) -> None:
+    print(json.dumps(value), flush=True)
+
+
+def dump(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def answer_of(words: str) -> ElicitResult:
+    if words.startswith("accept:"):
+        return ElicitResult(action="accept", content=json.loads(words[len("accept:"):]))
+    return ElicitResult(action=words)
+
+
+async def main() -> None:
+    gateway = StdioServerParameters(
+        command=os.environ["HOLDPOINT_BIN"],
+        args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
+        env=dict(os.environ),
+    )
+    step, name, arguments = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    answers = [a for a in os.environ.get("ELICIT", "").split(";") if a]
+
+    async def on_elicit(context, params):
+        say({"elicited": {"message": params.message, "schema": params.requested_schema}})
+        words = answers.pop(0) if answers else "cancel"
+        try:
+            if words == "stdin":
+                words = (
+                    await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+                ).strip()
+        except anyio.get_cancelled_exc_class():
+            say({"elicitation_canceled": True})
+            raise
+        say({"answered": words})
+        return answer_of(words)
+
+    client = Client(
+        gateway,
+        client_info=Implementation(name="elicit-test", version="1.2"),
+        elicitation_callback=on_elicit if "ELICIT" in os.environ else None,
+    )
+    async with client:
+        session = client.session
+        dispatcher = session._dispatcher
+
+        async def request(method: str, params: dict) -> dict:
+            return await dispatcher.send_raw_request(method, params, {})
+
+        if step == "call":
+            result = await client.call_tool(name, arguments)
+            say({"result": dump(result)})
+        elif step == "task":
+            created = await request(
+                "tools/call", {"name": name, "arguments": arguments, "task": {"ttl": 600000}}
+            )
+            say({"created": created})
+            task_id = created["task"]["taskId"]
+            result = await request("tasks/result", {"taskId": task_id})
+            say({"result": result})
+            say({"task": await request("tasks/get", {"taskId": task_id})})
+        elif step == "task-cancel":
+            created = await request(
+                "tools/call", {"name": name, "arguments": arguments, "task": {"ttl": 600000}}
+            )
+            say({"created": created})
+            task_id = created["task"]["taskId"]
+            while True:
+                task = await request("tasks/get", {"taskId": task_id})
+                if "hold" in (task.get("statusMessage") or ""):
+                    break
+                await anyio.sleep(task.get("pollInterval", 100) / 1000)
+            say({"canceled": await request("tasks/cancel", {"taskId": task_id})})
+            say({"task": await request("tasks/get", {"taskId": task_id})})
+
+
+anyio.run(main)

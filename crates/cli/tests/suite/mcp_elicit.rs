@@ -1,0 +1,325 @@
+//! `holdpoint mcp` putting holds to its client as elicitations, and serving calls as MCP tasks:
+//! the official Python SDK's client (`tests/mcp/elicit_client.py`) with an elicitation
+//! callback, against the gateway of `mcp.rs` and its upstream.
+
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout};
+
+use super::mcp::{Gateway, text, until_printed};
+
+const VIA: &str = "MCP elicitation in elicit-test 1.2";
+const NOTE: &str = r#"{"name": "a", "text": "hello"}"#;
+
+/// The elicitation client, answering elicitations as `answers` says (see the script), with
+/// alice's approver token when `approver` is true.
+fn client(gw: &Gateway, args: &[&str], answers: Option<&str>, approver: bool) -> Child {
+    let mut c = gw.client_script("elicit_client.py", args);
+    if let Some(answers) = answers {
+        c.env("ELICIT", answers);
+    }
+    if approver {
+        c.env("HOLDPOINT_APPROVER_TOKEN", &gw.approver_token);
+    }
+    c.stdin(Stdio::piped()).spawn().unwrap()
+}
+
+/// A line the client printed, as JSON, once one has `key`.
+async fn printed(out: &mut BufReader<ChildStdout>, key: &str) -> Value {
+    let line = until_printed(out, &format!("{{\"{key}\"")).await;
+    serde_json::from_str::<Value>(&line).unwrap()[key].clone()
+}
+
+fn stdout(child: &mut Child) -> BufReader<ChildStdout> {
+    BufReader::new(child.stdout.take().unwrap())
+}
+
+/// The events of `id`'s history that resolved it.
+async fn resolutions(gw: &Gateway, id: &str) -> Vec<Value> {
+    let detail = gw
+        .lab
+        .admin
+        .get(&format!("/api/v1/holds/{id}"))
+        .await
+        .expect(200);
+    detail["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            let kind = e["payload"]["type"].as_str().unwrap();
+            ["hold.decided", "hold.expired", "hold.withdrawn"].contains(&kind)
+        })
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn an_approval_given_in_the_client_runs_the_call_recorded_with_the_person_and_the_client() {
+    let gw = Gateway::start("").await;
+    let mut child = client(
+        &gw,
+        &["call", "up__write_note", NOTE],
+        Some(r#"accept:{"decision": "approve", "reason": "fine by me"}"#),
+        true,
+    );
+    let mut out = stdout(&mut child);
+    let elicited = printed(&mut out, "elicited").await;
+    let hold = gw.first_hold().await;
+    let message = elicited["message"].as_str().unwrap();
+    for shown in [
+        "up__write_note",
+        "\"hello\"",
+        hold["spec"]["digest"].as_str().unwrap(),
+    ] {
+        assert!(message.contains(shown), "{shown} is not in {message:?}");
+    }
+    assert_eq!(
+        elicited["schema"]["properties"]["decision"]["oneOf"][0]["const"],
+        "approve"
+    );
+    let result = printed(&mut out, "result").await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(text(&result), "wrote a: hello");
+    assert_eq!(
+        gw.upstream_calls(),
+        [json!({"tool": "write_note", "arguments": {"name": "a", "text": "hello"}})]
+    );
+
+    let id = hold["id"].as_str().unwrap();
+    let decided = gw.resolved(id).await;
+    assert_eq!(decided["outcome"]["decided_by"], json!(["alice"]));
+    assert_eq!(decided["outcome"]["reason"], "fine by me");
+    let events = resolutions(&gw, id).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["actor"],
+        json!({"source": "person", "name": "alice", "role": "approver", "via": VIA})
+    );
+    // `holds show` says it too.
+    let shown = gw
+        .lab
+        .command(&["holds", "show", id], &gw.lab.token)
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!("alice (person) via {VIA}")),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn ask_human_is_answered_with_an_option_in_the_client_and_confirmed_there() {
+    let gw = Gateway::start("").await;
+    let question = json!({
+        "question": "Which branch?",
+        "options": [{"id": "main", "label": "main"}, {"id": "dev", "label": "dev"}],
+        "confirm": true
+    });
+    let mut child = client(
+        &gw,
+        &["call", "ask_human", &question.to_string()],
+        Some(r#"accept:{"answer": "dev"};accept:{}"#),
+        true,
+    );
+    let mut out = stdout(&mut child);
+    let asked = printed(&mut out, "elicited").await;
+    assert!(asked["message"].as_str().unwrap().contains("Which branch?"));
+    let choices = &asked["schema"]["properties"]["answer"]["oneOf"];
+    assert_eq!(
+        choices,
+        &json!([{"const": "main", "title": "main"}, {"const": "dev", "title": "dev"}])
+    );
+    let confirm = printed(&mut out, "elicited").await;
+    let message = confirm["message"].as_str().unwrap();
+    assert!(
+        message.contains("Confirm") && message.contains("dev"),
+        "{message}"
+    );
+    let result = printed(&mut out, "result").await;
+    let body = &result["structuredContent"];
+    assert_eq!(body["status"], "confirmed", "{result}");
+    assert_eq!(body["options"], json!([{"id": "dev", "label": "dev"}]));
+    assert_eq!(body["by"], json!(["alice"]));
+}
+
+#[tokio::test]
+async fn a_hold_decided_through_the_api_first_withdraws_the_elicitation() {
+    let gw = Gateway::start("").await;
+    // The user never answers.
+    let mut child = client(&gw, &["call", "up__write_note", NOTE], Some("stdin"), true);
+    let mut out = stdout(&mut child);
+    printed(&mut out, "elicited").await;
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(&hold, json!({"action": "deny", "reason": "not now"}))
+        .await;
+    assert_eq!(printed(&mut out, "elicitation_canceled").await, true);
+    let result = printed(&mut out, "result").await;
+    assert_eq!(result["isError"], true);
+    assert!(
+        text(&result).contains("denied by alice: not now"),
+        "{result}"
+    );
+    let events = resolutions(&gw, hold["id"].as_str().unwrap()).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["actor"]["via"], Value::Null, "{events:?}");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn answers_racing_in_the_client_and_through_the_api_record_exactly_one_decision() {
+    let gw = Gateway::start("").await;
+    let mut child = client(&gw, &["call", "up__write_note", NOTE], Some("stdin"), true);
+    let mut out = stdout(&mut child);
+    let mut input = child.stdin.take().unwrap();
+    printed(&mut out, "elicited").await;
+    let hold = gw.lab.pending_hold().await;
+    let id = hold["id"].as_str().unwrap();
+    // The user denies in the client while alice approves through the API.
+    let path = format!("/api/v1/holds/{id}/decision");
+    let (api, ()) = tokio::join!(
+        gw.approver.post(&path, json!({"action": "approve"})),
+        async {
+            input
+                .write_all(b"accept:{\"decision\": \"deny\", \"reason\": \"in the client\"}\n")
+                .await
+                .unwrap();
+        }
+    );
+    let status = api.status;
+    assert!(status == 200 || status == 409, "{status}");
+    let result = printed(&mut out, "result").await;
+    let events = resolutions(&gw, id).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let won = &events[0]["payload"]["outcome"]["verdict"];
+    if events[0]["actor"]["via"] == VIA {
+        assert_eq!(won, "deny");
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    } else {
+        assert_eq!(won, "approve");
+        assert_eq!(status, 200);
+        assert_eq!(text(&result), "wrote a: hello");
+    }
+}
+
+#[tokio::test]
+async fn declining_in_the_client_is_a_denial_recorded_as_declined() {
+    let gw = Gateway::start("").await;
+    let mut child = client(
+        &gw,
+        &["call", "up__write_note", NOTE],
+        Some("decline"),
+        true,
+    );
+    let mut out = stdout(&mut child);
+    let result = printed(&mut out, "result").await;
+    assert_eq!(result["isError"], true);
+    let said = text(&result);
+    assert!(
+        said.contains("denied by alice: declined in the MCP client"),
+        "{said}"
+    );
+    let hold = gw.first_hold().await;
+    let events = resolutions(&gw, hold["id"].as_str().unwrap()).await;
+    assert_eq!(events[0]["actor"]["via"], VIA);
+    assert_eq!(
+        events[0]["payload"]["outcome"]["reason"],
+        "declined in the MCP client"
+    );
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn a_cancel_in_the_client_leaves_the_hold_to_the_other_channels() {
+    let gw = Gateway::start("").await;
+    let mut child = client(&gw, &["call", "up__write_note", NOTE], Some("cancel"), true);
+    let mut out = stdout(&mut child);
+    assert_eq!(printed(&mut out, "answered").await, "cancel");
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let result = printed(&mut out, "result").await;
+    assert_eq!(text(&result), "wrote a: hello", "{result}");
+}
+
+#[tokio::test]
+async fn without_an_approver_token_no_elicitation_is_sent() {
+    let gw = Gateway::start("").await;
+    // The client can be asked, but the gateway has no person's credential to decide with.
+    let child = client(
+        &gw,
+        &["call", "up__write_note", NOTE],
+        Some(r#"accept:{"decision": "approve"}"#),
+        false,
+    );
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let out = child.wait_with_output().await.unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("wrote a: hello"), "{printed}");
+    assert!(!printed.contains("elicited"), "{printed}");
+}
+
+#[tokio::test]
+async fn an_agent_token_as_approver_token_is_refused() {
+    let gw = Gateway::start("").await;
+    let agent = gw.lab.token("sneaky", "agent").await;
+    let out = gw
+        .client_script(
+            "elicit_client.py",
+            &["call", "up__echo", r#"{"text": "x"}"#],
+        )
+        .env("ELICIT", "cancel")
+        .env("HOLDPOINT_APPROVER_TOKEN", &agent)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("HOLDPOINT_APPROVER_TOKEN") && stderr.contains("agents never decide"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_as_a_task_answers_at_once_and_tasks_result_gives_the_upstream_result() {
+    let gw = Gateway::start("").await;
+    let mut child = client(&gw, &["task", "up__write_note", NOTE], None, false);
+    let mut out = stdout(&mut child);
+    let created = printed(&mut out, "created").await;
+    assert_eq!(created["task"]["status"], "working", "{created}");
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let result = printed(&mut out, "result").await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(text(&result), "wrote a: hello");
+    let task = printed(&mut out, "task").await;
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["taskId"], created["task"]["taskId"]);
+    assert_eq!(gw.upstream_calls().len(), 1);
+}
+
+#[tokio::test]
+async fn tasks_cancel_withdraws_the_hold_and_the_upstream_never_runs() {
+    let gw = Gateway::start("").await;
+    let mut child = client(&gw, &["task-cancel", "up__write_note", NOTE], None, false);
+    let mut out = stdout(&mut child);
+    let canceled = printed(&mut out, "canceled").await;
+    assert_eq!(canceled["status"], "cancelled", "{canceled}");
+    let task = printed(&mut out, "task").await;
+    assert_eq!(task["status"], "cancelled");
+    let hold = gw.first_hold().await;
+    let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
+    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+    assert_eq!(
+        withdrawn["outcome"]["reason"],
+        "the MCP client canceled the task"
+    );
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}

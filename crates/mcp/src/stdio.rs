@@ -1,0 +1,77 @@
+//! The gateway's standard input and output: MCP lines relayed between the client and the SDK,
+//! adapted for 2025-11-25's tasks on the way (see `wire`), and the end of the client's input
+//! told at once.
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+use tokio_util::sync::CancellationToken;
+
+use crate::wire::{self, Outbound};
+
+/// Room for messages between the relay and the SDK.
+const PIPE: usize = 256 * 1024;
+
+/// Starts relaying this process's standard input and output; the SDK's side of the relay.
+/// `ended` is canceled when the client's input ends (or fails): the SDK notices only after
+/// waiting seconds for the calls in flight, and those calls are exactly the ones waiting on
+/// holds that must be withdrawn now.
+pub fn relay(ended: CancellationToken) -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
+    let (ours, theirs) = tokio::io::duplex(PIPE);
+    let (from_sdk, to_sdk) = tokio::io::split(ours);
+    tokio::spawn(inbound(tokio::io::stdin(), to_sdk, ended));
+    tokio::spawn(outbound(from_sdk, tokio::io::stdout()));
+    tokio::io::split(theirs)
+}
+
+async fn inbound(
+    input: impl tokio::io::AsyncRead + Unpin,
+    mut to_sdk: WriteHalf<DuplexStream>,
+    ended: CancellationToken,
+) {
+    let mut input = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let written = match wire::inbound(&line) {
+            Some(mut changed) => {
+                changed.push(b'\n');
+                to_sdk.write_all(&changed).await
+            }
+            None => to_sdk.write_all(&line).await,
+        };
+        if written.is_err() {
+            break;
+        }
+    }
+    ended.cancel();
+    let _ = to_sdk.shutdown().await;
+}
+
+async fn outbound(
+    from_sdk: ReadHalf<DuplexStream>,
+    mut output: impl tokio::io::AsyncWrite + Unpin,
+) {
+    let mut from_sdk = BufReader::new(from_sdk);
+    let mut adapt = Outbound::default();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match from_sdk.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let written = match adapt.adapt(&line) {
+            Some(mut changed) => {
+                changed.push(b'\n');
+                output.write_all(&changed).await
+            }
+            None => output.write_all(&line).await,
+        };
+        if written.is_err() || output.flush().await.is_err() {
+            break;
+        }
+    }
+}

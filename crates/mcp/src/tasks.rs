@@ -1,0 +1,239 @@
+//! Calls run as MCP tasks (revision 2025-11-25): the client gets a task at once, the call
+//! (and the hold it may wait on) goes on without an open request, and the client polls
+//! `tasks/get`, fetches `tasks/result`, or withdraws it with `tasks/cancel`.
+//!
+//! Tasks live in the gateway's process: when it exits they end, and the holds they waited on
+//! are withdrawn like any other (nobody would be there to run the approved call). A task that
+//! is over is kept for its time to live, then forgotten.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use holdpoint_protocol::{Hold, Timestamp};
+use rmcp::ErrorData;
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How long a task is kept when the client asks for no time to live.
+const DEFAULT_TTL: Duration = Duration::from_secs(3600);
+/// The longest a task is kept.
+const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How often a client is asked to poll.
+const POLL_INTERVAL_MS: u64 = 250;
+/// The most tasks one gateway keeps (over and under way): a client cannot grow it without bound.
+const MAX_TASKS: usize = 1000;
+
+/// The reason recorded when a client cancels its task.
+pub const CANCELED: &str = "the MCP client canceled the task";
+
+/// How a task ended.
+#[derive(Clone)]
+enum Ending {
+    Completed(Value),
+    Failed(ErrorData),
+    Cancelled,
+}
+
+struct State {
+    status: &'static str,
+    message: Option<String>,
+    updated: Timestamp,
+    ending: Option<Ending>,
+}
+
+/// One task: a call under way or over.
+pub struct Task {
+    id: String,
+    created: Timestamp,
+    ttl: Duration,
+    state: Mutex<State>,
+    ended: watch::Sender<bool>,
+    /// Canceled by `tasks/cancel`: the call's wait ends and its hold is withdrawn.
+    pub canceled: CancellationToken,
+}
+
+/// The tasks of one gateway.
+#[derive(Default)]
+pub struct Tasks {
+    tasks: Mutex<HashMap<String, Arc<Task>>>,
+}
+
+impl Tasks {
+    /// A new task, kept for `ttl` milliseconds as asked (within bounds).
+    pub fn create(&self, ttl: Option<u64>) -> Result<Arc<Task>, ErrorData> {
+        let ttl = ttl.map_or(DEFAULT_TTL, Duration::from_millis).min(MAX_TTL);
+        let now = now();
+        let task = Arc::new(Task {
+            id: uuid::Uuid::new_v4().to_string(),
+            created: now,
+            ttl,
+            state: Mutex::new(State {
+                status: "working",
+                message: None,
+                updated: now,
+                ending: None,
+            }),
+            ended: watch::channel(false).0,
+            canceled: CancellationToken::new(),
+        });
+        let mut tasks = lock(&self.tasks)?;
+        tasks.retain(|_, t| !t.expired(now));
+        if tasks.len() >= MAX_TASKS {
+            return Err(ErrorData::invalid_request(
+                format!("{MAX_TASKS} tasks are kept already: fetch or cancel some first"),
+                None,
+            ));
+        }
+        tasks.insert(task.id.clone(), task.clone());
+        Ok(task)
+    }
+
+    /// The task `id` of a request's `taskId`.
+    pub fn get(&self, params: Option<&Value>) -> Result<Arc<Task>, ErrorData> {
+        let id = params
+            .and_then(|p| p.get("taskId"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| ErrorData::invalid_params("taskId: a task's id is required", None))?;
+        let now = now();
+        lock(&self.tasks)?
+            .get(id)
+            .filter(|t| !t.expired(now))
+            .cloned()
+            .ok_or_else(|| ErrorData::invalid_params(format!("taskId: no task {id:?}"), None))
+    }
+
+    /// `tasks/list`: every task kept, oldest first.
+    pub fn list(&self) -> Result<Value, ErrorData> {
+        let now = now();
+        let mut tasks: Vec<Arc<Task>> = lock(&self.tasks)?
+            .values()
+            .filter(|t| !t.expired(now))
+            .cloned()
+            .collect();
+        tasks.sort_by_key(|t| t.created);
+        let tasks: Vec<Value> = tasks.iter().map(|t| t.describe()).collect();
+        Ok(json!({ "tasks": tasks }))
+    }
+}
+
+impl Task {
+    /// The task as `tasks/get` and the other task requests show it.
+    pub fn describe(&self) -> Value {
+        let (status, message, updated) = match self.state.lock() {
+            Ok(s) => (s.status, s.message.clone(), s.updated),
+            Err(_) => ("failed", None, self.created),
+        };
+        let mut task = json!({
+            "taskId": self.id,
+            "status": status,
+            "createdAt": self.created.to_string(),
+            "lastUpdatedAt": updated.to_string(),
+            "ttl": u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
+            "pollInterval": POLL_INTERVAL_MS,
+        });
+        if let Some(m) = message {
+            task["statusMessage"] = json!(m);
+        }
+        task
+    }
+
+    /// The call waits for a person to decide `hold`.
+    pub fn waiting_on(&self, hold: &Hold) {
+        self.update(|s| {
+            s.message = Some(format!(
+                "waiting for a person to decide hold {} in Holdpoint",
+                hold.id
+            ));
+        });
+    }
+
+    /// The call is over; a task canceled meanwhile stays canceled.
+    pub fn finish(&self, result: Result<CallToolResult, ErrorData>) {
+        let ending = match result.map(serde_json::to_value) {
+            Ok(Ok(value)) => Ending::Completed(value),
+            Ok(Err(e)) => Ending::Failed(ErrorData::internal_error(e.to_string(), None)),
+            Err(e) => Ending::Failed(e),
+        };
+        self.end(ending);
+    }
+
+    /// `tasks/cancel`: ends the task and withdraws what it waited on; a task that is over
+    /// cannot be canceled.
+    pub fn cancel(&self) -> Result<Value, ErrorData> {
+        if !self.end(Ending::Cancelled) {
+            return Err(ErrorData::invalid_params(
+                format!("taskId: task {} is over already", self.id),
+                None,
+            ));
+        }
+        self.canceled.cancel();
+        Ok(self.describe())
+    }
+
+    /// `tasks/result`: waits until the task is over; the call's result, or its error.
+    pub async fn result(&self) -> Result<Value, ErrorData> {
+        let mut ended = self.ended.subscribe();
+        let _ = ended.wait_for(|over| *over).await;
+        let ending = self.state.lock().ok().and_then(|s| s.ending.clone());
+        let related = json!({"io.modelcontextprotocol/related-task": {"taskId": self.id}});
+        match ending {
+            Some(Ending::Completed(mut result)) => {
+                if let Some(r) = result.as_object_mut() {
+                    r.insert("_meta".into(), related);
+                }
+                Ok(result)
+            }
+            Some(Ending::Failed(e)) => Err(e),
+            Some(Ending::Cancelled) | None => Err(ErrorData::invalid_params(
+                format!("taskId: task {} was cancelled; it has no result", self.id),
+                None,
+            )),
+        }
+    }
+
+    /// Records the ending, unless there is one; whether it was recorded.
+    fn end(&self, ending: Ending) -> bool {
+        let mut recorded = false;
+        self.update(|s| {
+            if s.ending.is_none() {
+                s.status = match ending {
+                    Ending::Completed(_) => "completed",
+                    Ending::Failed(_) => "failed",
+                    Ending::Cancelled => "cancelled",
+                };
+                s.message = None;
+                s.ending = Some(ending);
+                recorded = true;
+            }
+        });
+        if recorded {
+            self.ended.send_replace(true);
+        }
+        recorded
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        if let Ok(mut s) = self.state.lock() {
+            f(&mut s);
+            s.updated = now();
+        }
+    }
+
+    /// Over, and kept past its time to live.
+    fn expired(&self, now: Timestamp) -> bool {
+        let over = *self.ended.borrow();
+        over && now.duration_since(self.created) > self.ttl
+    }
+}
+
+fn now() -> Timestamp {
+    Timestamp::from(SystemTime::now())
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, ErrorData> {
+    m.lock()
+        .map_err(|_| ErrorData::internal_error("the task table is unusable", None))
+}

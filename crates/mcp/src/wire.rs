@@ -1,0 +1,149 @@
+//! MCP tasks as revision 2025-11-25 puts them on the wire, for a gateway built on rmcp 3.11,
+//! whose model knows only the later tasks extension (SEP-2663): it drops the `task` of a
+//! `tools/call`, reads `tasks/get` and `tasks/cancel` as that extension's (refusing clients
+//! that did not declare it), and has no place for the `tasks` capability or a tool's
+//! `execution`. So the messages are adapted as JSON on their way in and out: the four task
+//! requests reach the gateway as requests of its own ([`CALL_AS_TASK`] and the `TASKS_*`),
+//! with their parameters untouched, and the `initialize` and `tools/list` answers of a
+//! 2025-11-25 session declare what the gateway serves.
+//!
+//! Only lines that can need it are parsed, so calls pay nothing for this.
+
+use serde_json::{Value, json};
+
+/// A `tools/call` with `task`: the call runs as a task.
+pub const CALL_AS_TASK: &str = "holdpoint/tools/call-as-task";
+pub const TASKS_GET: &str = "holdpoint/tasks/get";
+pub const TASKS_RESULT: &str = "holdpoint/tasks/result";
+pub const TASKS_CANCEL: &str = "holdpoint/tasks/cancel";
+pub const TASKS_LIST: &str = "holdpoint/tasks/list";
+
+/// The revision that has tasks in this form.
+const TASKS_REVISION: &str = "2025-11-25";
+
+/// One line from the client, as the gateway's SDK is to read it.
+pub fn inbound(line: &[u8]) -> Option<Vec<u8>> {
+    if !contains(line, b"\"task") {
+        return None;
+    }
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let method = message.get("method")?.as_str()?;
+    let ours = match method {
+        "tools/call" if message["params"].get("task").is_some() => CALL_AS_TASK,
+        "tasks/get" => TASKS_GET,
+        "tasks/result" => TASKS_RESULT,
+        "tasks/cancel" => TASKS_CANCEL,
+        "tasks/list" => TASKS_LIST,
+        _ => return None,
+    };
+    message["method"] = json!(ours);
+    serde_json::to_vec(&message).ok()
+}
+
+/// The messages to one client, as 2025-11-25 wants them.
+#[derive(Default)]
+pub struct Outbound {
+    /// `initialize` was answered.
+    initialized: bool,
+    /// The session speaks 2025-11-25, which has tasks.
+    tasks: bool,
+}
+
+impl Outbound {
+    /// One line to the client: `Some` when it changed.
+    pub fn adapt(&mut self, line: &[u8]) -> Option<Vec<u8>> {
+        let wanted = if self.initialized {
+            self.tasks && contains(line, b"\"inputSchema\"")
+        } else {
+            contains(line, b"\"capabilities\"")
+        };
+        if !wanted {
+            return None;
+        }
+        let mut message: Value = serde_json::from_slice(line).ok()?;
+        let revision = message["result"]["protocolVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let result = message.get_mut("result")?.as_object_mut()?;
+        if !self.initialized {
+            let capabilities = result.get_mut("capabilities")?.as_object_mut()?;
+            self.initialized = true;
+            self.tasks = revision.as_deref() == Some(TASKS_REVISION);
+            if !self.tasks {
+                return None;
+            }
+            // What `tools/call` as a task needs, and the task requests served.
+            capabilities.insert(
+                "tasks".into(),
+                json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+            );
+        } else {
+            let tools = result.get_mut("tools")?.as_array_mut()?;
+            for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+                tool.insert("execution".into(), json!({"taskSupport": "optional"}));
+            }
+        }
+        serde_json::to_vec(&message).ok()
+    }
+}
+
+fn contains(line: &[u8], needle: &[u8]) -> bool {
+    line.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapted(line: Value) -> Option<Value> {
+        inbound(line.to_string().as_bytes()).map(|b| serde_json::from_slice(&b).unwrap())
+    }
+
+    #[test]
+    fn task_requests_reach_the_gateway_under_its_own_names_with_their_params() {
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "up__x", "arguments": {}, "task": {"ttl": 60000}}});
+        let got = adapted(call).unwrap();
+        assert_eq!(got["method"], CALL_AS_TASK);
+        assert_eq!(got["params"]["task"]["ttl"], 60000);
+        let get =
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "t"}});
+        assert_eq!(adapted(get).unwrap()["method"], TASKS_GET);
+        // A plain call, even one whose arguments say "task", is left alone.
+        let plain = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "up__x", "arguments": {"task": 1}}});
+        assert_eq!(adapted(plain), None);
+    }
+
+    #[test]
+    fn a_2025_11_25_session_is_told_that_tools_can_be_called_as_tasks() {
+        let mut out = Outbound::default();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "holdpoint", "version": "0"}}});
+        let got: Value =
+            serde_json::from_slice(&out.adapt(init.to_string().as_bytes()).unwrap()).unwrap();
+        assert_eq!(
+            got["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+            json!({})
+        );
+        let list = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [
+            {"name": "a", "inputSchema": {"type": "object"}}]}});
+        let got: Value =
+            serde_json::from_slice(&out.adapt(list.to_string().as_bytes()).unwrap()).unwrap();
+        assert_eq!(
+            got["result"]["tools"][0]["execution"]["taskSupport"],
+            "optional"
+        );
+    }
+
+    #[test]
+    fn older_revisions_are_not_told_of_tasks() {
+        let mut out = Outbound::default();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "holdpoint", "version": "0"}}});
+        assert_eq!(out.adapt(init.to_string().as_bytes()), None);
+        let list = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [
+            {"name": "a", "inputSchema": {"type": "object"}}]}});
+        assert_eq!(out.adapt(list.to_string().as_bytes()), None);
+    }
+}
