@@ -15,6 +15,10 @@
         Calls the tool as a task, polls tasks/get until the task says it waits for a hold,
         cancels it with tasks/cancel, and prints what tasks/cancel and tasks/get answered.
 
+As client.py does, it reaches the server's `/mcp/{world}` instead when $HOLDPOINT_MCP_URL is
+set, sending $HOLDPOINT_APPROVER_TOKEN (if set) as `Holdpoint-Approver-Token`; over stdio the
+gateway reads that variable itself.
+
 The SDK has the task types of 2025-11-25 but no task calls of its own: they are sent as plain
 JSON-RPC requests through the session.
 """
@@ -25,6 +29,8 @@ import sys
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import ElicitResult, Implementation
 
 
@@ -43,11 +49,19 @@ def answer_of(words: str) -> ElicitResult:
 
 
 async def main() -> None:
-    gateway = StdioServerParameters(
-        command=os.environ["HOLDPOINT_BIN"],
-        args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
-        env=dict(os.environ),
-    )
+    if "HOLDPOINT_MCP_URL" in os.environ:
+        headers = {"Authorization": f"Bearer {os.environ['HOLDPOINT_TOKEN']}"}
+        if "HOLDPOINT_APPROVER_TOKEN" in os.environ:
+            headers["Holdpoint-Approver-Token"] = os.environ["HOLDPOINT_APPROVER_TOKEN"]
+        gateway = streamable_http_client(
+            os.environ["HOLDPOINT_MCP_URL"], http_client=create_mcp_http_client(headers=headers)
+        )
+    else:
+        gateway = StdioServerParameters(
+            command=os.environ["HOLDPOINT_BIN"],
+            args=["mcp", "--world", os.environ["HOLDPOINT_WORLD"]],
+            env=dict(os.environ),
+        )
     step, name, arguments = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     answers = [a for a in os.environ.get("ELICIT", "").split(";") if a]
 

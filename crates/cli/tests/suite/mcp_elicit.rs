@@ -113,6 +113,46 @@ async fn an_approval_given_in_the_client_runs_the_call_recorded_with_the_person_
 }
 
 #[tokio::test]
+async fn over_http_an_approval_given_in_the_client_is_the_person_s_of_the_approver_token_header() {
+    let gw = Gateway::served("").await;
+    let mut child = client(
+        &gw,
+        &["call", "up__write_note", NOTE],
+        Some(r#"accept:{"decision": "approve"}"#),
+        true,
+    );
+    let mut out = stdout(&mut child);
+    printed(&mut out, "elicited").await;
+    let result = printed(&mut out, "result").await;
+    assert_eq!(text(&result), "wrote a: hello", "{result}");
+    let hold = gw.first_hold().await;
+    let events = resolutions(&gw, hold["id"].as_str().unwrap()).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0]["actor"],
+        json!({"source": "person", "name": "alice", "role": "approver", "via": VIA})
+    );
+}
+
+#[tokio::test]
+async fn over_http_an_agent_token_as_approver_token_is_refused() {
+    let gw = Gateway::served("").await;
+    let agent = gw.lab.token("sneaky", "agent").await;
+    let out = gw
+        .client_script(
+            "elicit_client.py",
+            &["call", "up__echo", r#"{"text": "x"}"#],
+        )
+        .env("ELICIT", "cancel")
+        .env("HOLDPOINT_APPROVER_TOKEN", &agent)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(gw.upstream_calls().is_empty());
+}
+
+#[tokio::test]
 async fn ask_human_is_answered_with_an_option_in_the_client_and_confirmed_there() {
     let gw = Gateway::start("").await;
     let question = json!({

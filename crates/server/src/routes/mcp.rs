@@ -8,10 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
+use axum::http::HeaderMap;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use holdpoint_mcp::{Gateway, Holdpoint, HoldpointError, Holds, HttpRefusal};
-use holdpoint_protocol::{GateResponse, HoldId, NewHolds, WaitResult};
+use holdpoint_mcp::{Approver, Decider, Gateway, Holdpoint, HoldpointError, Holds, HttpRefusal};
+use holdpoint_protocol::{DecideOutcome, Decision, GateResponse, HoldId, NewHolds, WaitResult};
 
 use super::holds;
 use crate::app::App;
@@ -35,7 +36,8 @@ const ERROR_TEXT: usize = 4096;
 /// before its answer withdraws its hold. Agents' tokens only.
 #[utoipa::path(post, path = "/mcp/{world}", tag = "mcp", operation_id = "mcp_message",
     params(("world" = String, Path, description = "The world (name or id) whose policy applies"),
-        ("Mcp-Session-Id" = Option<String>, Header, description = "The session, from the answer to initialize")),
+        ("Mcp-Session-Id" = Option<String>, Header, description = "The session, from the answer to initialize"),
+        ("Holdpoint-Approver-Token" = Option<String>, Header, description = "With initialize: the token of a person (approver or admin) who answers the session's elicitations; holds raised by the session's calls are then put to a client that supports elicitation, and its user's answers are decided as that person. Refused (401, 403) when it is not a person's valid token")),
     responses((status = 200, description = "Server-sent events: the JSON-RPC messages answering the request", content_type = "text/event-stream"),
         (status = 202, description = "A notification or a response was accepted"),
         (status = 400, description = "Not a JSON-RPC message of MCP (a JSON-RPC error, or the project's error shape)"),
@@ -98,6 +100,7 @@ async fn serve(
     request: Request,
 ) -> Result<Response, ApiError> {
     let world = app.world(&caller, &world).await?;
+    let approver = approver(&app, request.headers()).await?;
     let (parts, body) = request.into_parts();
     // Within server.max_body and in time, as every body.
     let body = extract::read(Request::new(body), &app).await?;
@@ -111,7 +114,11 @@ async fn serve(
     let holds_world = world_id.clone();
     let open = move || {
         let holds = Holds::new(agent.clone(), holds_world.clone(), None);
-        Gateway::new(holds, upstreams.clone())
+        let gateway = Gateway::new(holds, upstreams.clone());
+        match &approver {
+            Some(approver) => gateway.with_approver(approver.clone()),
+            None => gateway,
+        }
     };
     let response = app
         .mcp()
@@ -157,6 +164,74 @@ async fn refusal_in_our_shape(response: Response) -> Result<Response, ApiError> 
         _ => "bad_request",
     };
     Err(ApiError::new(status, code, message))
+}
+
+/// The header with which a session's opener gives the token of the person who answers its
+/// elicitations (an approver's or an admin's): read when the session opens.
+const APPROVER_TOKEN: &str = "Holdpoint-Approver-Token";
+
+/// The person of `Holdpoint-Approver-Token`, when one is given: a person's valid token, else
+/// the request is refused (401 for a token that is not one, 403 for an agent's).
+async fn approver(app: &App, headers: &HeaderMap) -> Result<Option<Approver>, ApiError> {
+    let Some(value) = headers.get(APPROVER_TOKEN) else {
+        return Ok(None);
+    };
+    let token = value
+        .to_str()
+        .map_err(|_| ApiError::field(APPROVER_TOKEN, "must be visible ASCII"))?;
+    let Some(person) = app.credentials().by_token(token.trim()).await? else {
+        return Err(ApiError::unauthorized(format!(
+            "{APPROVER_TOKEN}: the token is not valid"
+        )));
+    };
+    if !holdpoint_core::roles::may_decide(person.principal.role) {
+        return Err(ApiError::forbidden(format!(
+            "{APPROVER_TOKEN}: an approver's or an admin's token is needed; agents never decide holds"
+        )));
+    }
+    let name = person.principal.name.clone();
+    Ok(Some(Approver::new(
+        name,
+        Arc::new(AsPerson {
+            app: app.clone(),
+            person,
+        }),
+    )))
+}
+
+/// The engine in this process, as the person whose token came with the session: what the
+/// client's user answers in an elicitation, decided as a decision through the API would be.
+struct AsPerson {
+    app: App,
+    person: Caller,
+}
+
+#[async_trait]
+impl Decider for AsPerson {
+    async fn decide(
+        &self,
+        id: HoldId,
+        decision: Decision,
+        via: &str,
+        key: &str,
+    ) -> Result<DecideOutcome, HoldpointError> {
+        let failed = |m: String| HoldpointError::failed(format!("deciding hold {id}"), m);
+        holdpoint_core::limits::via("via", via).map_err(|e| failed(e.to_string()))?;
+        let who = self.person.principal.clone().via(Some(via.to_owned()));
+        let scope = self.person.scope();
+        match self
+            .app
+            .engine()
+            .decide(&who, id, decision, &scope, Some(key))
+            .await
+        {
+            Ok(result) => Ok(result.result),
+            Err(holdpoint_core::EngineError::AlreadyDecided { .. }) => {
+                Err(HoldpointError::AlreadyDecided(id))
+            }
+            Err(e) => Err(failed(e.to_string())),
+        }
+    }
 }
 
 /// The engine in this process, as the agent whose token opened the session: what the API's
