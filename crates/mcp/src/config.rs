@@ -12,12 +12,15 @@
 //! [mcp.servers.docs]
 //! url = "https://docs.example.com/mcp"
 //! headers = { Authorization = "Bearer …" }
+//! call_timeout = "5m"
+//! max_message_size = "4MiB"
 //! ```
 //!
 //! Plain data with its checks: the server refuses to start with a section that fails them, and
 //! so does `holdpoint mcp`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +30,20 @@ pub const SEPARATOR: &str = "__";
 /// The longest server name: names of tools (`server__tool`) stay readable and within the
 /// 128 characters MCP clients commonly accept.
 const MAX_NAME: usize = 40;
+
+/// How long a call may wait for its upstream's answer when `call_timeout` is not given.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest message an upstream may send when `max_message_size` is not given: tool
+/// results are read into memory whole, so this bounds what one call can cost.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 1024 * 1024;
+
+/// The range `call_timeout` must be in.
+const CALL_TIMEOUTS: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(86_400));
+
+/// The range `max_message_size` must be in, in bytes: 64 KiB to 256 MiB.
+const MESSAGE_SIZES: (usize, usize) = (64 * 1024, 256 * 1024 * 1024);
 
 /// The `[mcp]` section.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -64,6 +81,14 @@ pub struct UpstreamConfig {
     /// still deny). Must be among `tools` when `tools` is given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub require_approval: Vec<String>,
+    /// How long one call may wait for the server's answer (`"60s"`, `"5m"`); then the call
+    /// fails and the server is told to cancel it. [`DEFAULT_CALL_TIMEOUT`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout: Option<String>,
+    /// The largest message the server may send (`"1MiB"`, `"512KiB"`, or bytes); a larger
+    /// one is refused without being read into memory. [`DEFAULT_MAX_MESSAGE_SIZE`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_size: Option<String>,
 }
 
 /// How an upstream is reached.
@@ -142,6 +167,24 @@ impl UpstreamConfig {
         self.require_approval.iter().any(|t| t == tool)
     }
 
+    /// How long one call may wait for the server (the default where the setting is absent
+    /// or, in a configuration that [`McpSettings::check`] refuses, invalid).
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+            .as_deref()
+            .and_then(|t| parse_call_timeout(t).ok())
+            .unwrap_or(DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// The largest message the server may send, in bytes (the default where the setting is
+    /// absent or, in a configuration that [`McpSettings::check`] refuses, invalid).
+    pub fn max_message_size(&self) -> usize {
+        self.max_message_size
+            .as_deref()
+            .and_then(|s| parse_message_size(s).ok())
+            .unwrap_or(DEFAULT_MAX_MESSAGE_SIZE)
+    }
+
     /// The field at fault and what is wrong with it.
     fn check(&self) -> Result<(), (&'static str, String)> {
         match (&self.command, &self.url) {
@@ -193,8 +236,59 @@ impl UpstreamConfig {
         if let Some(empty) = self.require_approval.iter().find(|t| t.is_empty()) {
             return Err(("require_approval", format!("{empty:?} is not a tool name")));
         }
+        if let Some(timeout) = &self.call_timeout {
+            parse_call_timeout(timeout).map_err(|m| ("call_timeout", m))?;
+        }
+        if let Some(size) = &self.max_message_size {
+            parse_message_size(size).map_err(|m| ("max_message_size", m))?;
+        }
         Ok(())
     }
+}
+
+/// A `call_timeout`: a duration within [`CALL_TIMEOUTS`].
+fn parse_call_timeout(text: &str) -> Result<Duration, String> {
+    let (min, max) = CALL_TIMEOUTS;
+    let allowed = || {
+        format!(
+            "give a duration from {} to {}, such as \"60s\" or \"5m\"",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        )
+    };
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration ({e}): {}", allowed()))?;
+    if d < min || d > max {
+        return Err(format!("{text:?} is out of range: {}", allowed()));
+    }
+    Ok(d)
+}
+
+/// A `max_message_size`: bytes, or a number of `KiB` or `MiB`, within [`MESSAGE_SIZES`].
+fn parse_message_size(text: &str) -> Result<usize, String> {
+    let (min, max) = MESSAGE_SIZES;
+    let allowed =
+        "give a size from 64KiB to 256MiB, as bytes or with KiB or MiB (\"1MiB\", \"512KiB\")";
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => return Err(format!("{text:?} is not a size: {allowed}")),
+    };
+    let size = number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{text:?} is not a size: {allowed}"))?;
+    if size < min || size > max {
+        return Err(format!("{text:?} is out of range: {allowed}"));
+    }
+    Ok(size)
 }
 
 /// A server's name: what its tools are prefixed with.
@@ -302,6 +396,62 @@ require_approval = ["write_file"]"#,
             Some(("git-hub", "get__it"))
         );
         assert_eq!(split_tool_name("ask_human"), None);
+    }
+
+    #[test]
+    fn call_timeout_and_max_message_size_are_checked_naming_the_key() {
+        let ok = parse(
+            "[servers.x]\ncommand = \"a\"\ncall_timeout = \"2m\"\nmax_message_size = \"4MiB\"",
+        );
+        ok.check().unwrap();
+        assert_eq!(ok.servers["x"].call_timeout(), Duration::from_secs(120));
+        assert_eq!(ok.servers["x"].max_message_size(), 4 * 1024 * 1024);
+        let default = parse("[servers.x]\ncommand = \"a\"");
+        assert_eq!(default.servers["x"].call_timeout(), DEFAULT_CALL_TIMEOUT);
+        assert_eq!(
+            default.servers["x"].max_message_size(),
+            DEFAULT_MAX_MESSAGE_SIZE
+        );
+        assert_eq!(
+            parse("[servers.x]\ncommand = \"a\"\nmax_message_size = \"100000\"").servers["x"]
+                .max_message_size(),
+            100_000
+        );
+        for (setting, key, said) in [
+            (
+                "call_timeout = \"soon\"",
+                "call_timeout",
+                "\"soon\" is not a duration",
+            ),
+            ("call_timeout = \"0s\"", "call_timeout", "out of range"),
+            ("call_timeout = \"2d\"", "call_timeout", "out of range"),
+            (
+                "max_message_size = \"1MB\"",
+                "max_message_size",
+                "KiB or MiB",
+            ),
+            (
+                "max_message_size = \"1KiB\"",
+                "max_message_size",
+                "out of range",
+            ),
+            (
+                "max_message_size = \"1024MiB\"",
+                "max_message_size",
+                "out of range",
+            ),
+            (
+                "max_message_size = \"99999999999999999999\"",
+                "max_message_size",
+                "not a size",
+            ),
+        ] {
+            let e = parse(&format!("[servers.x]\ncommand = \"a\"\n{setting}"))
+                .check()
+                .unwrap_err();
+            assert_eq!(e.key, format!("mcp.servers.x.{key}"), "{setting}");
+            assert!(e.message.contains(said), "{setting}: {e}");
+        }
     }
 
     #[test]

@@ -1,19 +1,30 @@
 //! The upstream MCP servers: started (stdio) or connected to (streamable HTTP), their tools
 //! listed once, and calls forwarded to them.
+//!
+//! Upstreams fail, and a failure is one call's clear error, never a hang and never the
+//! gateway's end: a server that exits (or breaks its connection, or sends a message larger
+//! than its `max_message_size`) fails the calls in flight at once, naming it and why, and is
+//! started again at the next call; starting it again that fails is retried after a delay that
+//! doubles, at most [`restart::MAX_ATTEMPTS`] times in a row; a call that gets no answer
+//! within the server's `call_timeout` fails and is canceled at the server. `Upstreams` is
+//! shared by every session and agent that calls (behind an `Arc`): calls run concurrently,
+//! and a restart is made once, by the first call that needs it.
+
+mod link;
+mod restart;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
-use rmcp::service::{Peer, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
-use tokio::process::Command;
+use rmcp::service::ServiceError;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
-use crate::config::{McpSettings, Transport, UpstreamConfig, tool_name};
+use crate::config::{McpSettings, UpstreamConfig, tool_name};
+use link::Link;
+use restart::{Attempt, Down};
 
 /// How long an upstream may take to start and list its tools.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,15 +36,28 @@ pub enum UpstreamError {
     Start { server: String, message: String },
     #[error("MCP server {server:?} failed the call: {message}")]
     Call { server: String, message: String },
+    #[error(
+        "MCP server {server:?} did not answer within {} (its call_timeout); the call was canceled",
+        humantime::format_duration(*after)
+    )]
+    Timeout { server: String, after: Duration },
+    #[error("MCP server {server:?} is not running: {message}")]
+    Down { server: String, message: String },
 }
 
-/// One connected upstream server.
+/// One configured upstream server and its connection, when it has one.
 struct Upstream {
     name: String,
-    /// Calls go through the peer, so they run concurrently.
-    peer: Peer<RoleClient>,
-    /// Kept to close the connection.
-    service: Mutex<RunningService<RoleClient, ()>>,
+    config: UpstreamConfig,
+    call_timeout: Duration,
+    /// Locked briefly by each call to take the live link, and across a restart, so that
+    /// calls arriving meanwhile wait for it rather than start the server again.
+    state: Mutex<State>,
+}
+
+enum State {
+    Up(Arc<Link>),
+    Down(Down),
 }
 
 /// A tool offered through Holdpoint: its upstream, and its definition under the name clients
@@ -62,25 +86,18 @@ impl Upstreams {
         let mut upstreams = Upstreams::default();
         let mut errors = Vec::new();
         for (name, config) in &settings.servers {
-            match tokio::time::timeout(START_TIMEOUT, start(name, config)).await {
-                Ok(Ok((service, tools))) => upstreams.add(name, config, service, tools),
-                Ok(Err(e)) => errors.push(e),
-                Err(_) => errors.push(UpstreamError::Start {
+            match start(config).await {
+                Ok((link, tools)) => upstreams.add(name, config, link, tools),
+                Err(message) => errors.push(UpstreamError::Start {
                     server: name.clone(),
-                    message: format!("it did not answer within {}s", START_TIMEOUT.as_secs()),
+                    message,
                 }),
             }
         }
         (upstreams, errors)
     }
 
-    fn add(
-        &mut self,
-        name: &str,
-        config: &UpstreamConfig,
-        service: RunningService<RoleClient, ()>,
-        tools: Vec<Tool>,
-    ) {
+    fn add(&mut self, name: &str, config: &UpstreamConfig, link: Link, tools: Vec<Tool>) {
         for mut tool in tools.into_iter().filter(|t| config.offers(&t.name)) {
             let upstream_name = tool.name.to_string();
             let offered = tool_name(name, &upstream_name);
@@ -95,8 +112,9 @@ impl Upstreams {
         }
         self.servers.push(Upstream {
             name: name.to_owned(),
-            peer: service.peer().clone(),
-            service: Mutex::new(service),
+            call_timeout: config.call_timeout(),
+            config: config.clone(),
+            state: Mutex::new(State::Up(Arc::new(link))),
         });
     }
 
@@ -111,78 +129,156 @@ impl Upstreams {
     }
 
     /// Calls `tool` on its server with exactly `arguments`; the result as the server gave it
-    /// (content and `isError` kept).
+    /// (content and `isError` kept). Fails, naming the server, when it is down, stops while
+    /// the call runs, or does not answer within its `call_timeout` (the call is then canceled
+    /// at the server).
     pub async fn call(
         &self,
         tool: &OfferedTool,
         arguments: JsonObject,
     ) -> Result<CallToolResult, UpstreamError> {
-        let failed = |message: String| UpstreamError::Call {
-            server: tool.server.clone(),
-            message,
+        let Some(upstream) = self.servers.iter().find(|s| s.name == tool.server) else {
+            return Err(UpstreamError::Call {
+                server: tool.server.clone(),
+                message: "it is not connected".into(),
+            });
         };
-        let upstream = self
-            .servers
-            .iter()
-            .find(|s| s.name == tool.server)
-            .ok_or_else(|| failed("it is not connected".into()))?;
-        let params =
-            CallToolRequestParams::new(tool.upstream_name.clone()).with_arguments(arguments);
-        upstream
-            .peer
-            .call_tool(params)
-            .await
-            .map_err(|e| failed(e.to_string()))
+        upstream.call(tool, arguments).await
     }
 
     /// Ends every connection (stdio servers are asked to exit, then stopped).
     pub async fn close(&self) {
         for upstream in &self.servers {
-            let _ = upstream.service.lock().await.close().await;
+            let mut state = upstream.state.lock().await;
+            if let State::Up(link) = &*state {
+                link.close().await;
+            }
+            *state = State::Down(Down::stopped("it was closed".into(), Instant::now()));
         }
     }
 }
 
-/// Starts one server and lists its tools.
-async fn start(
-    name: &str,
-    config: &UpstreamConfig,
-) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), UpstreamError> {
-    let failed = |message: String| UpstreamError::Start {
-        server: name.to_owned(),
-        message,
-    };
-    let service = match config.transport() {
-        Some(Transport::Stdio { command, args, env }) => {
-            let mut cmd = Command::new(command);
-            cmd.args(args).envs(env);
-            let transport = TokioChildProcess::new(cmd)
-                .map_err(|e| failed(format!("cannot run {command:?}: {e}")))?;
-            ().serve(transport)
-                .await
-                .map_err(|e| failed(e.to_string()))?
+impl Upstream {
+    async fn call(
+        &self,
+        tool: &OfferedTool,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let link = self.link().await?;
+        let failed = |why: &str| UpstreamError::Call {
+            server: self.name.clone(),
+            message: format!("{why}; it is started again at the next call"),
+        };
+        let params =
+            CallToolRequestParams::new(tool.upstream_name.clone()).with_arguments(arguments);
+        // Dropping the call (when the connection ends or the time is up) tells the server
+        // that it is canceled.
+        let call = link.peer.call_tool(params);
+        tokio::select! {
+            result = call => match result {
+                Ok(result) => Ok(result),
+                Err(ServiceError::TransportClosed) => {
+                    // Closed under the call. A child's output closes a moment before its exit
+                    // status is known: that says more. Whatever happened, the next call
+                    // starts the server again.
+                    if link.child {
+                        let _ = tokio::time::timeout(link::EXIT_REPORT, link.ended.wait()).await;
+                    }
+                    link.ended.end("its connection closed".into());
+                    Err(failed(link.ended.why()))
+                }
+                Err(e) => Err(UpstreamError::Call {
+                    server: self.name.clone(),
+                    message: e.to_string(),
+                }),
+            },
+            why = link.ended.wait() => Err(failed(why)),
+            () = tokio::time::sleep(self.call_timeout) => Err(UpstreamError::Timeout {
+                server: self.name.clone(),
+                after: self.call_timeout,
+            }),
         }
-        Some(Transport::Http { url, headers }) => {
-            let mut custom = HashMap::new();
-            for (k, v) in headers {
-                let header = HeaderName::try_from(k.as_str())
-                    .map_err(|_| failed(format!("{k:?} is not a header name")))?;
-                let value = HeaderValue::try_from(v.as_str())
-                    .map_err(|_| failed(format!("the value of header {k} is not valid")))?;
-                custom.insert(header, value);
+    }
+
+    /// The live connection: the one there is, else a new one if the server may be started
+    /// now.
+    async fn link(&self) -> Result<Arc<Link>, UpstreamError> {
+        let mut state = self.state.lock().await;
+        let now = Instant::now();
+        if let State::Up(link) = &*state {
+            if !link.ended.is_ended() {
+                return Ok(link.clone());
             }
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
-            );
-            ().serve(transport)
-                .await
-                .map_err(|e| failed(e.to_string()))?
+            let why = link.ended.why().to_owned();
+            tracing::warn!(server = %self.name, "MCP server {:?} stopped: {why}; starting it again", self.name);
+            *state = State::Down(Down::stopped(why, now));
         }
-        None => return Err(failed("it has neither command nor url".into())),
-    };
-    let tools = service
-        .list_all_tools()
-        .await
-        .map_err(|e| failed(format!("listing its tools failed: {e}")))?;
-    Ok((service, tools))
+        let State::Down(down) = &mut *state else {
+            return Err(self.down("its state is unknown".into()));
+        };
+        match down.attempt(now) {
+            Attempt::Now => {}
+            Attempt::Later(wait) => {
+                return Err(self.down(format!(
+                    "{}; it is started again in {}",
+                    down.why,
+                    humantime::format_duration(Duration::from_secs(wait.as_secs().max(1)))
+                )));
+            }
+            Attempt::GaveUp => {
+                return Err(self.down(format!(
+                    "{}; starting it failed {} times in a row, and Holdpoint stopped trying \
+                     (restart Holdpoint to try again)",
+                    down.why, down.failures
+                )));
+            }
+        }
+        match start(&self.config).await {
+            Ok((link, tools)) => {
+                let names = |t: &[Tool]| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+                tracing::warn!(server = %self.name, "MCP server {:?} started again, offering {:?}", self.name, names(&tools));
+                let link = Arc::new(link);
+                *state = State::Up(link.clone());
+                Ok(link)
+            }
+            Err(why) => {
+                down.failed(why, Instant::now());
+                let message = match down.attempt(Instant::now()) {
+                    Attempt::GaveUp => format!(
+                        "{}; starting it failed {} times in a row, and Holdpoint stopped trying",
+                        down.why, down.failures
+                    ),
+                    _ => format!(
+                        "{} (attempt {} of {})",
+                        down.why,
+                        down.failures,
+                        restart::MAX_ATTEMPTS
+                    ),
+                };
+                tracing::warn!(server = %self.name, "MCP server {:?} could not be started again: {message}", self.name);
+                Err(UpstreamError::Start {
+                    server: self.name.clone(),
+                    message,
+                })
+            }
+        }
+    }
+
+    fn down(&self, message: String) -> UpstreamError {
+        UpstreamError::Down {
+            server: self.name.clone(),
+            message,
+        }
+    }
+}
+
+/// Starts one server and lists its tools, within [`START_TIMEOUT`].
+async fn start(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), String> {
+    match tokio::time::timeout(START_TIMEOUT, link::open(config)).await {
+        Ok(started) => started,
+        Err(_) => Err(format!(
+            "it did not answer within {}s",
+            START_TIMEOUT.as_secs()
+        )),
+    }
 }
