@@ -50,7 +50,7 @@ pub(super) fn python() -> PathBuf {
     venv
 }
 
-fn script(name: &str) -> PathBuf {
+pub(super) fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mcp")
         .join(name)
@@ -60,7 +60,8 @@ fn script(name: &str) -> PathBuf {
 pub(super) struct Gateway {
     pub(super) lab: Lab,
     config: PathBuf,
-    upstream_log: PathBuf,
+    /// What the upstreams log (`$UPSTREAM_LOG`).
+    pub(super) upstream_log: PathBuf,
     pub(super) agent: String,
     /// alice's, an approver's.
     pub(super) approver_token: String,
@@ -90,12 +91,25 @@ impl Gateway {
             script("upstream.py").display().to_string(),
             upstream_log.display().to_string(),
         );
+        Gateway::configured(POLICY, &text, logs, http).await
+    }
+
+    /// For `holdpoint mcp`, with `policy`, and `config` as the configuration file it reads
+    /// (its `[mcp.servers.NAME]` sections). The upstreams inherit `$UPSTREAM_LOG`, which names
+    /// [`Gateway::upstream_log`], from the client.
+    pub(super) async fn with(policy: &str, config: &str) -> Gateway {
+        Gateway::configured(policy, config, tempfile::tempdir().unwrap(), false).await
+    }
+
+    /// `logs` holds the upstreams' log.
+    async fn configured(policy: &str, text: &str, logs: tempfile::TempDir, http: bool) -> Gateway {
+        let upstream_log = logs.path().join("upstream.log");
         let mut settings = Settings::default();
         if http {
-            let table: toml::Table = toml::from_str(&text).unwrap();
+            let table: toml::Table = toml::from_str(text).unwrap();
             settings.mcp = table["mcp"].clone().try_into().unwrap();
         }
-        let lab = Lab::with_settings(vec![], Some(POLICY), settings).await;
+        let lab = Lab::with_settings(vec![], Some(policy), settings).await;
         let config = lab.data().join("config.toml");
         std::fs::write(&config, text).unwrap();
         let agent = lab.token("coder", "agent").await;

@@ -1,0 +1,403 @@
+//! `holdpoint mcp` in front of real MCP servers and of servers that fail: the reference
+//! servers `@modelcontextprotocol/server-filesystem` and `server-everything` (installed from
+//! npm into `.npm-mcp` by scripts/test), and `tests/mcp/fault.py`, which crashes, hangs and
+//! answers with 5 MB on request. The client is the official Python SDK's (`tests/mcp/client.py`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use holdpoint_test_support::PATIENCE;
+use serde_json::{Value, json};
+
+use super::mcp::{Gateway, python, script, text};
+
+/// Reading is allowed, the open world denied, the fault server allowed; creating a
+/// directory is asked with a deadline of a second; the rest is asked.
+const POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "reading is fine"
+tools = ["fs__*", "everything__*"]
+action = "allow"
+annotations = { read_only = true }
+
+[[rules]]
+name = "nothing from the open world"
+tools = ["everything__*"]
+action = "deny"
+annotations = { open_world = true }
+
+[[rules]]
+name = "faults run"
+tools = ["fault__*"]
+action = "allow"
+
+[[rules]]
+name = "directories wait a second"
+tools = ["fs__create_directory"]
+action = "ask"
+deadline = "1s"
+"#;
+
+/// A program of a reference server, installed by scripts/test.
+fn reference_server(program: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.npm-mcp/node_modules/.bin")
+        .join(program);
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test installs the reference MCP servers into .npm-mcp",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// The fault server's section; `extra` is added to it.
+fn fault_server(extra: &str) -> String {
+    format!(
+        "[mcp.servers.fault]\ncommand = {:?}\nargs = [{:?}]\ncall_timeout = \"2s\"\n{extra}\n",
+        python().display().to_string(),
+        script("fault.py").display().to_string(),
+    )
+}
+
+/// The filesystem server on `dir`, with `write_file` under `require_approval`.
+fn filesystem_server(dir: &Path) -> String {
+    format!(
+        "[mcp.servers.fs]\ncommand = {:?}\nargs = [{:?}]\nrequire_approval = [\"write_file\"]\n",
+        reference_server("mcp-server-filesystem"),
+        dir.display().to_string(),
+    )
+}
+
+/// How long a session may take: it starts the gateway and Python servers, some twice, on a
+/// machine that runs other tests meanwhile.
+const SESSION_PATIENCE: Duration = Duration::from_secs(4 * PATIENCE.as_secs());
+
+/// Runs `steps` in one session of the client; a result for each.
+async fn session(gw: &Gateway, steps: Value) -> Vec<Value> {
+    let child = gw.client(&["session", &steps.to_string()]).spawn().unwrap();
+    let mut lines = lines_of(child).await;
+    lines.remove(0); // the protocol version
+    lines
+}
+
+/// The JSON lines a client printed, once it has finished.
+async fn lines_of(child: tokio::process::Child) -> Vec<Value> {
+    let out = tokio::time::timeout(SESSION_PATIENCE, child.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// What the fault server logged.
+fn fault_log(gw: &Gateway) -> Vec<Value> {
+    std::fs::read_to_string(&gw.upstream_log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"call": tool, "arguments": arguments})
+}
+
+/// A client calling a tool: its result, the last line it printed.
+async fn result_of(child: tokio::process::Child) -> Value {
+    lines_of(child).await.pop().unwrap()
+}
+
+#[tokio::test]
+async fn the_filesystem_server_reads_freely_and_writes_only_what_a_person_approves() {
+    let dir = tempfile::tempdir().unwrap();
+    // Its allowed directory, as the server resolves it.
+    let root: PathBuf = dir.path().canonicalize().unwrap();
+    let gw = Gateway::with(POLICY, &filesystem_server(&root)).await;
+
+    let lines = gw.run(&["list"]).await;
+    let tools = lines[1]["tools"].as_array().unwrap();
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).cloned();
+    let read = tool("fs__read_text_file").expect("fs__read_text_file is offered");
+    assert_eq!(read["annotations"]["readOnlyHint"], true);
+    let write = tool("fs__write_file").expect("fs__write_file is offered");
+    assert_eq!(write["annotations"]["destructiveHint"], true);
+    assert!(write["inputSchema"]["properties"]["content"].is_object());
+
+    // Reading is allowed: forwarded at once, the text intact.
+    let content = "first line\nzweite Zeile: äöü ✓\n\ttabbed \"quoted\"\n";
+    std::fs::write(root.join("notes.txt"), content).unwrap();
+    let path = root.join("notes.txt").display().to_string();
+    let read = gw.call("fs__read_text_file", json!({"path": path})).await;
+    assert_eq!(read["isError"], false, "{read}");
+    assert_eq!(text(&read), content);
+
+    // Writing needs a person: approved → written.
+    let approved = root.join("approved.txt");
+    let client = gw
+        .client(&[
+            "call",
+            "fs__write_file",
+            &json!({"path": approved, "content": "approved text"}).to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "fs__write_file");
+    assert!(!approved.exists(), "written before approval");
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let result = result_of(client).await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(std::fs::read_to_string(&approved).unwrap(), "approved text");
+
+    // Denied → not written.
+    let denied = root.join("denied.txt");
+    let client = gw
+        .client(&[
+            "call",
+            "fs__write_file",
+            &json!({"path": denied, "content": "x"}).to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    gw.decide(&hold, json!({"action": "deny", "reason": "not there"}))
+        .await;
+    let result = result_of(client).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        text(&result).contains("denied by alice: not there"),
+        "{result}"
+    );
+    assert!(!denied.exists(), "a denied write was made");
+}
+
+#[tokio::test]
+async fn an_asked_call_whose_deadline_passes_gets_the_timeout_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let gw = Gateway::with(POLICY, &filesystem_server(&root)).await;
+    let sub = root.join("sub");
+    let result = gw.call("fs__create_directory", json!({"path": sub})).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(&result).contains("no one decided in time"), "{result}");
+    let hold = gw.first_hold().await;
+    let hold = gw.resolved(hold["id"].as_str().unwrap()).await;
+    assert_eq!(hold["status"], "timed_out", "{hold}");
+    assert!(!sub.exists(), "the call ran after its hold timed out");
+}
+
+#[tokio::test]
+async fn the_everything_server_keeps_images_and_annotations_and_its_annotations_reach_policy() {
+    let config = format!(
+        "[mcp.servers.everything]\ncommand = {:?}\n",
+        reference_server("mcp-server-everything")
+    );
+    let gw = Gateway::with(POLICY, &config).await;
+    let results = session(
+        &gw,
+        json!([
+            call("everything__get-tiny-image", json!({})),
+            call("everything__get-sum", json!({"a": 2, "b": 40})),
+            call(
+                "everything__get-annotated-message",
+                json!({"messageType": "error", "includeImage": true})
+            ),
+            call("everything__gzip-file-as-resource", json!({})),
+        ]),
+    )
+    .await;
+
+    // The image, byte for byte as the server has it.
+    let source = std::fs::read_to_string(
+        Path::new(&reference_server("mcp-server-everything"))
+            .parent()
+            .unwrap()
+            .join("../@modelcontextprotocol/server-everything/dist/tools/get-tiny-image.js"),
+    )
+    .unwrap();
+    let image = &results[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "image")
+        .expect("an image content block")
+        .clone();
+    assert_eq!(image["mimeType"], "image/png");
+    let data = image["data"].as_str().unwrap();
+    assert!(data.len() > 100);
+    assert!(
+        source.contains(&format!("MCP_TINY_IMAGE = \"{data}\"")),
+        "the image was changed on its way"
+    );
+
+    assert_eq!(results[1]["isError"], false, "{}", results[1]);
+    assert!(text(&results[1]).contains("42"), "{}", results[1]);
+
+    // Content annotations kept.
+    let annotated = &results[2]["content"];
+    assert_eq!(annotated[0]["annotations"]["priority"], 1.0, "{annotated}");
+    assert_eq!(
+        annotated[0]["annotations"]["audience"],
+        json!(["user", "assistant"])
+    );
+    assert!(
+        annotated
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image"),
+        "{annotated}"
+    );
+
+    // openWorldHint = true reached policy: denied by the rule that names it.
+    let denied = &results[3];
+    assert_eq!(denied["isError"], true, "{denied}");
+    assert!(
+        text(denied).contains("nothing from the open world"),
+        "{denied}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_crashes_mid_call_fails_that_call_and_is_started_again_for_the_next() {
+    let gw = Gateway::with(POLICY, &fault_server("")).await;
+    let results = session(
+        &gw,
+        json!([
+            call("fault__echo", json!({"text": "before"})),
+            call("fault__crash", json!({})),
+            call("fault__echo", json!({"text": "after"})),
+        ]),
+    )
+    .await;
+    assert_eq!(text(&results[0]), "echo: before");
+    let crashed = &results[1];
+    assert_eq!(crashed["isError"], true, "{crashed}");
+    let said = text(crashed);
+    assert!(
+        said.contains("MCP server \"fault\"") && said.contains("exited") && said.contains("3"),
+        "{said}"
+    );
+    assert_eq!(results[2]["isError"], false, "{}", results[2]);
+    assert_eq!(text(&results[2]), "echo: after");
+    let starts = fault_log(&gw)
+        .iter()
+        .filter(|e| e.get("started").is_some())
+        .count();
+    assert_eq!(starts, 2, "{:?}", fault_log(&gw));
+}
+
+#[tokio::test]
+async fn an_upstream_that_cannot_be_started_again_is_retried_only_after_a_delay() {
+    let gw = Gateway::with(POLICY, "").await;
+    // The fault server starts once; each later start fails.
+    let once = gw.lab.data().join("started-once");
+    let config = fault_server(&format!(
+        "env = {{ FAULT_START_ONCE = {:?} }}",
+        once.display().to_string()
+    ));
+    std::fs::write(gw.lab.data().join("config.toml"), config).unwrap();
+    let results = session(
+        &gw,
+        json!([
+            call("fault__crash", json!({})),
+            call("fault__echo", json!({"text": "a"})),
+            call("fault__echo", json!({"text": "b"})),
+        ]),
+    )
+    .await;
+    assert_eq!(results[0]["isError"], true);
+    let first = text(&results[1]);
+    assert!(
+        first.contains("MCP server \"fault\" could not be started")
+            && first.contains("attempt 1 of 5"),
+        "{first}"
+    );
+    let second = text(&results[2]);
+    assert!(
+        second.contains("MCP server \"fault\" is not running")
+            && second.contains("it is started again in 1s"),
+        "{second}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_that_gets_no_answer_times_out_and_is_canceled_while_other_calls_are_served() {
+    let gw = Gateway::with(POLICY, &fault_server("")).await;
+    let results = session(
+        &gw,
+        json!([{"parallel": [
+            call("fault__hang", json!({})),
+            call("fault__echo", json!({"text": "meanwhile"})),
+        ]}]),
+    )
+    .await;
+    let [hung, echoed] = results[0]["parallel"].as_array().unwrap().as_slice() else {
+        panic!("{results:?}");
+    };
+    assert_eq!(hung["isError"], true, "{hung}");
+    assert!(
+        text(hung).contains("MCP server \"fault\" did not answer within 2s (its call_timeout); the call was canceled"),
+        "{hung}"
+    );
+    assert_eq!(text(echoed), "echo: meanwhile");
+    // The server was told: its call was canceled.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !fault_log(&gw).contains(&json!({"tool": "hang", "canceled": true})) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hung call was not canceled: {:?}",
+            fault_log(&gw)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_result_past_max_message_size_is_refused_in_bounded_memory_and_the_gateway_serves_on() {
+    let gw = Gateway::with(POLICY, &fault_server("")).await;
+    let results = session(
+        &gw,
+        json!([
+            call("fault__echo", json!({"text": "warm up"})),
+            {"memory": true},
+            call("fault__huge", json!({"megabytes": 5})),
+            call("fault__huge", json!({"megabytes": 20})),
+            {"memory": true},
+            call("fault__echo", json!({"text": "still here"})),
+        ]),
+    )
+    .await;
+    for huge in &results[2..4] {
+        let said = text(huge);
+        assert_eq!(huge["isError"], true);
+        assert!(
+            said.contains("MCP server \"fault\"")
+                && said.contains("larger than 1 MiB (its max_message_size)"),
+            "{}",
+            &said[..said.len().min(300)]
+        );
+    }
+    // Refusing 25 MB raised the gateway's resident memory by less than the 20 MB of one of
+    // them: no message was read whole (reading, parsing and forwarding even the 5 MB one
+    // takes several times its size).
+    let resident = |i: usize| results[i]["VmHWM"].as_u64().unwrap();
+    let grew = resident(4).saturating_sub(resident(1));
+    assert!(
+        grew < 16 * 1024,
+        "the gateway's peak resident memory grew by {grew} KiB (from {} KiB)",
+        resident(1)
+    );
+    assert_eq!(text(&results[5]), "echo: still here");
+}
