@@ -58,6 +58,8 @@ struct Upstream {
 enum State {
     Up(Arc<Link>),
     Down(Down),
+    /// After [`Upstreams::close`]: never started again.
+    Closed,
 }
 
 /// A tool offered through Holdpoint: its upstream, and its definition under the name clients
@@ -153,7 +155,7 @@ impl Upstreams {
             if let State::Up(link) = &*state {
                 link.close().await;
             }
-            *state = State::Down(Down::stopped("it was closed".into(), Instant::now()));
+            *state = State::Closed;
         }
     }
 }
@@ -214,7 +216,7 @@ impl Upstream {
             *state = State::Down(Down::stopped(why, now));
         }
         let State::Down(down) = &mut *state else {
-            return Err(self.down("its state is unknown".into()));
+            return Err(self.down("Holdpoint closed its connection as it shut down".into()));
         };
         match down.attempt(now) {
             Attempt::Now => {}
