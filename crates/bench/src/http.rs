@@ -346,9 +346,16 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
 
 /// A server on loopback with its data in `dir`, its admin, and the bench's world.
 pub(crate) async fn start(dir: &tempfile::TempDir) -> anyhow::Result<(Server, Caller)> {
-    let mut settings = Settings::default();
+    start_with(dir.path(), Settings::default()).await
+}
+
+/// Like [`start`], with `settings` (bound to a port of loopback).
+pub(crate) async fn start_with(
+    dir: &std::path::Path,
+    mut settings: Settings,
+) -> anyhow::Result<(Server, Caller)> {
     settings.server.bind = "127.0.0.1:0".parse()?;
-    let server = Server::start(dir.path(), &settings).await?;
+    let server = Server::start(dir, &settings).await?;
     let http = Client::builder().pool_max_idle_per_host(1024).build()?;
     let admin = Caller {
         http,

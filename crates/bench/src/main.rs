@@ -10,6 +10,7 @@ mod disk;
 mod http;
 mod inbox;
 mod mcp_http;
+mod mcp;
 mod pending;
 mod policy;
 mod stats;
@@ -98,7 +99,21 @@ enum Bench {
         #[arg(long, default_value_t = 100)]
         arriving: usize,
     },
-    /// All of the above with their defaults, except `inbox`.
+    /// The MCP gateway's added latency for an allowed call over stdio: the same client and
+    /// upstream, directly and through `holdpoint mcp` (built beside this program:
+    /// `cargo build --profile profiling -p holdpoint-cli -p holdpoint-bench`).
+    Mcp {
+        /// Calls timed each way.
+        #[arg(long, default_value_t = 10_000)]
+        calls: usize,
+        /// The `holdpoint` binary [default: the one beside this program].
+        #[arg(long, value_name = "PATH")]
+        holdpoint: Option<PathBuf>,
+    },
+    /// The benchmark's upstream MCP server on stdio (started by `mcp`).
+    #[command(hide = true)]
+    McpUpstream,
+    /// All of the above with their defaults, except `inbox` and `mcp`.
     All,
 }
 
@@ -112,6 +127,9 @@ fn bench_dir(flag: Option<PathBuf>) -> anyhow::Result<tempfile::TempDir> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Bench::McpUpstream = cli.bench {
+        return mcp::serve_upstream();
+    }
     if cfg!(debug_assertions) {
         println!("warning: a debug build; run with --profile profiling for meaningful figures\n");
     }
@@ -138,6 +156,10 @@ fn main() -> anyhow::Result<()> {
             requests,
             arriving,
         } => runtime.block_on(inbox::run(&bench_dir(cli.dir)?, holds, requests, arriving))?,
+        Bench::Mcp { calls, holdpoint } => {
+            runtime.block_on(mcp::run(&bench_dir(cli.dir)?, calls, holdpoint))?
+        }
+        Bench::McpUpstream => mcp::serve_upstream()?,
         Bench::All => {
             policy::run(POLICY_SECONDS);
             runtime.block_on(cycle::run(
