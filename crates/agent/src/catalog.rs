@@ -1,10 +1,13 @@
 //! Worlds, agents and chats: creating, listing, changing and deleting them.
 
+use std::collections::BTreeMap;
+
 use holdpoint_core::record::put;
 use holdpoint_core::store::{HoldFilter, RecordKind, Write};
 use holdpoint_protocol::{
     Actor, Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LlmSettings,
-    Message, NewAgent, NewChat, NewWorld, Turn, TurnId, World, WorldChanges, WorldId,
+    Message, NewAgent, NewChat, NewWorld, Turn, TurnId, UpstreamConfig, World, WorldChanges,
+    WorldId,
 };
 use uuid::Uuid;
 
@@ -50,6 +53,21 @@ fn check_text(field: &str, text: &str, max: usize) -> Result<(), RuntimeError> {
         ));
     }
     Ok(())
+}
+
+/// A world's MCP servers: the same rules as the configuration file's, named as the API's
+/// field (`mcp_servers.fs.require_approval`).
+fn check_mcp_servers(servers: &BTreeMap<String, UpstreamConfig>) -> Result<(), RuntimeError> {
+    holdpoint_core::mcp::check_servers(servers)
+        .map_err(|p| RuntimeError::invalid(&p.path("mcp_servers"), p.message))
+}
+
+/// A world as events (the log, live streams, webhooks) carry it: its MCP servers' secrets
+/// hidden, as the API shows them. The record keeps them.
+fn shown(world: &World) -> World {
+    let mut world = world.clone();
+    holdpoint_core::mcp::hide_all_secrets(&mut world.mcp_servers);
+    world
 }
 
 fn check_title(title: &str) -> Result<(), RuntimeError> {
@@ -119,10 +137,12 @@ impl Runtime {
             new.description.as_deref().unwrap_or_default(),
             4096,
         )?;
+        check_mcp_servers(&new.mcp_servers)?;
         let world = World {
             id: WorldId::random(),
             name: new.name,
             description: new.description,
+            mcp_servers: new.mcp_servers,
             created_at: self.now(),
             version: 1,
         };
@@ -146,7 +166,7 @@ impl Runtime {
             world.id,
             None,
             EventPayload::WorldCreated {
-                world: world.clone(),
+                world: shown(&world),
             },
         );
         self.commit(vec![write], vec![event]).await?;
@@ -194,6 +214,15 @@ impl Runtime {
             check_text("description", &d, 4096)?;
             world.description = Some(d);
         }
+        if let Some(servers) = changes.mcp_servers {
+            for (name, server) in servers {
+                match server {
+                    Some(server) => world.mcp_servers.insert(name, server),
+                    None => world.mcp_servers.remove(&name),
+                };
+            }
+            check_mcp_servers(&world.mcp_servers)?;
+        }
         if world == before {
             return Ok(world);
         }
@@ -211,7 +240,7 @@ impl Runtime {
             id,
             None,
             EventPayload::WorldUpdated {
-                world: world.clone(),
+                world: shown(&world),
             },
         );
         self.commit(vec![write], vec![event]).await?;

@@ -14,6 +14,7 @@ use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Ti
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
+use crate::tools::ExternalTools;
 
 /// Bounds on `shell_cmd`.
 #[derive(Clone, Debug)]
@@ -44,6 +45,8 @@ pub struct RuntimeConfig {
     pub text_flush: Duration,
     /// Bytes a file tool reads or writes at most.
     pub max_file: usize,
+    /// Where the worlds' MCP tools come from (none: agents have the built-in tools only).
+    pub external_tools: Option<Arc<dyn ExternalTools>>,
 }
 
 impl RuntimeConfig {
@@ -53,6 +56,7 @@ impl RuntimeConfig {
             shell: ShellLimits::default(),
             text_flush: Duration::from_millis(100),
             max_file: 256 * 1024,
+            external_tools: None,
         }
     }
 }

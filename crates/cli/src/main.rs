@@ -61,10 +61,10 @@ enum Command {
     Audit(commands::audit::AuditCommand),
     /// Talk to an agent; decide its holds at a menu as they come.
     Chat(commands::chat::ChatArgs),
-    /// Create, list, change and delete worlds.
+    /// Create, list, change and delete worlds, and their MCP servers.
     #[command(
         subcommand,
-        after_help = "Examples:\n  holdpoint worlds create lab\n  holdpoint worlds list"
+        after_help = "Examples:\n  holdpoint worlds create lab\n  holdpoint worlds list\n  holdpoint worlds mcp list lab"
     )]
     Worlds(commands::catalog::WorldsCommand),
     /// Create, list, change and delete a world's agents.

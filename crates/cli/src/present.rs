@@ -121,6 +121,13 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
     match &hold.spec {
         HoldSpec::Approval(a) => {
             out.push(format!("Approval needed: {}", clean_line(&a.tool)));
+            if let Some(mcp) = &a.mcp {
+                out.push(format!(
+                    "  MCP server: {}, tool: {}",
+                    clean_line(&mcp.server),
+                    clean_line(&mcp.tool)
+                ));
+            }
             if let Some(d) = &a.description {
                 out.push(format!("  why: {}", clean_line(d)));
             }

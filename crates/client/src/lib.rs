@@ -11,8 +11,8 @@ use holdpoint_protocol::{
     DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
     GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
     NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage,
-    SessionInfo, StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, WaitParams,
-    WaitResult, Webhook, WebhookId, Withdraw, World, WorldChanges,
+    SessionInfo, StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, UpstreamConfig,
+    WaitParams, WaitResult, Webhook, WebhookId, Withdraw, World, WorldChanges,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -333,6 +333,14 @@ impl Client {
 
     pub async fn delete_world(&self, world: &str) -> Result<(), ClientError> {
         self.delete(&path::world(world)).await
+    }
+
+    /// The world's own MCP servers with their secrets, for a gateway that starts them.
+    pub async fn world_mcp_servers(
+        &self,
+        world: &str,
+    ) -> Result<std::collections::BTreeMap<String, UpstreamConfig>, ClientError> {
+        self.get(&path::in_world(world, "mcp-servers", None)).await
     }
 
     pub async fn agents(&self, world: &str) -> Result<Vec<Agent>, ClientError> {

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 pub mod hold;
 pub mod limits;
+pub mod mcp;
 pub mod policy;
 pub mod record;
 pub mod roles;

@@ -233,18 +233,15 @@ impl Gateway {
             tool: name.clone(),
             arguments: serde_json::Value::Object(arguments.clone()),
             schema: Some(serde_json::Value::Object((*tool.tool.input_schema).clone())),
-            annotations: tool.tool.annotations.as_ref().map(|a| {
-                holdpoint_protocol::ToolAnnotations {
-                    read_only: a.read_only_hint,
-                    destructive: a.destructive_hint,
-                    idempotent: a.idempotent_hint,
-                    open_world: a.open_world_hint,
-                }
-            }),
+            annotations: crate::plain::annotations(&tool.tool),
             description: None,
             deadline: None,
             always_ask: tool.requires_approval,
             offers: None,
+            mcp: Some(holdpoint_protocol::McpTool {
+                server: tool.server.clone(),
+                tool: tool.upstream_name.clone(),
+            }),
         });
         let not_called = |why: String| refused(format!("{name} was not called: {why}."));
         let arguments = match self.ask(item, asking).await {

@@ -121,6 +121,7 @@ pub fn request(tool: &str, arguments: JsonObject) -> Result<HoldRequest, String>
         // The agent asked for a person: rules and grants that allow do not answer for one
         // (deny rules still deny).
         always_ask: true,
+        mcp: None,
         offers: None,
     }))
 }

@@ -114,7 +114,7 @@ impl Upstreams {
         }
         self.servers.push(Upstream {
             name: name.to_owned(),
-            call_timeout: config.call_timeout(),
+            call_timeout: holdpoint_core::mcp::call_timeout(config),
             config: config.clone(),
             state: Mutex::new(State::Up(Arc::new(link))),
         });

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{ApproveScope, BatchId, DecisionKind, HoldId, Source, Timestamp};
+use crate::{ApproveScope, BatchId, DecisionKind, HoldId, McpTool, Source, Timestamp};
 
 /// One hold: what is asked, of whom, until when, and (once decided) its outcome.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
@@ -124,6 +124,9 @@ pub struct ApprovalSpec {
     /// Why the agent wants to run it, as the agent put it (untrusted text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// For a tool of an MCP server: which server, and the tool's own name there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpTool>,
 }
 
 /// MCP tool annotations (hints from the tool's server; rules may match them).

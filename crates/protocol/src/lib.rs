@@ -9,6 +9,7 @@ mod grant;
 mod hold;
 mod ids;
 mod markdown;
+mod mcp;
 mod principal;
 mod query;
 mod request;
@@ -39,6 +40,7 @@ pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
 pub use markdown::MarkdownNode;
+pub use mcp::{McpTool, UpstreamConfig, UpstreamTransport};
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
     EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,

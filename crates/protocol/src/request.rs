@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{BatchId, Deadline, DecidedBy, DecisionKind, Hold, QuestionOption, ToolAnnotations};
+use crate::{
+    BatchId, Deadline, DecidedBy, DecisionKind, Hold, McpTool, QuestionOption, ToolAnnotations,
+};
 
 /// A tool call that may need a person's approval. Policy decides first: it may allow or deny
 /// the call at once, or raise an approval hold.
@@ -32,6 +34,10 @@ pub struct ApprovalRequest {
     /// Narrows the decisions the hold offers (never widens what the policy offers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offers: Option<Vec<DecisionKind>>,
+    /// For a tool of an MCP server: the server and the tool's own name there, shown with the
+    /// hold. `tool` must then be `server__tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpTool>,
 }
 
 fn empty_object() -> Value {

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId, WorldId,
+    AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId,
+    UpstreamConfig, WorldId,
 };
 
 /// A workspace: its agents, chats, skills and a working directory for tools.
@@ -18,6 +19,12 @@ pub struct World {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The world's own MCP servers by name, beside those of the configuration file (a name
+    /// in both: the world's replaces the file's, in this world). Their tools are offered to
+    /// the world's agents as `NAME__tool`. As the API shows them, the values of `env` and
+    /// `headers` read `(hidden)`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, UpstreamConfig>,
     pub created_at: Timestamp,
     pub version: u64,
 }
@@ -271,12 +278,15 @@ pub enum ToolResult {
 }
 
 /// A new world.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWorld {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The world's own MCP servers by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, UpstreamConfig>,
 }
 
 /// Changes to a world; what is left out stays.
@@ -287,6 +297,11 @@ pub struct WorldChanges {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// MCP servers to add or replace (each named one as a whole), or to remove (a name given
+    /// `null` instead of a server); the world's other servers stay as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, UpstreamConfig>>)]
+    pub mcp_servers: Option<BTreeMap<String, Option<UpstreamConfig>>>,
 }
 
 /// A new agent.

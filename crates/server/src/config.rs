@@ -352,32 +352,12 @@ impl Settings {
         Ok(())
     }
 
-    /// The settings as TOML (what `holdpoint config check` prints).
-    /// The settings as TOML, to show a person: the values of MCP servers' `env` and
+    /// The settings as TOML (what `holdpoint config check` prints), to show a person: the values of MCP servers' `env` and
     /// `headers` (keys, tokens) are hidden.
     pub fn to_toml(&self) -> String {
-        let Ok(mut doc) = toml::Table::try_from(self) else {
-            return String::new();
-        };
-        let servers = doc
-            .get_mut("mcp")
-            .and_then(|m| m.get_mut("servers"))
-            .and_then(toml::Value::as_table_mut);
-        for server in servers
-            .into_iter()
-            .flat_map(|s| s.iter_mut().map(|(_, v)| v))
-        {
-            for secret in ["env", "headers"] {
-                let values = server.get_mut(secret).and_then(toml::Value::as_table_mut);
-                for value in values
-                    .into_iter()
-                    .flat_map(|t| t.iter_mut().map(|(_, v)| v))
-                {
-                    *value = toml::Value::String("(hidden)".into());
-                }
-            }
-        }
-        toml::to_string(&doc).unwrap_or_default()
+        let mut shown = self.clone();
+        holdpoint_core::mcp::hide_all_secrets(&mut shown.mcp.servers);
+        toml::to_string(&shown).unwrap_or_default()
     }
 }
 

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, ServerConfig};
 use crate::config::Settings;
-use crate::mcp::McpServers;
+use crate::mcp::{AgentTools, McpServers};
 
 /// The file, in the data directory, that holds the first admin token.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -118,6 +118,12 @@ impl Server {
             max_timeout: settings.shell.max_timeout,
             max_output: settings.shell.max_output,
         };
+        // The MCP servers (the configuration file's and the worlds' own) serve the gateway at
+        // /mcp/{world} and the agents' MCP tools.
+        let shutdown = CancellationToken::new();
+        let mcp =
+            McpServers::connect(&settings.mcp, settings.server.max_body, shutdown.clone()).await;
+        runtime_config.external_tools = Some(Arc::new(AgentTools(mcp.clone())));
         let runtime = Runtime::start(engine, llm, runtime_config)
             .await
             .map_err(|e| LaunchError::Start(e.to_string()))?;
@@ -132,8 +138,6 @@ impl Server {
         config.heartbeat = settings.server.heartbeat;
         config.idempotency_retention = settings.server.idempotency_retention;
         config.webhooks = settings.webhooks.clone();
-        let shutdown = CancellationToken::new();
-        let mcp = McpServers::connect(&settings.mcp, config.max_body, shutdown.clone()).await;
         let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app

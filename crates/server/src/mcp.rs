@@ -1,38 +1,109 @@
-//! The MCP servers behind the gateway that `/mcp/{world}` serves: connected once when the
-//! server starts and shared by every session, and the sessions of that endpoint.
+//! The MCP servers behind the gateway that `/mcp/{world}` serves and behind the agents' MCP
+//! tools, and the sessions of that endpoint.
+//!
+//! The configuration file's servers are connected once when the server starts and shared by
+//! every world that has no servers of its own. A world with servers of its own (its
+//! `mcp_servers`) gets a set of its own: the file's servers and its own (a name in both is the
+//! world's), connected when the world first needs them (an agent's turn, a gateway session),
+//! since starting servers may take seconds and most worlds may never use them. That set is
+//! rebuilt when the world's servers change: the old connections are closed (stdio servers
+//! exit) and the next use connects to the servers as they are now.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-use holdpoint_mcp::{HttpGateway, McpSettings, Upstreams};
-use holdpoint_protocol::World;
+use async_trait::async_trait;
+use holdpoint_agent::{ExternalOutput, ExternalTool, ExternalTools};
+use holdpoint_mcp::{HttpGateway, McpSettings, UpstreamConfig, Upstreams};
+use holdpoint_protocol::{World, WorldId};
+use serde_json::Value;
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 /// The upstream MCP servers and the HTTP gateway's sessions. Cheap to clone.
 #[derive(Clone)]
 pub struct McpServers {
     /// The configuration file's `[mcp.servers]`.
+    file: Arc<McpSettings>,
+    /// Their connections, shared by the worlds without servers of their own.
     configured: Arc<Upstreams>,
+    /// The sets of the worlds with servers of their own, by world.
+    worlds: Arc<Mutex<HashMap<WorldId, Arc<WorldSet>>>>,
     http: HttpGateway,
+}
+
+/// A world's own set: the servers it was made of, connected at first use.
+struct WorldSet {
+    servers: BTreeMap<String, UpstreamConfig>,
+    upstreams: OnceCell<Arc<Upstreams>>,
 }
 
 impl McpServers {
     /// Connects to the configuration file's servers. One that cannot be reached is a warning,
     /// and its tools are not offered: Holdpoint serves without it.
     pub async fn connect(settings: &McpSettings, max_body: usize, stop: CancellationToken) -> Self {
-        let (configured, failed) = Upstreams::connect(settings).await;
-        for e in failed {
-            tracing::warn!("{e}; its tools are not offered");
-        }
         McpServers {
-            configured: Arc::new(configured),
+            file: Arc::new(settings.clone()),
+            configured: connect("the configuration file", settings).await,
+            worlds: Arc::default(),
             http: HttpGateway::new(max_body, stop),
         }
     }
 
-    /// The upstream servers whose tools `world`'s gateway offers: the configuration file's,
-    /// the same for every world.
-    pub fn for_world(&self, _world: &World) -> Arc<Upstreams> {
-        self.configured.clone()
+    /// The upstream servers whose tools `world` is offered (by its gateway and to its
+    /// agents): the configuration file's, and the world's own when it has some.
+    pub async fn for_world(&self, world: &World) -> Arc<Upstreams> {
+        let Some(set) = self.world_set(world) else {
+            return self.configured.clone();
+        };
+        let whose = format!("world {:?}", world.name);
+        let file = &self.file.servers;
+        set.upstreams
+            .get_or_init(|| async {
+                let settings = McpSettings {
+                    servers: holdpoint_core::mcp::effective_servers(file, &set.servers),
+                };
+                connect(&whose, &settings).await
+            })
+            .await
+            .clone()
+    }
+
+    /// The set of the world's own servers as they are now; a set made of servers that have
+    /// changed since is replaced, and its connections closed.
+    fn world_set(&self, world: &World) -> Option<Arc<WorldSet>> {
+        let mut worlds = lock(&self.worlds);
+        if world.mcp_servers.is_empty() {
+            if let Some(old) = worlds.remove(&world.id) {
+                close(old);
+            }
+            return None;
+        }
+        if let Some(set) = worlds.get(&world.id)
+            && set.servers == world.mcp_servers
+        {
+            return Some(set.clone());
+        }
+        let set = Arc::new(WorldSet {
+            servers: world.mcp_servers.clone(),
+            upstreams: OnceCell::new(),
+        });
+        if let Some(old) = worlds.insert(world.id, set.clone()) {
+            close(old);
+        }
+        Some(set)
+    }
+
+    /// A world was changed, or deleted (`None`): connections to servers it no longer has
+    /// are closed now, not at its next use.
+    pub fn world_changed(&self, id: WorldId, world: Option<&World>) {
+        let mut worlds = lock(&self.worlds);
+        let stale = worlds
+            .get(&id)
+            .is_some_and(|set| world.is_none_or(|w| w.mcp_servers != set.servers));
+        if stale && let Some(old) = worlds.remove(&id) {
+            close(old);
+        }
     }
 
     /// The sessions of `/mcp/{world}`.
@@ -42,6 +113,82 @@ impl McpServers {
 
     /// Ends the connections to the upstream servers (stdio ones are stopped).
     pub async fn close(&self) {
+        let sets: Vec<Arc<WorldSet>> = lock(&self.worlds).drain().map(|(_, s)| s).collect();
+        for set in sets {
+            if let Some(upstreams) = set.upstreams.get() {
+                upstreams.close().await;
+            }
+        }
         self.configured.close().await;
+    }
+}
+
+/// Locks a mutex, recovering from a panic in another holder (the map stays consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connects to `settings`' servers, logging those that cannot be reached.
+async fn connect(whose: &str, settings: &McpSettings) -> Arc<Upstreams> {
+    let (upstreams, failed) = Upstreams::connect(settings).await;
+    for e in failed {
+        tracing::warn!(servers = whose, "{e}; its tools are not offered");
+    }
+    Arc::new(upstreams)
+}
+
+/// Closes a replaced set's connections, in the background (calls still running on them end
+/// with an error).
+fn close(set: Arc<WorldSet>) {
+    if let Some(upstreams) = set.upstreams.get().cloned() {
+        tokio::spawn(async move { upstreams.close().await });
+    }
+}
+
+/// The agents' MCP tools: what the runtime's [`ExternalTools`] are in this server.
+pub struct AgentTools(pub McpServers);
+
+impl std::fmt::Debug for AgentTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentTools")
+            .field("servers", &self.0.file.servers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl ExternalTools for AgentTools {
+    async fn tools(&self, world: &World) -> Vec<ExternalTool> {
+        let upstreams = self.0.for_world(world).await;
+        upstreams
+            .tool_infos()
+            .into_iter()
+            .map(|t| ExternalTool {
+                name: t.name,
+                mcp: t.mcp,
+                description: t.description,
+                input_schema: t.input_schema,
+                annotations: t.annotations,
+                requires_approval: t.requires_approval,
+            })
+            .collect()
+    }
+
+    async fn call(
+        &self,
+        world: &World,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<ExternalOutput, String> {
+        let upstreams = self.0.for_world(world).await;
+        let output = upstreams
+            .call_plain(tool, arguments)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(ExternalOutput {
+            content: output.content,
+            structured_content: output.structured_content,
+            is_error: output.is_error,
+        })
     }
 }

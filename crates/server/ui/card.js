@@ -242,11 +242,29 @@ function approval(hold, level) {
   const command = spec.tool === "shell_cmd" && spec.arguments && typeof spec.arguments.command === "string"
     ? spec.arguments.command : null;
   return [
+    spec.mcp ? mcpTool(spec) : null,
     spec.description ? h("p", { class: "why" }, h("span", { class: "muted" }, "The agent says: "), spec.description) : null,
     command !== null ? h("pre", { class: "command", "aria-label": "Command line" }, h("code", {}, command)) : null,
     h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments"), data(spec.arguments)),
     h("p", { class: "digest" }, h("span", { class: "muted" }, "Argument digest "), h("code", {}, spec.digest)),
   ];
+}
+
+// Which MCP server's tool the call is, and what that server declares of it (hints, not
+// guarantees: they come from the server).
+function mcpTool(spec) {
+  const a = spec.annotations || {};
+  const hints = [
+    a.read_only === true ? "read-only" : null,
+    a.destructive === true ? "destructive" : null,
+    a.destructive === false ? "not destructive" : null,
+    a.idempotent === true ? "idempotent" : null,
+    a.open_world === true ? "reaches the outside world" : null,
+  ].filter((x) => x !== null);
+  return h("p", { class: "mcp" },
+    h("span", { class: "muted" }, "Tool "), h("code", { class: "mcp-tool" }, spec.mcp.tool),
+    h("span", { class: "muted" }, " of MCP server "), h("code", { class: "mcp-server" }, spec.mcp.server),
+    hints.length ? h("span", { class: "muted" }, ` (the server says: ${hints.join(", ")})`) : null);
 }
 
 function question(hold, level) {

@@ -386,6 +386,7 @@ fn hold_of(world: &str, agent: Option<&str>, tool: Option<&str>) -> Hold {
             schema: None,
             annotations: None,
             description: None,
+            mcp: None,
         });
     }
     h

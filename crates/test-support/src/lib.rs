@@ -168,6 +168,7 @@ pub fn approval(tool: &str, arguments: Value) -> HoldRequest {
         description: None,
         deadline: None,
         always_ask: false,
+        mcp: None,
         offers: None,
     })
 }

@@ -1,6 +1,7 @@
 //! The built-in tools: what the LLM is told of them, how their calls are gated, and running
 //! them.
 
+mod external;
 mod fs;
 mod shell;
 
@@ -13,7 +14,10 @@ use holdpoint_protocol::{Agent, NewAgent, QuestionOption, QuestionRequest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::RuntimeError;
 use crate::runtime::Runtime;
+
+pub use external::{ExternalOutput, ExternalTool, ExternalTools};
 
 /// Every built-in tool's name.
 pub const BUILT_IN_TOOLS: &[&str] = &[
@@ -205,8 +209,24 @@ fn allowed(agent: &Agent, tool: &str) -> bool {
     }
 }
 
-/// What the agent's LLM is told of its tools.
-pub(crate) fn specs(agent: &Agent) -> Vec<ToolSpec> {
+/// The world's external tools (its MCP servers' and the configuration file's) that an agent
+/// may call: all of them when its `tools` is unset, else those its names or globs match
+/// (`fs__read_text_file`, `fs__*`).
+pub(crate) async fn external(
+    rt: &Runtime,
+    agent: &Agent,
+) -> Result<Vec<ExternalTool>, RuntimeError> {
+    let Some(source) = &rt.inner.config.external_tools else {
+        return Ok(Vec::new());
+    };
+    let world = rt.world(agent.world).await?;
+    let mut tools = source.tools(&world).await;
+    tools.retain(|t| allowed(agent, &t.name));
+    Ok(tools)
+}
+
+/// What the agent's LLM is told of its tools: the built-in ones, then `external`.
+pub(crate) fn specs(agent: &Agent, external: &[ExternalTool]) -> Vec<ToolSpec> {
     TOOLS
         .iter()
         .filter(|t| allowed(agent, t.name))
@@ -215,6 +235,7 @@ pub(crate) fn specs(agent: &Agent) -> Vec<ToolSpec> {
             description: t.description.into(),
             parameters: (t.schema)(),
         })
+        .chain(external.iter().map(ExternalTool::spec))
         .collect()
 }
 
@@ -356,6 +377,24 @@ pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Resu
                 .map_err(|e| e.to_string())?;
             Ok(json!({ "agent": { "id": agent.id, "name": agent.name } }))
         }
-        other => Err(format!("{other} cannot be run directly")),
+        other => run_external(ctx, other, args).await,
     }
+}
+
+/// Calls a tool of one of the world's MCP servers with exactly `args`; its output is the
+/// server's result (content and `isError`).
+async fn run_external(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Result<Value, String> {
+    let Some(source) = &ctx.runtime.inner.config.external_tools else {
+        return Err(format!("{name} cannot be run directly"));
+    };
+    let world = ctx
+        .runtime
+        .world(ctx.agent.world)
+        .await
+        .map_err(|e| e.to_string())?;
+    let output = tokio::select! {
+        () = ctx.cancel.cancelled() => return Err("the turn was canceled while the tool ran".into()),
+        output = source.call(&world, name, args) => output?,
+    };
+    Ok(output.to_json())
 }

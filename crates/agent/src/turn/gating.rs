@@ -101,21 +101,31 @@ impl Driver<'_> {
 
     /// What call `i` comes to before the engine is asked.
     async fn gate_item(&mut self, i: usize, chat: ChatId) -> Result<Gated, Stop> {
+        let def = tools::find(&self.agent, &self.turn.calls[i].call.name);
+        let external = match def {
+            Some(_) => None,
+            None => {
+                let name = &self.turn.calls[i].call.name;
+                let offered = tools::external(self.rt, &self.agent).await?;
+                match offered.iter().find(|t| &t.name == name) {
+                    Some(tool) => Some(tool.clone()),
+                    None => {
+                        let names: Vec<String> = tools::specs(&self.agent, &offered)
+                            .into_iter()
+                            .map(|t| t.name)
+                            .collect();
+                        return Ok(Gated::Done(ToolResult::InvalidArguments {
+                            error: format!(
+                                "there is no tool named {name:?}; the tools are {}",
+                                names.join(", ")
+                            ),
+                        }));
+                    }
+                }
+            }
+        };
         let rec = &mut self.turn.calls[i];
         let id = rec.call.id.clone();
-        let Some(def) = tools::find(&self.agent, &rec.call.name) else {
-            let names: Vec<String> = tools::specs(&self.agent)
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
-            return Ok(Gated::Done(ToolResult::InvalidArguments {
-                error: format!(
-                    "there is no tool named {:?}; the tools are {}",
-                    rec.call.name,
-                    names.join(", ")
-                ),
-            }));
-        };
         let args: Value = match serde_json::from_str(&rec.call.arguments) {
             Ok(v @ Value::Object(_)) => v,
             Ok(_) => {
@@ -130,6 +140,23 @@ impl Driver<'_> {
             }
         };
         rec.arguments = Some(args.clone());
+        let Some(def) = def else {
+            // A tool of one of the world's MCP servers: policy decides, with its annotations;
+            // the engine checks the arguments against its input schema.
+            let tool = external.ok_or_else(|| Stop::Failed("a call has no tool".into()))?;
+            return Ok(Gated::Ask(HoldRequest::Approval(ApprovalRequest {
+                tool_call_id: Some(id),
+                tool: tool.name,
+                arguments: args,
+                schema: Some(tool.input_schema),
+                annotations: tool.annotations,
+                description: None,
+                deadline: None,
+                always_ask: tool.requires_approval,
+                offers: None,
+                mcp: Some(tool.mcp),
+            })));
+        };
         if let Err(error) = tools::check_path(def, &self.dir, &args) {
             return Ok(Gated::Done(ToolResult::InvalidArguments { error }));
         }
@@ -144,6 +171,7 @@ impl Driver<'_> {
                 deadline: None,
                 always_ask: def.gate == Gate::AlwaysAsk,
                 offers: None,
+                mcp: None,
             })),
             Gate::Question => match tools::question(&id, &args) {
                 Ok(q) => Gated::Ask(HoldRequest::Question(q)),

@@ -22,7 +22,8 @@ impl Driver<'_> {
             )));
         }
         let history = self.rt.history(self.turn.chat).await?;
-        let specs = tools::specs(&self.agent);
+        let external = tools::external(self.rt, &self.agent).await?;
+        let specs = tools::specs(&self.agent, &external);
         let request = ChatRequest {
             settings: &self.agent.llm,
             system: &self.agent.system_prompt,

@@ -19,6 +19,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
             NewWorld {
                 name: "ops".into(),
                 description: Some("operations".into()),
+                ..Default::default()
             },
         )
         .await
@@ -39,6 +40,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
             WorldChanges {
                 name: Some("ops-2".into()),
                 description: None,
+                ..Default::default()
             },
         )
         .await
@@ -52,6 +54,7 @@ async fn worlds_agents_and_chats_can_be_created_listed_changed_and_deleted() {
             WorldChanges {
                 name: Some("lab".into()),
                 description: None,
+                ..Default::default()
             },
         )
         .await
@@ -133,6 +136,7 @@ async fn bad_input_names_the_field() {
                 NewWorld {
                     name: "no spaces".into(),
                     description: None,
+                    ..Default::default()
                 },
             )
             .await
@@ -145,6 +149,7 @@ async fn bad_input_names_the_field() {
                 NewWorld {
                     name: String::new(),
                     description: None,
+                    ..Default::default()
                 },
             )
             .await

@@ -78,6 +78,7 @@ async fn prepare(dir: &std::path::Path, policy: &str, llm: &ScriptedLlm) -> (Wor
             NewWorld {
                 name: "w".into(),
                 description: None,
+                ..Default::default()
             },
         )
         .await

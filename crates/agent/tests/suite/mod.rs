@@ -73,6 +73,7 @@ impl Harness {
                 NewWorld {
                     name: "lab".into(),
                     description: None,
+                    ..Default::default()
                 },
             )
             .await

@@ -1,10 +1,12 @@
 //! `holdpoint worlds`, `agents` and `chats`: creating, listing, changing and deleting them from
 //! the terminal, through the same API the web UI uses.
 
+use std::collections::BTreeMap;
+
 use clap::{Args, Subcommand};
 use holdpoint_protocol::{
-    Agent, AgentChanges, Chat, ChatChanges, LlmSettings, NewAgent, NewChat, NewWorld, World,
-    WorldChanges,
+    Agent, AgentChanges, Chat, ChatChanges, LlmSettings, NewAgent, NewChat, NewWorld,
+    UpstreamConfig, World, WorldChanges,
 };
 
 use super::{Common, runtime};
@@ -48,6 +50,114 @@ pub enum WorldsCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// A world's own MCP servers, whose tools its agents (and `holdpoint mcp --world`) get.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  holdpoint worlds mcp list lab\n  holdpoint worlds mcp add lab fs --command mcp-server-filesystem --arg /srv/lab\n  holdpoint worlds mcp remove lab fs"
+    )]
+    Mcp(WorldMcpCommand),
+}
+
+#[derive(Subcommand)]
+pub enum WorldMcpCommand {
+    /// List the world's own MCP servers (the values of env and headers are hidden).
+    #[command(after_help = "Example:\n  holdpoint worlds mcp list lab")]
+    List {
+        /// The world (name or id).
+        world: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Add an MCP server to the world, or replace the one of that name (admins).
+    #[command(
+        after_help = "Examples:\n  holdpoint worlds mcp add lab fs --command npx --arg -y --arg @modelcontextprotocol/server-filesystem --arg /srv/lab \\\n      --tool read_text_file --tool write_file --require-approval write_file\n  holdpoint worlds mcp add lab github --url https://api.githubcopilot.com/mcp/ --header 'Authorization=Bearer ghp_…'\n  holdpoint worlds mcp add lab gh --command github-mcp-server --arg stdio --env GITHUB_TOKEN   (its value from this environment)\n\n\
+Its tools are offered as NAME__tool. A name the configuration file uses too is the world's in this world."
+    )]
+    Add {
+        /// The world (name or id).
+        world: String,
+        /// The server's name: letters, digits, - and _ (no __).
+        name: String,
+        #[command(flatten)]
+        server: McpServerArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Remove one of the world's MCP servers (admins); its connection is closed.
+    #[command(after_help = "Example:\n  holdpoint worlds mcp remove lab fs")]
+    Remove {
+        /// The world (name or id).
+        world: String,
+        /// The server's name.
+        name: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// An MCP server, as flags.
+#[derive(Args)]
+pub struct McpServerArgs {
+    /// stdio: the program to start.
+    #[arg(long, conflicts_with = "url")]
+    command: Option<String>,
+    /// stdio: an argument of the program (repeat).
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// stdio: a variable for the program, KEY=VALUE, or KEY alone for this environment's
+    /// value of KEY (repeat).
+    #[arg(long = "env", value_name = "KEY[=VALUE]")]
+    env: Vec<String>,
+    /// Streamable HTTP: the endpoint.
+    #[arg(long)]
+    url: Option<String>,
+    /// Streamable HTTP: a header sent with every request, NAME=VALUE (repeat).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+    /// A tool offered, by its name on the server (repeat; without any, every tool).
+    #[arg(long = "tool", value_name = "TOOL")]
+    tools: Vec<String>,
+    /// A tool whose every call needs a person (repeat; must be among --tool when given).
+    #[arg(long = "require-approval", value_name = "TOOL")]
+    require_approval: Vec<String>,
+}
+
+impl McpServerArgs {
+    fn config(self) -> Result<UpstreamConfig, Failure> {
+        let mut env = BTreeMap::new();
+        for entry in self.env {
+            let (key, value) = match entry.split_once('=') {
+                Some((k, v)) => (k.to_owned(), v.to_owned()),
+                None => {
+                    let value = std::env::var(&entry).map_err(|_| {
+                        Failure::Usage(format!(
+                            "--env {entry}: no value given and ${entry} is not set here"
+                        ))
+                    })?;
+                    (entry, value)
+                }
+            };
+            env.insert(key, value);
+        }
+        let mut headers = BTreeMap::new();
+        for entry in self.headers {
+            let Some((name, value)) = entry.split_once('=') else {
+                return Err(Failure::Usage(format!(
+                    "--header {entry:?}: write it as NAME=VALUE"
+                )));
+            };
+            headers.insert(name.trim().to_owned(), value.trim().to_owned());
+        }
+        Ok(UpstreamConfig {
+            command: self.command,
+            args: self.args,
+            env,
+            url: self.url,
+            headers,
+            tools: (!self.tools.is_empty()).then_some(self.tools),
+            require_approval: self.require_approval,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -192,7 +302,11 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 description,
                 common,
             } => {
-                let body = NewWorld { name, description };
+                let body = NewWorld {
+                    name,
+                    description,
+                    ..Default::default()
+                };
                 let w = common.client()?.create_world(&body).await;
                 let w = w.map_err(client_failure)?;
                 common.show(&w, world_line)
@@ -203,7 +317,11 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 description,
                 common,
             } => {
-                let body = WorldChanges { name, description };
+                let body = WorldChanges {
+                    name,
+                    description,
+                    ..Default::default()
+                };
                 let w = common.client()?.update_world(&world, &body).await;
                 let w = w.map_err(client_failure)?;
                 common.show(&w, world_line)
@@ -212,8 +330,79 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 let done = common.client()?.delete_world(&world).await;
                 common.deleted(done, &format!("world {world}"))
             }
+            WorldsCommand::Mcp(cmd) => world_mcp(cmd).await,
         }
     })
+}
+
+async fn world_mcp(cmd: WorldMcpCommand) -> Result<(), Failure> {
+    match cmd {
+        WorldMcpCommand::List { world, common } => {
+            let w = common.client()?.world(&world).await;
+            let w = w.map_err(client_failure)?;
+            if common.json {
+                return super::print_json(&w.mcp_servers);
+            }
+            if w.mcp_servers.is_empty() {
+                println!("No MCP servers of its own.");
+            }
+            for (name, server) in &w.mcp_servers {
+                println!("{}", mcp_server_line(name, server));
+            }
+            Ok(())
+        }
+        WorldMcpCommand::Add {
+            world,
+            name,
+            server,
+            common,
+        } => {
+            let server = server.config()?;
+            let body = WorldChanges {
+                mcp_servers: Some(BTreeMap::from([(name.clone(), Some(server))])),
+                ..Default::default()
+            };
+            let w = common.client()?.update_world(&world, &body).await;
+            let w = w.map_err(client_failure)?;
+            let Some(server) = w.mcp_servers.get(&name) else {
+                return Err(Failure::Check(format!(
+                    "the server did not keep MCP server {name:?}"
+                )));
+            };
+            if common.json {
+                return super::print_json(server);
+            }
+            println!("{}", mcp_server_line(&name, server));
+            Ok(())
+        }
+        WorldMcpCommand::Remove {
+            world,
+            name,
+            common,
+        } => {
+            let client = common.client()?;
+            let w = client.world(&world).await.map_err(client_failure)?;
+            if !w.mcp_servers.contains_key(&name) {
+                let known: Vec<&str> = w.mcp_servers.keys().map(String::as_str).collect();
+                return Err(Failure::Check(format!(
+                    "error: world {} has no MCP server {:?} (its servers: {})",
+                    clean_line(&w.name),
+                    clean_line(&name),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        clean_line(&known.join(", "))
+                    }
+                )));
+            }
+            let body = WorldChanges {
+                mcp_servers: Some(BTreeMap::from([(name.clone(), None)])),
+                ..Default::default()
+            };
+            let done = client.update_world(&world, &body).await.map(drop);
+            common.deleted(done, &format!("MCP server {name} of world {world}"))
+        }
+    }
 }
 
 pub fn agents(cmd: AgentsCommand) -> Result<(), Failure> {
@@ -348,6 +537,46 @@ fn world_line(w: &World) -> String {
         .map(|d| format!("  {}", present::short(d, 60)))
         .unwrap_or_default();
     format!("{}  {}{description}", w.id, clean_line(&w.name))
+}
+
+/// One MCP server on a line: how it is reached, its tools and what needs approval. The
+/// values of env and headers arrive hidden.
+fn mcp_server_line(name: &str, s: &UpstreamConfig) -> String {
+    let pairs = |m: &BTreeMap<String, String>| {
+        m.iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect::<String>()
+    };
+    let reach = match (&s.command, &s.url) {
+        (Some(command), _) => format!(
+            "{command}{}{}",
+            s.args.iter().map(|a| format!(" {a}")).collect::<String>(),
+            if s.env.is_empty() {
+                String::new()
+            } else {
+                format!("  env:{}", pairs(&s.env))
+            }
+        ),
+        (None, Some(url)) => format!(
+            "{url}{}",
+            if s.headers.is_empty() {
+                String::new()
+            } else {
+                format!("  headers:{}", pairs(&s.headers))
+            }
+        ),
+        (None, None) => String::new(),
+    };
+    let tools = match &s.tools {
+        Some(tools) => tools.join(", "),
+        None => "all".into(),
+    };
+    let approval = if s.require_approval.is_empty() {
+        String::new()
+    } else {
+        format!("  require approval: {}", s.require_approval.join(", "))
+    };
+    clean_line(&format!("{name}  {reach}  tools: {tools}{approval}"))
 }
 
 fn agent_line(a: &Agent) -> String {

@@ -60,6 +60,7 @@ async fn exec(args: ExecArgs) -> Result<(), Failure> {
         deadline: args.timeout,
         always_ask: false,
         // The command runs as asked or not at all: no edits, and no grant wider than it.
+        mcp: None,
         offers: Some(vec![
             DecisionKind::ApproveOnce,
             DecisionKind::ApproveAlwaysArgs,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use holdpoint_client::Client;
-use holdpoint_mcp::{Approver, Gateway, Holds, Upstreams};
+use holdpoint_mcp::{Approver, Gateway, Holds, McpSettings, Upstreams};
 
 use super::raise::{self, Target};
 use super::runtime;
@@ -16,8 +16,8 @@ use crate::Failure;
 #[derive(Args)]
 #[command(
     after_help = "Example (an MCP client's configuration):\n  {\"mcpServers\": {\"holdpoint\": {\"command\": \"holdpoint\", \"args\": [\"mcp\", \"--world\", \"lab\"],\n    \"env\": {\"HOLDPOINT_SERVER\": \"http://127.0.0.1:7717\", \"HOLDPOINT_TOKEN\": \"…\"}}}}\n\n\
-The upstream MCP servers are the [mcp.servers.NAME] sections of the configuration file (see\n\
-docs/mcp.md). Standard input and output carry MCP; messages go to standard error. The token\n\
+The upstream MCP servers are the [mcp.servers.NAME] sections of the configuration file and the\n\
+world's own (holdpoint worlds mcp; see docs/mcp.md). Standard input and output carry MCP; messages go to standard error. The token\n\
 should be an agent's: the gateway raises holds, people decide them elsewhere.\n\n\
 Elicitation: with HOLDPOINT_APPROVER_TOKEN set to an approver's or an admin's token, a hold\n\
 raised by a call is also put to the MCP client's user when the client supports elicitation;\n\
@@ -46,7 +46,16 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
             other => other,
         })?;
     let world = args.target.world(&connection.client).await?;
-    let (upstreams, failed) = Upstreams::connect(&settings.mcp).await;
+    // The world's own servers beside the file's; a name in both is the world's.
+    let own = connection
+        .client
+        .world_mcp_servers(&world)
+        .await
+        .map_err(|e| raise::error(format!("cannot read the MCP servers of world {world}: {e}")))?;
+    let servers = McpSettings {
+        servers: holdpoint_core::mcp::effective_servers(&settings.mcp.servers, &own),
+    };
+    let (upstreams, failed) = Upstreams::connect(&servers).await;
     for e in failed {
         eprintln!("warning: {e}; its tools are not offered");
     }

@@ -10,6 +10,7 @@ mod policy;
 mod scripts;
 mod serve;
 mod terminal;
+mod world_mcp;
 
 use std::process::{Command, Output};
 

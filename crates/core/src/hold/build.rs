@@ -86,6 +86,7 @@ pub fn approval_hold(
         schema: req.schema.clone(),
         annotations: req.annotations,
         description: req.description.clone(),
+        mcp: req.mcp.clone(),
     });
     let mut hold = ctx.hold(req.tool_call_id.as_ref(), deadline, spec);
     hold.on_timeout = match settings.on_timeout {

@@ -78,6 +78,22 @@ pub fn validate_approval(req: &ApprovalRequest, limits: &Limits) -> Result<(), V
         check_name("tool_call_id", id, limits.name)?;
     }
     check_optional_text("description", req.description.as_deref(), limits.reason)?;
+    if let Some(mcp) = &req.mcp {
+        check_name("mcp.server", &mcp.server, limits.tool)?;
+        check_name("mcp.tool", &mcp.tool, limits.tool)?;
+        // The card shows the server and tool; policy and grants match `tool`: one call.
+        if req.tool != crate::mcp::tool_name(&mcp.server, &mcp.tool) {
+            return Err(ValidationError::new(
+                "mcp",
+                format!(
+                    "names server {:?} and tool {:?}, so tool must be {:?}",
+                    mcp.server,
+                    mcp.tool,
+                    crate::mcp::tool_name(&mcp.server, &mcp.tool)
+                ),
+            ));
+        }
+    }
     if !req.arguments.is_object() {
         return Err(ValidationError::new("arguments", "must be a JSON object"));
     }
@@ -397,8 +413,19 @@ mod tests {
             deadline: None,
             always_ask: false,
             offers: None,
+            mcp: None,
         };
         assert!(validate_approval(&req("fs__write_file", json!({}), None), &limits).is_ok());
+        let mut of_server = req("fs__write_file", json!({}), None);
+        of_server.mcp = Some(holdpoint_protocol::McpTool {
+            server: "fs".into(),
+            tool: "write_file".into(),
+        });
+        assert!(validate_approval(&of_server, &limits).is_ok());
+        of_server.tool = "fs__read_file".into();
+        let err = validate_approval(&of_server, &limits).unwrap_err();
+        assert_eq!(err.field, "mcp");
+        assert!(err.message.contains("fs__write_file"), "{err}");
         assert_eq!(
             validate_approval(&req("a b", json!({}), None), &limits)
                 .unwrap_err()

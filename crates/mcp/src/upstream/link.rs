@@ -94,7 +94,7 @@ impl Drop for Link {
 
 /// Starts (stdio) or connects to (HTTP) one server and lists its tools.
 pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), String> {
-    let max = config.max_message_size();
+    let max = holdpoint_core::mcp::max_message_size(config);
     let ended = Ended::default();
     let child = matches!(config.transport(), Some(Transport::Stdio { .. }));
     let service = match config.transport() {

@@ -1,18 +1,26 @@
 //! Worlds, agents, chats, messages and turns.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
     Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessageRole,
     MessagesPage, NewAgent, NewChat, NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted,
-    World, WorldChanges,
+    UpstreamConfig, World, WorldChanges,
 };
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+
+/// A world as the API shows it: the values of its MCP servers' `env` and `headers` hidden.
+fn shown(mut world: World) -> World {
+    holdpoint_core::mcp::hide_all_secrets(&mut world.mcp_servers);
+    world
+}
 
 /// Worlds this caller may see.
 #[utoipa::path(get, path = "/api/v1/worlds", tag = "worlds", responses((status = 200, body = Vec<World>)))]
@@ -21,11 +29,13 @@ pub async fn worlds(State(app): State<App>, caller: Caller) -> Result<Json<Vec<W
     Ok(Json(
         all.into_iter()
             .filter(|w| caller.world.is_none_or(|c| c == w.id))
+            .map(shown)
             .collect(),
     ))
 }
 
-/// Create a world (admins).
+/// Create a world (admins), with its own MCP servers if given (`mcp_servers`, checked as the
+/// configuration file's are: a bad one is 422 naming `mcp_servers.NAME.FIELD`).
 #[utoipa::path(post, path = "/api/v1/worlds", tag = "worlds", request_body = NewWorld,
     responses((status = 201, body = World), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn create_world(
@@ -35,7 +45,9 @@ pub async fn create_world(
 ) -> Result<(StatusCode, Json<World>), ApiError> {
     Ok((
         StatusCode::CREATED,
-        Json(app.runtime().create_world(&caller.actor(), new).await?),
+        Json(shown(
+            app.runtime().create_world(&caller.actor(), new).await?,
+        )),
     ))
 }
 
@@ -47,12 +59,14 @@ pub async fn world(
     caller: Caller,
     Path(world): Path<String>,
 ) -> Result<Json<World>, ApiError> {
-    Ok(Json(app.world(&caller, &world).await?))
+    Ok(Json(shown(app.world(&caller, &world).await?)))
 }
 
-/// Rename or describe a world (admins).
+/// Rename or describe a world, or add, replace and remove its MCP servers (admins):
+/// `{"mcp_servers": {"fs": {…}, "old": null}}` sets `fs` and removes `old`, leaving the
+/// others. Connections to servers removed or changed are closed.
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}", tag = "worlds", request_body = WorldChanges, params(("world" = String, Path)),
-    responses((status = 200, body = World), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = World), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_world(
     State(app): State<App>,
     caller: Caller,
@@ -60,11 +74,25 @@ pub async fn update_world(
     Body(changes): Body<WorldChanges>,
 ) -> Result<Json<World>, ApiError> {
     let w = app.world(&caller, &world).await?;
-    Ok(Json(
-        app.runtime()
-            .update_world(&caller.actor(), w.id, changes)
-            .await?,
-    ))
+    let updated = app
+        .runtime()
+        .update_world(&caller.actor(), w.id, changes)
+        .await?;
+    app.mcp().world_changed(w.id, Some(&updated));
+    Ok(Json(shown(updated)))
+}
+
+/// The world's own MCP servers with the values of their `env` and `headers`, for the MCP
+/// gateway that starts them (`holdpoint mcp --world`; agents and admins). Nothing else shows
+/// these values.
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/mcp-servers", tag = "worlds", params(("world" = String, Path)),
+    responses((status = 200, body = BTreeMap<String, UpstreamConfig>), (status = 404, body = ErrorBody)))]
+pub async fn world_mcp_servers(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<BTreeMap<String, UpstreamConfig>>, ApiError> {
+    Ok(Json(app.world(&caller, &world).await?.mcp_servers))
 }
 
 /// Delete a world with its agents and chats (admins). Its working directory is kept.
@@ -77,6 +105,7 @@ pub async fn delete_world(
 ) -> Result<StatusCode, ApiError> {
     let w = app.world(&caller, &world).await?;
     app.runtime().delete_world(&caller.actor(), w.id).await?;
+    app.mcp().world_changed(w.id, None);
     Ok(StatusCode::NO_CONTENT)
 }
 

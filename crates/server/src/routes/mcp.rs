@@ -105,7 +105,7 @@ async fn serve(
     // Within server.max_body and in time, as every body.
     let body = extract::read(Request::new(body), &app).await?;
     let request = Request::from_parts(parts, Body::from(body));
-    let upstreams = app.mcp().for_world(&world);
+    let upstreams = app.mcp().for_world(&world).await;
     let world_id = world.id.to_string();
     let agent: Arc<dyn Holdpoint> = Arc::new(AsAgent {
         app: app.clone(),

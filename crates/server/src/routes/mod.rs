@@ -68,6 +68,7 @@ fn declare() -> Routes {
         .add(Signed, routes!(catalog::world))
         .add(Roles(ADMINS), routes!(catalog::update_world))
         .add(Roles(ADMINS), routes!(catalog::delete_world))
+        .add(Roles(RAISERS), routes!(catalog::world_mcp_servers))
         .add(Signed, routes!(catalog::agents))
         .add(Roles(ADMINS), routes!(catalog::create_agent))
         .add(Signed, routes!(catalog::agent))

@@ -582,6 +582,7 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/api/v1/worlds/{world}", "signed"),
     ("PATCH", "/api/v1/worlds/{world}", "admin"),
     ("DELETE", "/api/v1/worlds/{world}", "admin"),
+    ("GET", "/api/v1/worlds/{world}/mcp-servers", "agent admin"),
     ("GET", "/api/v1/worlds/{world}/agents", "signed"),
     ("POST", "/api/v1/worlds/{world}/agents", "admin"),
     ("GET", "/api/v1/worlds/{world}/agents/{agent}", "signed"),

@@ -11,6 +11,7 @@ mod ui;
 mod via;
 mod webhooks;
 mod wire;
+mod world_mcp;
 
 use std::time::Duration;
 

@@ -36,6 +36,7 @@ fn approval_with(policy: &Policy, rule: Option<usize>, args: Value) -> Hold {
         description: None,
         deadline: None,
         always_ask: false,
+        mcp: None,
         offers: None,
     };
     let settings = policy.ask_settings("shell_cmd", rule);

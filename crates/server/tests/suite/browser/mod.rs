@@ -11,6 +11,7 @@ mod chat;
 mod hold;
 mod inbox;
 mod manage;
+mod mcp_card;
 mod signin;
 
 use std::time::{Duration, Instant};

@@ -1,0 +1,180 @@
+//! A world's own MCP servers from the terminal (`holdpoint worlds mcp`), and `holdpoint mcp
+//! --world` serving them with their secrets, though nothing shows those.
+
+use std::process::Stdio;
+
+use holdpoint_test_support::PATIENCE;
+use serde_json::Value;
+
+use super::catalog::run;
+use super::lab::Lab;
+use super::mcp::{python, script};
+
+/// Reading is allowed; the rest is asked.
+const POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "reading is fine"
+tools = ["own__*"]
+action = "allow"
+annotations = { read_only = true }
+"#;
+
+/// `client.py ARGS` against `holdpoint mcp --world lab` as an agent, with no configuration
+/// file: the servers are the world's own. The JSON lines it printed.
+async fn client(lab: &Lab, agent: &str, args: &[&str]) -> Vec<Value> {
+    let child = tokio::process::Command::new(python())
+        .arg(script("client.py"))
+        .args(args)
+        .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
+        .env("HOLDPOINT_WORLD", "lab")
+        .env("HOLDPOINT_SERVER", lab.server.url())
+        .env("HOLDPOINT_TOKEN", agent)
+        .env("HOLDPOINT_CONFIG", lab.data().join("no-config.toml"))
+        .env("HOLDPOINT_DATA", lab.data().join("elsewhere"))
+        .env_remove("UPSTREAM_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the MCP client failed: {stderr}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_worlds_mcp_servers_are_managed_from_the_terminal_and_served_with_their_secrets() {
+    let lab = Lab::with_policy(vec![], Some(POLICY)).await;
+    std::fs::write(lab.data().join("no-config.toml"), "").unwrap();
+    // The upstream logs its calls to $UPSTREAM_LOG: a value only the world's settings hold.
+    let log = lab.data().join("own-upstream.log");
+    let python = python().display().to_string();
+    let upstream = script("upstream.py").display().to_string();
+    let log_env = format!("UPSTREAM_LOG={}", log.display());
+    let add = [
+        "worlds",
+        "mcp",
+        "add",
+        "lab",
+        "own",
+        "--command",
+        &python,
+        "--arg",
+        &upstream,
+        "--env",
+        &log_env,
+        "--tool",
+        "echo",
+        "--tool",
+        "write_note",
+        "--require-approval",
+        "write_note",
+    ];
+    let (code, out, err) = run(&lab, &lab.token, &add).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("own  "), "{out}");
+    assert!(out.contains("env: UPSTREAM_LOG=(hidden)"), "{out}");
+    assert!(out.contains("tools: echo, write_note"), "{out}");
+    assert!(out.contains("require approval: write_note"), "{out}");
+    assert!(!out.contains("own-upstream.log"), "{out}");
+
+    let (code, listed, _) = run(&lab, &lab.token, &["worlds", "mcp", "list", "lab"]).await;
+    assert_eq!((code, listed.clone()), (0, out.clone()));
+    let (code, listed, _) = run(
+        &lab,
+        &lab.token,
+        &["worlds", "mcp", "list", "lab", "--json"],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["own"]["env"]["UPSTREAM_LOG"], "(hidden)");
+
+    // A bad server is refused naming the field and the tool.
+    let (code, _, err) = run(
+        &lab,
+        &lab.token,
+        &[
+            "worlds",
+            "mcp",
+            "add",
+            "lab",
+            "bad",
+            "--command",
+            "x",
+            "--tool",
+            "echo",
+            "--require-approval",
+            "delete_all",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("mcp_servers.bad.require_approval") && err.contains("\"delete_all\""),
+        "{err}"
+    );
+
+    // `holdpoint mcp --world lab` serves the world's server, started with its real variables.
+    let agent = lab.token("coder", "agent").await;
+    let lines = client(&lab, &agent, &["list"]).await;
+    let names: Vec<&str> = lines[1]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"own__echo"), "{names:?}");
+    assert!(names.contains(&"own__write_note"), "{names:?}");
+    assert!(!names.contains(&"own__delete_all"), "{names:?}");
+    let lines = client(&lab, &agent, &["call", "own__echo", r#"{"text": "hi"}"#]).await;
+    let result = lines.last().unwrap();
+    assert_eq!(result["content"][0]["text"], "echo: hi", "{result}");
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert!(ran.contains("\"echo\""), "{ran}");
+
+    let (code, out, err) = run(&lab, &lab.token, &["worlds", "mcp", "remove", "lab", "own"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Deleted MCP server own of world lab."),
+        "{out}"
+    );
+    let (_, listed, _) = run(&lab, &lab.token, &["worlds", "mcp", "list", "lab"]).await;
+    assert_eq!(listed.trim(), "No MCP servers of its own.");
+    let (code, _, err) = run(&lab, &lab.token, &["worlds", "mcp", "remove", "lab", "own"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("has no MCP server \"own\""), "{err}");
+}
+
+#[tokio::test]
+async fn holds_show_names_the_mcp_server_and_tool() {
+    let lab = Lab::start(vec![]).await;
+    let agent = lab.admin.as_token(&lab.token("gateway", "agent").await);
+    let raised = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            serde_json::json!({"items": [{
+                "kind": "approval",
+                "tool": "fs__write_file",
+                "arguments": {"path": "out.txt", "content": "x"},
+                "mcp": {"server": "fs", "tool": "write_file"},
+            }]}),
+        )
+        .await
+        .expect(201);
+    let id = raised["results"][0]["hold"]["id"].as_str().unwrap();
+    let (code, out, err) = run(&lab, &lab.token, &["holds", "show", id]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Approval needed: fs__write_file"), "{out}");
+    assert!(out.contains("MCP server: fs, tool: write_file"), "{out}");
+}
