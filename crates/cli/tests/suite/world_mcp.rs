@@ -21,10 +21,15 @@ action = "allow"
 annotations = { read_only = true }
 "#;
 
-/// `client.py ARGS` against `holdpoint mcp --world lab` as an agent, with no configuration
-/// file: the servers are the world's own. The JSON lines it printed.
-async fn client(lab: &Lab, agent: &str, args: &[&str]) -> Vec<Value> {
-    let child = tokio::process::Command::new(python())
+/// `client.py ARGS` as an agent, against `holdpoint mcp --world lab` (with no configuration
+/// file: the servers are the world's own), or over `http` against the server's `/mcp/lab`.
+/// The JSON lines it printed.
+async fn client(lab: &Lab, agent: &str, http: bool, args: &[&str]) -> Vec<Value> {
+    let mut command = tokio::process::Command::new(python());
+    if http {
+        command.env("HOLDPOINT_MCP_URL", format!("{}/mcp/lab", lab.server.url()));
+    }
+    let child = command
         .arg(script("client.py"))
         .args(args)
         .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
@@ -49,6 +54,16 @@ async fn client(lab: &Lab, agent: &str, args: &[&str]) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The tool names a `list` step printed.
+fn tool_names(lines: &[Value]) -> Vec<String> {
+    lines[1]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect()
 }
 
@@ -127,21 +142,24 @@ async fn a_worlds_mcp_servers_are_managed_from_the_terminal_and_served_with_thei
 
     // `holdpoint mcp --world lab` serves the world's server, started with its real variables.
     let agent = lab.token("coder", "agent").await;
-    let lines = client(&lab, &agent, &["list"]).await;
-    let names: Vec<&str> = lines[1]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"own__echo"), "{names:?}");
-    assert!(names.contains(&"own__write_note"), "{names:?}");
-    assert!(!names.contains(&"own__delete_all"), "{names:?}");
-    let lines = client(&lab, &agent, &["call", "own__echo", r#"{"text": "hi"}"#]).await;
+    let names = tool_names(&client(&lab, &agent, false, &["list"]).await);
+    assert!(names.contains(&"own__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"own__write_note".to_owned()), "{names:?}");
+    assert!(!names.contains(&"own__delete_all".to_owned()), "{names:?}");
+    let lines = client(
+        &lab,
+        &agent,
+        false,
+        &["call", "own__echo", r#"{"text": "hi"}"#],
+    )
+    .await;
     let result = lines.last().unwrap();
     assert_eq!(result["content"][0]["text"], "echo: hi", "{result}");
     let ran = std::fs::read_to_string(&log).unwrap();
     assert!(ran.contains("\"echo\""), "{ran}");
+    // So does the server's /mcp/lab.
+    let over_http = tool_names(&client(&lab, &agent, true, &["list"]).await);
+    assert!(over_http.contains(&"own__echo".to_owned()), "{over_http:?}");
 
     let (code, out, err) = run(&lab, &lab.token, &["worlds", "mcp", "remove", "lab", "own"]).await;
     assert_eq!(code, 0, "{err}");
@@ -151,6 +169,13 @@ async fn a_worlds_mcp_servers_are_managed_from_the_terminal_and_served_with_thei
     );
     let (_, listed, _) = run(&lab, &lab.token, &["worlds", "mcp", "list", "lab"]).await;
     assert_eq!(listed.trim(), "No MCP servers of its own.");
+    // The server's set for the world is rebuilt without it.
+    let over_http = tool_names(&client(&lab, &agent, true, &["list"]).await);
+    assert!(
+        over_http.iter().all(|n| !n.starts_with("own__")),
+        "{over_http:?}"
+    );
+    assert!(over_http.contains(&"ask_human".to_owned()), "{over_http:?}");
     let (code, _, err) = run(&lab, &lab.token, &["worlds", "mcp", "remove", "lab", "own"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("has no MCP server \"own\""), "{err}");
