@@ -79,7 +79,7 @@ Its tools are offered as NAME__tool. A name the configuration file uses too is t
         /// The server's name: letters, digits, - and _ (no __).
         name: String,
         #[command(flatten)]
-        server: McpServerArgs,
+        server: Box<McpServerArgs>,
         #[command(flatten)]
         common: Common,
     },
@@ -120,6 +120,13 @@ pub struct McpServerArgs {
     /// A tool whose every call needs a person (repeat; must be among --tool when given).
     #[arg(long = "require-approval", value_name = "TOOL")]
     require_approval: Vec<String>,
+    /// How long one call may wait for the server ("60s", "5m"; 100ms to 24h; 60s by default).
+    #[arg(long, value_name = "DURATION")]
+    call_timeout: Option<String>,
+    /// The largest message the server may send ("1MiB", "512KiB", or bytes; 64KiB to 256MiB;
+    /// 1MiB by default).
+    #[arg(long, value_name = "SIZE")]
+    max_message_size: Option<String>,
 }
 
 impl McpServerArgs {
@@ -156,6 +163,8 @@ impl McpServerArgs {
             headers,
             tools: (!self.tools.is_empty()).then_some(self.tools),
             require_approval: self.require_approval,
+            call_timeout: self.call_timeout,
+            max_message_size: self.max_message_size,
         })
     }
 }
