@@ -8,6 +8,7 @@ pub mod chromium;
 pub mod contract;
 pub mod http;
 pub mod llm;
+pub mod pg;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

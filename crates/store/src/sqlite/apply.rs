@@ -8,8 +8,8 @@ use holdpoint_protocol::Grant;
 use rusqlite::{OptionalExtension, params};
 
 use super::key;
-use super::rows::{Job, PreparedWrite, RecordRow};
 use super::writer::Writer;
+use crate::rows::{Job, PreparedWrite, RecordRow};
 
 impl Writer {
     /// Applies a group in one SQLite transaction. Per job: the positions and hashes of its

@@ -74,7 +74,7 @@ struct Inner {
 }
 
 /// Whether the cache keeps records of the kind stored under this name.
-pub(super) fn covers(kind: &str) -> bool {
+pub(crate) fn covers(kind: &str) -> bool {
     CACHED.iter().any(|k| k.as_str() == kind)
 }
 

@@ -1,10 +1,9 @@
 //! The SQLite store.
 
 mod apply;
-mod cache;
+pub(crate) mod cache;
 mod checkpointer;
 mod reader;
-mod rows;
 mod schema;
 mod syncer;
 mod writer;
@@ -19,32 +18,19 @@ use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
-    Record, RecordKind, Store, StoreError, Transaction, Write,
+    Record, RecordKind, Store, StoreError, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{broadcast, oneshot};
 
+use crate::rows::{Job, Message, prepare};
 use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
-use rows::{HoldRow, Job, Message, PreparedWrite, RecordRow};
 use writer::Writer;
 
-/// Why a database could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
-    #[error(
-        "{path} is in use by another holdpoint process (stop it first, or give this one another --data directory)"
-    )]
-    Locked { path: PathBuf },
-    #[error("{path}: no Holdpoint database here")]
-    Missing { path: PathBuf },
-    #[error("{path}: {message}")]
-    Database { path: PathBuf, message: String },
-}
+pub use crate::OpenError;
 
 /// An id as stored: its 16 bytes.
 pub(super) fn key(id: &uuid::Uuid) -> &[u8] {
@@ -273,68 +259,6 @@ impl Drop for SqliteStore {
             let _ = w.send(Message::Close);
         }
     }
-}
-
-fn hold_row(hold: &Hold) -> Result<HoldRow, StoreError> {
-    Ok(HoldRow {
-        id: hold.id,
-        batch: hold.batch,
-        world: hold.world.clone(),
-        chat: hold.chat.clone(),
-        agent: hold.agent.clone(),
-        tool: hold.tool().map(str::to_owned),
-        kind: hold.kind().as_str(),
-        status: hold.status.as_str(),
-        open: hold.is_open(),
-        deadline: hold.deadline.map(|t| t.as_millis()),
-        remind_at: hold
-            .remind_at
-            .filter(|_| !hold.reminded)
-            .map(|t| t.as_millis()),
-        version: hold.version,
-        data: serde_json::to_string(hold).map_err(StoreError::new)?,
-    })
-}
-
-fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
-    Ok(match write {
-        Write::InsertHold(h) => PreparedWrite::InsertHold(hold_row(&h)?),
-        Write::UpdateHold(h) => PreparedWrite::UpdateHold(hold_row(&h)?),
-        Write::InsertGrant(g) => PreparedWrite::InsertGrant {
-            id: g.id,
-            world: g.world.clone(),
-            data: serde_json::to_string(&g).map_err(StoreError::new)?,
-        },
-        Write::RevokeGrant { id, at } => PreparedWrite::RevokeGrant { id, at },
-        Write::PutRecord(r) => PreparedWrite::PutRecord(RecordRow {
-            kind: r.kind.as_str(),
-            id: r.id,
-            parent: r.parent.map(|p| key(&p).to_vec()).unwrap_or_default(),
-            key: r.key.clone(),
-            version: r.version,
-            data: serde_json::to_string(&r.data).map_err(StoreError::new)?,
-        }),
-        Write::DeleteRecord { kind, id } => PreparedWrite::DeleteRecord {
-            kind: kind.as_str(),
-            id,
-        },
-        Write::DeleteRecords { kind, parent } => PreparedWrite::DeleteRecords {
-            kind: kind.as_str(),
-            parent,
-        },
-        Write::PutIdempotent {
-            key,
-            fingerprint,
-            response,
-            at,
-        } => PreparedWrite::PutIdempotent {
-            key,
-            fingerprint,
-            response: serde_json::to_string(&response).map_err(StoreError::new)?,
-            at,
-        },
-        Write::ForgetIdempotent { key, before } => PreparedWrite::ForgetIdempotent { key, before },
-    })
 }
 
 #[async_trait]

@@ -22,7 +22,7 @@ use holdpoint_core::store::{CommitError, StoreError};
 use holdpoint_protocol::Event;
 use tokio::sync::broadcast;
 
-use super::rows::Reply;
+use crate::rows::Reply;
 
 /// One transaction's answer, to be given once it is durable.
 pub(super) type Answer = (Reply, Result<Vec<Arc<Event>>, CommitError>);

@@ -21,8 +21,8 @@ use rusqlite::Connection;
 
 use super::cache::RecordCache;
 use super::checkpointer::{self, Checkpointer};
-use super::rows::{Job, Message, PreparedWrite};
 use super::syncer::Syncer;
+use crate::rows::{Job, Message, PreparedWrite};
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;

@@ -27,6 +27,8 @@ const IO_CRATES: &[&str] = &[
     "reqwest",
     "rusqlite",
     "libsqlite3-sys",
+    "tokio-postgres",
+    "postgres-protocol",
     "axum",
     "axum-core",
     "hyper",

@@ -1,0 +1,265 @@
+//! The PostgreSQL store: the same contract as the SQLite one, on a database that several
+//! processes (nodes) can share.
+//!
+//! One writer task per process applies transactions in groups (`writer.rs`), each group one
+//! PostgreSQL transaction that first locks the chain head's row; reads go to a few shared
+//! connections that reconnect by themselves (`conn.rs`, `reader.rs`); the schema is migrated
+//! at open (`schema.rs`). Acknowledged means committed by PostgreSQL, with
+//! `synchronous_commit` on: durable as the database's own settings make it.
+
+mod conn;
+mod reader;
+mod schema;
+mod writer;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use holdpoint_core::audit::{AuditHead, RawEvent};
+use holdpoint_core::store::{
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
+    Record, RecordKind, Store, StoreError, Transaction,
+};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use conn::redact;
+use conn::{Conn, Readers, Target};
+
+use crate::OpenError;
+use crate::rows::{Job, Message, prepare};
+
+/// Connections for reads, each shared by concurrent reads.
+const READERS: usize = 4;
+/// Live subscribers that fall this far behind read the rest from the log.
+const EVENT_BUFFER: usize = 4096;
+
+/// A Holdpoint database in PostgreSQL.
+pub struct PgStore {
+    target: Target,
+    writer: Option<mpsc::UnboundedSender<Message>>,
+    writer_task: Mutex<Option<JoinHandle<()>>>,
+    readers: Readers,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("database", &self.target.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_error(message: String) -> OpenError {
+    OpenError::Postgres { message }
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`),
+    /// migrates its schema as needed and starts the writer. Errors say what to fix: the
+    /// host, the credentials, the database's name.
+    pub async fn open(url: &str) -> Result<PgStore, OpenError> {
+        let target = Target::parse(url).map_err(open_error)?;
+        let mut client = target.connect().await.map_err(open_error)?;
+        // Acknowledged commits must survive a crash of the database server, whatever the
+        // server's default.
+        client
+            .batch_execute("SET synchronous_commit = on")
+            .await
+            .map_err(|e| open_error(target.explain(&e)))?;
+        schema::migrate(&mut client)
+            .await
+            .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
+        let conn = Conn::new(client);
+        let head = reader::audit_head(&conn)
+            .await
+            .map_err(|e| open_error(e.0))?;
+        let Conn { client, .. } = conn;
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = writer::Writer::new(
+            target.clone(),
+            client,
+            head.map_or(0, |h| h.seq),
+            events.clone(),
+        );
+        let task = tokio::spawn(writer.serve(rx));
+        Ok(PgStore {
+            readers: Readers::new(target.clone(), READERS),
+            target,
+            writer: Some(tx),
+            writer_task: Mutex::new(Some(task)),
+            events,
+        })
+    }
+
+    /// Connects for reading only (`holdpoint audit verify` beside running servers): nothing
+    /// is migrated, and commits fail.
+    pub async fn open_read_only(url: &str) -> Result<PgStore, OpenError> {
+        let target = Target::parse(url).map_err(open_error)?;
+        let client = target.connect().await.map_err(open_error)?;
+        schema::check_current(&client)
+            .await
+            .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
+        let (events, _) = broadcast::channel(1);
+        Ok(PgStore {
+            readers: Readers::new(target.clone(), 1),
+            target,
+            writer: None,
+            writer_task: Mutex::new(None),
+            events,
+        })
+    }
+
+    /// `host:port/database`, without credentials.
+    pub fn name(&self) -> &str {
+        &self.target.name
+    }
+
+    /// Finishes queued commits and stops the writer. Later commits fail.
+    pub async fn close(&self) {
+        if let Some(w) = &self.writer {
+            let _ = w.send(Message::Close);
+        }
+        let task = self
+            .writer_task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+
+    async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
+        self.readers.get().await
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // The writer finishes what is queued, then exits.
+        if let Some(w) = &self.writer {
+            let _ = w.send(Message::Close);
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
+        let Some(writer) = &self.writer else {
+            return Err(StoreError("the database is open read-only".into()).into());
+        };
+        let writes = tx
+            .writes
+            .into_iter()
+            .map(prepare)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (reply, answer) = oneshot::channel();
+        writer
+            .send(Message::Commit(Job {
+                writes,
+                events: tx.events,
+                reply,
+            }))
+            .map_err(|_| StoreError("the store is closed".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError("the store closed before the commit finished".into()))?
+    }
+
+    async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {
+        reader::hold(&*self.conn().await?, id).await
+    }
+
+    async fn holds(&self, filter: &HoldFilter) -> Result<Vec<Positioned<Hold>>, StoreError> {
+        reader::holds(&*self.conn().await?, filter).await
+    }
+
+    async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError> {
+        reader::batch(&*self.conn().await?, id).await
+    }
+
+    async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {
+        reader::chat_has_open_hold(&*self.conn().await?, world, chat).await
+    }
+
+    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError> {
+        reader::open_timers(&*self.conn().await?).await
+    }
+
+    async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        reader::grants(&*self.conn().await?, world.map(str::to_owned)).await
+    }
+
+    async fn grant(&self, id: GrantId) -> Result<Option<Grant>, StoreError> {
+        reader::grant(&*self.conn().await?, id).await
+    }
+
+    async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError> {
+        let row = reader::idempotent(&*self.conn().await?, key).await?;
+        row.map(|(fingerprint, response)| {
+            let response = serde_json::from_str(&response).map_err(StoreError::new)?;
+            Ok(IdempotentRecord {
+                fingerprint,
+                response,
+            })
+        })
+        .transpose()
+    }
+
+    async fn idempotent_keys_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        reader::idempotent_keys_before(&*self.conn().await?, before, limit).await
+    }
+
+    async fn record(&self, kind: RecordKind, id: uuid::Uuid) -> Result<Option<Record>, StoreError> {
+        reader::record(&*self.conn().await?, kind, id).await
+    }
+
+    async fn record_by_key(
+        &self,
+        kind: RecordKind,
+        parent: Option<uuid::Uuid>,
+        name: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        reader::record_by_key(&*self.conn().await?, kind, parent, name).await
+    }
+
+    async fn records(
+        &self,
+        kind: RecordKind,
+        parent: Option<uuid::Uuid>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<Record>>, StoreError> {
+        reader::records(&*self.conn().await?, kind, parent, after, limit).await
+    }
+
+    async fn events(
+        &self,
+        after: u64,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError> {
+        reader::events(&*self.conn().await?, after, filter, limit).await
+    }
+
+    async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError> {
+        reader::raw_events(&*self.conn().await?, after, limit).await
+    }
+
+    async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError> {
+        reader::audit_head(&*self.conn().await?).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+}

@@ -1,0 +1,440 @@
+//! Reads. Each is one statement (one snapshot, one round trip) on a readers' connection.
+
+use std::sync::Arc;
+
+use holdpoint_core::audit::{self, AuditHead, RawEvent};
+use holdpoint_core::store::{
+    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, Record, RecordKind, StatusSet,
+    StoreError,
+};
+use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use super::conn::{Conn, sql_error};
+
+type Param = Box<dyn ToSql + Sync + Send>;
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, data: &str) -> Result<T, StoreError> {
+    serde_json::from_str(data)
+        .map_err(|e| StoreError(format!("a stored {what} is unreadable: {e}")))
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A record's parent as stored: the nil uuid for none.
+pub(super) fn parent_key(parent: Option<Uuid>) -> Uuid {
+    parent.unwrap_or(Uuid::nil())
+}
+
+async fn rows(conn: &Conn, sql: &str, params: &[Param]) -> Result<Vec<Row>, StoreError> {
+    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
+    conn.query(sql, &refs).await.map_err(sql_error)
+}
+
+pub(super) async fn hold(conn: &Conn, id: HoldId) -> Result<Option<Hold>, StoreError> {
+    let row = conn
+        .query_opt("SELECT data FROM holds WHERE id = $1", &[id.as_uuid()])
+        .await
+        .map_err(sql_error)?;
+    row.map(|r| parse("hold", r.get(0))).transpose()
+}
+
+/// Which holds one statement of a listing reads, and in which order (as SQLite's reader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Open,
+    Resolved,
+    /// Open holds with a deadline, by deadline, then position.
+    Due,
+    /// Open holds without a deadline, by position.
+    Undated,
+}
+
+/// One page of holds. Each shape of filter is an equality prefix of one partial index
+/// followed by `position` (or `deadline, position`), so PostgreSQL walks the index in order
+/// and stops after `limit` rows.
+pub(super) async fn holds(
+    conn: &Conn,
+    f: &HoldFilter,
+) -> Result<Vec<Positioned<Hold>>, StoreError> {
+    let open_only = f.status.open_only();
+    let parts: &[Part] = match f.order {
+        Order::Urgent if !open_only => {
+            return Err(StoreError("the urgent order lists open holds only".into()));
+        }
+        Order::Urgent if f.after.is_some() && f.after_deadline.is_none() => &[Part::Undated],
+        Order::Urgent => &[Part::Due, Part::Undated],
+        Order::Oldest | Order::Newest if open_only => &[Part::Open],
+        Order::Oldest | Order::Newest => match f.status {
+            StatusSet::Any => &[Part::Open, Part::Resolved],
+            _ => &[Part::Resolved],
+        },
+    };
+    let mut out = Vec::new();
+    for &part in parts {
+        let limit = match f.order {
+            Order::Urgent => f.limit - out.len(),
+            Order::Oldest | Order::Newest => f.limit,
+        };
+        if limit == 0 {
+            break;
+        }
+        let (sql, params) = hold_query(f, part, limit);
+        for row in rows(conn, &sql, &params).await? {
+            out.push(Positioned {
+                position: row.get::<_, i64>(0) as u64,
+                item: parse("hold", row.get(1))?,
+            });
+        }
+    }
+    if parts == [Part::Open, Part::Resolved] {
+        match f.order {
+            Order::Newest => out.sort_by_key(|r| std::cmp::Reverse(r.position)),
+            Order::Oldest | Order::Urgent => out.sort_by_key(|r| r.position),
+        }
+        out.truncate(f.limit);
+    }
+    Ok(out)
+}
+
+fn hold_query(f: &HoldFilter, part: Part, limit: usize) -> (String, Vec<Param>) {
+    // `open` is written into the SQL, not bound, so that the planner can use the partial
+    // indexes (and a prepared statement's generic plan still can).
+    let mut sql = String::from(if part == Part::Resolved {
+        "SELECT position, data FROM holds WHERE NOT open"
+    } else {
+        "SELECT position, data FROM holds WHERE open"
+    });
+    let mut params: Vec<Param> = Vec::new();
+    let mut eq = |sql: &mut String, column: &str, value: Param| {
+        params.push(value);
+        sql.push_str(&format!(" AND {column} = ${}", params.len()));
+    };
+    if let Some(w) = &f.world {
+        eq(&mut sql, "world", Box::new(w.clone()));
+    }
+    if let Some(c) = &f.chat {
+        eq(&mut sql, "chat", Box::new(c.clone()));
+    }
+    if let Some(a) = &f.agent {
+        eq(&mut sql, "agent", Box::new(a.clone()));
+    }
+    if let Some(t) = &f.tool {
+        eq(&mut sql, "tool", Box::new(t.clone()));
+    }
+    if let Some(k) = f.kind {
+        eq(&mut sql, "kind", Box::new(k.as_str()));
+    }
+    if let Some(b) = f.batch {
+        eq(&mut sql, "batch", Box::new(*b.as_uuid()));
+    }
+    if let StatusSet::Is(s) = f.status {
+        eq(&mut sql, "status", Box::new(s.as_str()));
+    }
+    let mut bind = |sql: &mut String, value: Param| {
+        params.push(value);
+        sql.push_str(&format!("${}", params.len()));
+    };
+    let order = match (part, f.order) {
+        (Part::Due, _) => {
+            sql.push_str(" AND deadline IS NOT NULL");
+            if let (Some(after), Some(deadline)) = (f.after, f.after_deadline) {
+                sql.push_str(" AND (deadline, position) > (");
+                bind(&mut sql, Box::new(deadline.as_millis()));
+                sql.push_str(", ");
+                bind(&mut sql, Box::new(after as i64));
+                sql.push(')');
+            }
+            "deadline, position"
+        }
+        (Part::Undated, _) => {
+            sql.push_str(" AND deadline IS NULL");
+            if let (Some(after), None) = (f.after, f.after_deadline) {
+                sql.push_str(" AND position > ");
+                bind(&mut sql, Box::new(after as i64));
+            }
+            "position"
+        }
+        (Part::Open | Part::Resolved, Order::Newest) => {
+            if let Some(after) = f.after {
+                sql.push_str(" AND position < ");
+                bind(&mut sql, Box::new(after as i64));
+            }
+            "position DESC"
+        }
+        (Part::Open | Part::Resolved, Order::Oldest | Order::Urgent) => {
+            if let Some(after) = f.after {
+                sql.push_str(" AND position > ");
+                bind(&mut sql, Box::new(after as i64));
+            }
+            "position"
+        }
+    };
+    sql.push_str(&format!(" ORDER BY {order} LIMIT "));
+    bind(&mut sql, Box::new(count(limit)));
+    (sql, params)
+}
+
+pub(super) async fn batch(conn: &Conn, batch: BatchId) -> Result<Vec<Hold>, StoreError> {
+    let rows = conn
+        .query(
+            "SELECT data FROM holds WHERE batch = $1 ORDER BY position",
+            &[batch.as_uuid()],
+        )
+        .await
+        .map_err(sql_error)?;
+    rows.iter().map(|r| parse("hold", r.get(0))).collect()
+}
+
+pub(super) async fn chat_has_open_hold(
+    conn: &Conn,
+    world: &str,
+    chat: &str,
+) -> Result<bool, StoreError> {
+    let row = conn
+        .query_opt(
+            "SELECT 1 FROM holds WHERE world = $1 AND chat = $2 AND open LIMIT 1",
+            &[&world, &chat],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(row.is_some())
+}
+
+pub(super) async fn open_timers(conn: &Conn) -> Result<Vec<OpenTimer>, StoreError> {
+    let rows = conn
+        .query("SELECT id, deadline, remind_at FROM holds WHERE open", &[])
+        .await
+        .map_err(sql_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| OpenTimer {
+            hold: HoldId::from_uuid(r.get(0)),
+            deadline: r.get::<_, Option<i64>>(1).map(Timestamp::from_millis),
+            remind_at: r.get::<_, Option<i64>>(2).map(Timestamp::from_millis),
+        })
+        .collect())
+}
+
+pub(super) async fn grants(conn: &Conn, world: Option<String>) -> Result<Vec<Grant>, StoreError> {
+    let rows = match world {
+        Some(w) => {
+            conn.query(
+                "SELECT data FROM grants WHERE world = $1 AND revoked_at IS NULL ORDER BY position",
+                &[&w],
+            )
+            .await
+        }
+        None => {
+            conn.query(
+                "SELECT data FROM grants WHERE revoked_at IS NULL ORDER BY position",
+                &[],
+            )
+            .await
+        }
+    }
+    .map_err(sql_error)?;
+    rows.iter().map(|r| parse("grant", r.get(0))).collect()
+}
+
+pub(super) async fn grant(conn: &Conn, id: GrantId) -> Result<Option<Grant>, StoreError> {
+    let row = conn
+        .query_opt("SELECT data FROM grants WHERE id = $1", &[id.as_uuid()])
+        .await
+        .map_err(sql_error)?;
+    row.map(|r| parse("grant", r.get(0))).transpose()
+}
+
+pub(super) async fn idempotent(
+    conn: &Conn,
+    key: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    let row = conn
+        .query_opt(
+            "SELECT fingerprint, response FROM idempotency WHERE key = $1",
+            &[&key],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+pub(super) async fn idempotent_keys_before(
+    conn: &Conn,
+    before: Timestamp,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    let rows = conn
+        .query(
+            "SELECT key FROM idempotency WHERE created_at < $1 ORDER BY created_at LIMIT $2",
+            &[&before.as_millis(), &count(limit)],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The head of the chain; `None` while the log is empty (the stored head is then the
+/// genesis row at sequence 0).
+pub(super) async fn audit_head(conn: &Conn) -> Result<Option<AuditHead>, StoreError> {
+    let row = conn
+        .query_opt("SELECT seq, hash FROM audit_head WHERE id = 1", &[])
+        .await
+        .map_err(sql_error)?;
+    Ok(row
+        .map(|r| AuditHead {
+            seq: r.get::<_, i64>(0) as u64,
+            hash: r.get(1),
+        })
+        .filter(|h| h.seq > 0))
+}
+
+/// Events after `after`, and how far the log was considered, in one statement: the head
+/// and the events are read in one snapshot.
+pub(super) async fn events(
+    conn: &Conn,
+    after: u64,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let mut filter = String::new();
+    let mut params: Vec<Param> = vec![Box::new(after as i64)];
+    if let Some(h) = f.hold {
+        params.push(Box::new(*h.as_uuid()));
+        filter.push_str(&format!(" AND hold = ${}", params.len()));
+    }
+    for (column, value) in [("world", &f.world), ("chat", &f.chat)] {
+        if let Some(v) = value {
+            params.push(Box::new(v.clone()));
+            filter.push_str(&format!(" AND {column} = ${}", params.len()));
+        }
+    }
+    params.push(Box::new(count(limit)));
+    let sql = format!(
+        "SELECT h.seq, e.seq, e.body, e.hash FROM audit_head h LEFT JOIN LATERAL \
+         (SELECT seq, body, hash FROM events WHERE seq > $1{filter} ORDER BY seq LIMIT ${}) e ON true \
+         WHERE h.id = 1",
+        params.len()
+    );
+    let found = rows(conn, &sql, &params).await?;
+    let head = found.first().map_or(0, |r| r.get::<_, i64>(0) as u64);
+    let mut events = Vec::with_capacity(found.len());
+    for r in &found {
+        let Some(seq) = r.get::<_, Option<i64>>(1) else {
+            continue;
+        };
+        let event = audit::open(r.get(2), r.get(3))
+            .map_err(|e| StoreError(format!("event {seq} is unreadable: {e}")))?;
+        events.push(Arc::new(event));
+    }
+    let scanned_to = if events.len() == limit {
+        events.last().map_or(after, |e| e.seq)
+    } else {
+        head.max(after)
+    };
+    Ok(EventPage { events, scanned_to })
+}
+
+pub(super) async fn raw_events(
+    conn: &Conn,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<RawEvent>, StoreError> {
+    let rows = conn
+        .query(
+            "SELECT seq, body, hash, type, hold, world, chat FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &[&(after as i64), &count(limit)],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| RawEvent {
+            seq: r.get::<_, i64>(0) as u64,
+            body: r.get(1),
+            hash: r.get(2),
+            type_name: r.get(3),
+            hold: r.get::<_, Option<Uuid>>(4).map(|u| u.to_string()),
+            world: r.get(5),
+            chat: r.get(6),
+        })
+        .collect())
+}
+
+const RECORD_COLUMNS: &str = "position, id, parent, key, version, data";
+
+fn to_record(kind: RecordKind, r: &Row) -> Result<Positioned<Record>, StoreError> {
+    let parent: Uuid = r.get(2);
+    Ok(Positioned {
+        position: r.get::<_, i64>(0) as u64,
+        item: Record {
+            kind,
+            id: r.get(1),
+            parent: (!parent.is_nil()).then_some(parent),
+            key: r.get(3),
+            version: r.get::<_, i64>(4) as u64,
+            data: parse(kind.as_str(), r.get(5))?,
+        },
+    })
+}
+
+pub(super) async fn record(
+    conn: &Conn,
+    kind: RecordKind,
+    id: Uuid,
+) -> Result<Option<Record>, StoreError> {
+    let row = conn
+        .query_opt(
+            &format!("SELECT {RECORD_COLUMNS} FROM records WHERE kind = $1 AND id = $2"),
+            &[&kind.as_str(), &id],
+        )
+        .await
+        .map_err(sql_error)?;
+    row.map(|r| to_record(kind, &r).map(|p| p.item)).transpose()
+}
+
+pub(super) async fn record_by_key(
+    conn: &Conn,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    name: &str,
+) -> Result<Option<Record>, StoreError> {
+    let row = conn
+        .query_opt(
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM records WHERE kind = $1 AND parent = $2 AND key = $3"
+            ),
+            &[&kind.as_str(), &parent_key(parent), &name],
+        )
+        .await
+        .map_err(sql_error)?;
+    row.map(|r| to_record(kind, &r).map(|p| p.item)).transpose()
+}
+
+pub(super) async fn records(
+    conn: &Conn,
+    kind: RecordKind,
+    parent: Option<Uuid>,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<Record>>, StoreError> {
+    let rows = conn
+        .query(
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM records WHERE kind = $1 AND parent = $2 AND position > $3 ORDER BY position LIMIT $4"
+            ),
+            &[
+                &kind.as_str(),
+                &parent_key(parent),
+                &(after.unwrap_or(0) as i64),
+                &count(limit),
+            ],
+        )
+        .await
+        .map_err(sql_error)?;
+    rows.iter().map(|r| to_record(kind, r)).collect()
+}

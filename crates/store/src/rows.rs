@@ -1,0 +1,163 @@
+//! Prepared rows: what a transaction writes, serialised by the caller (off the writer's
+//! thread), and the messages that carry it to the writer. Both stores' writers take these.
+
+use std::sync::Arc;
+
+use holdpoint_core::store::{CommitError, PreparedEvent, StoreError, Write};
+use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
+use tokio::sync::oneshot;
+
+use crate::sqlite::cache;
+
+pub(crate) enum Message {
+    Commit(Job),
+    Close,
+}
+
+pub(crate) type Reply = oneshot::Sender<Result<Vec<Arc<Event>>, CommitError>>;
+
+pub(crate) struct Job {
+    pub(crate) writes: Vec<PreparedWrite>,
+    pub(crate) events: Vec<PreparedEvent>,
+    pub(crate) reply: Reply,
+}
+
+/// A hold's columns and its JSON, serialised by the caller (off the writer's thread).
+pub(crate) struct HoldRow {
+    pub(crate) id: HoldId,
+    pub(crate) batch: BatchId,
+    pub(crate) world: String,
+    pub(crate) chat: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) tool: Option<String>,
+    pub(crate) kind: &'static str,
+    pub(crate) status: &'static str,
+    pub(crate) open: bool,
+    pub(crate) deadline: Option<i64>,
+    pub(crate) remind_at: Option<i64>,
+    pub(crate) version: u64,
+    pub(crate) data: String,
+}
+
+/// A record's columns, with its JSON serialised by the caller.
+pub(crate) struct RecordRow {
+    pub(crate) kind: &'static str,
+    pub(crate) id: uuid::Uuid,
+    pub(crate) parent: Vec<u8>,
+    pub(crate) key: Option<String>,
+    pub(crate) version: u64,
+    pub(crate) data: String,
+}
+
+pub(crate) enum PreparedWrite {
+    InsertHold(HoldRow),
+    UpdateHold(HoldRow),
+    InsertGrant {
+        id: GrantId,
+        world: String,
+        data: String,
+    },
+    RevokeGrant {
+        id: GrantId,
+        at: Timestamp,
+    },
+    PutIdempotent {
+        key: String,
+        fingerprint: String,
+        response: String,
+        at: Timestamp,
+    },
+    ForgetIdempotent {
+        key: String,
+        before: Timestamp,
+    },
+    PutRecord(RecordRow),
+    DeleteRecord {
+        kind: &'static str,
+        id: uuid::Uuid,
+    },
+    DeleteRecords {
+        kind: &'static str,
+        parent: uuid::Uuid,
+    },
+}
+
+impl PreparedWrite {
+    /// Whether this write changes a record the catalog cache keeps.
+    pub(crate) fn changes_cached(&self) -> bool {
+        match self {
+            PreparedWrite::PutRecord(r) => cache::covers(r.kind),
+            PreparedWrite::DeleteRecord { kind, .. }
+            | PreparedWrite::DeleteRecords { kind, .. } => cache::covers(kind),
+            PreparedWrite::InsertHold(_)
+            | PreparedWrite::UpdateHold(_)
+            | PreparedWrite::InsertGrant { .. }
+            | PreparedWrite::RevokeGrant { .. }
+            | PreparedWrite::PutIdempotent { .. }
+            | PreparedWrite::ForgetIdempotent { .. } => false,
+        }
+    }
+}
+
+fn hold_row(hold: &Hold) -> Result<HoldRow, StoreError> {
+    Ok(HoldRow {
+        id: hold.id,
+        batch: hold.batch,
+        world: hold.world.clone(),
+        chat: hold.chat.clone(),
+        agent: hold.agent.clone(),
+        tool: hold.tool().map(str::to_owned),
+        kind: hold.kind().as_str(),
+        status: hold.status.as_str(),
+        open: hold.is_open(),
+        deadline: hold.deadline.map(|t| t.as_millis()),
+        remind_at: hold
+            .remind_at
+            .filter(|_| !hold.reminded)
+            .map(|t| t.as_millis()),
+        version: hold.version,
+        data: serde_json::to_string(hold).map_err(StoreError::new)?,
+    })
+}
+
+/// A write as its rows, serialised on the caller's task.
+pub(crate) fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
+    Ok(match write {
+        Write::InsertHold(h) => PreparedWrite::InsertHold(hold_row(&h)?),
+        Write::UpdateHold(h) => PreparedWrite::UpdateHold(hold_row(&h)?),
+        Write::InsertGrant(g) => PreparedWrite::InsertGrant {
+            id: g.id,
+            world: g.world.clone(),
+            data: serde_json::to_string(&g).map_err(StoreError::new)?,
+        },
+        Write::RevokeGrant { id, at } => PreparedWrite::RevokeGrant { id, at },
+        Write::PutRecord(r) => PreparedWrite::PutRecord(RecordRow {
+            kind: r.kind.as_str(),
+            id: r.id,
+            parent: r.parent.map(|p| p.as_bytes().to_vec()).unwrap_or_default(),
+            key: r.key.clone(),
+            version: r.version,
+            data: serde_json::to_string(&r.data).map_err(StoreError::new)?,
+        }),
+        Write::DeleteRecord { kind, id } => PreparedWrite::DeleteRecord {
+            kind: kind.as_str(),
+            id,
+        },
+        Write::DeleteRecords { kind, parent } => PreparedWrite::DeleteRecords {
+            kind: kind.as_str(),
+            parent,
+        },
+        Write::PutIdempotent {
+            key,
+            fingerprint,
+            response,
+            at,
+        } => PreparedWrite::PutIdempotent {
+            key,
+            fingerprint,
+            response: serde_json::to_string(&response).map_err(StoreError::new)?,
+            at,
+        },
+        Write::ForgetIdempotent { key, before } => PreparedWrite::ForgetIdempotent { key, before },
+    })
+}
