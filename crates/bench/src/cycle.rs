@@ -1,6 +1,6 @@
 //! The durable cycle: an agent raises a question, a person answers it, the agent observes the
 //! outcome. Every step is committed to SQLite and its WAL fsynced before it is
-//! acknowledged.
+//! acknowledged (or committed by PostgreSQL, with `--database-url`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,8 @@ use holdpoint_protocol::{
     Decision, GateRequest, GateResult, HoldRequest, Principal, QuestionOption, QuestionRequest,
     Role,
 };
-use holdpoint_store::SqliteStore;
+use holdpoint_store::{Database, PgStore, SqliteStore};
+use holdpoint_test_support::pg::TempSchema;
 
 use crate::stats::{Latencies, ms};
 
@@ -98,16 +99,35 @@ async fn level(
     Ok((n, Duration::from_secs_f64(seconds), Latencies::new(all)))
 }
 
-pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> anyhow::Result<()> {
+pub async fn run(
+    dir: &tempfile::TempDir,
+    database_url: Option<&str>,
+    levels: &[usize],
+    seconds: f64,
+) -> anyhow::Result<()> {
     println!("== durable cycles: raise a question -> answer it -> outcome observed");
-    println!(
-        "   SQLite in {} (WAL fsynced before each acknowledgement: acknowledged = on disk)",
-        dir.path().display()
-    );
-    crate::disk::describe(dir.path());
+    let schema = match database_url {
+        Some(url) => Some(TempSchema::in_database(url).await),
+        None => None,
+    };
+    match &schema {
+        Some(_) => println!("   PostgreSQL (acknowledged = committed, synchronous_commit on)"),
+        None => {
+            println!(
+                "   SQLite in {} (WAL fsynced before each acknowledgement: acknowledged = on disk)",
+                dir.path().display()
+            );
+            crate::disk::describe(dir.path());
+        }
+    }
     for &c in levels {
-        let store = Arc::new(SqliteStore::open(dir.path().join(format!("cycle-{c}.db")))?);
-        let engine = Engine::builder(store.clone())
+        let database = match &schema {
+            Some(s) => Database::Postgres(Arc::new(PgStore::open(&s.url).await?)),
+            None => Database::Sqlite(Arc::new(SqliteStore::open(
+                dir.path().join(format!("cycle-{c}.db")),
+            )?)),
+        };
+        let engine = Engine::builder(database.store())
             .channel(Arc::new(Inbox))
             .start()
             .await?;
@@ -120,7 +140,7 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
             lat.len()
         );
         drop(engine);
-        store.close().await;
+        database.close().await;
     }
     println!();
     Ok(())

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use holdpoint_protocol::sse::SseDecoder;
 use holdpoint_server::{Server, Settings};
+use holdpoint_test_support::pg::TempSchema;
 use reqwest::{Client, Response};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -319,16 +320,33 @@ fn report(name: &str, samples: Vec<Duration>) {
     );
 }
 
-pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> anyhow::Result<()> {
+pub async fn run(
+    dir: &tempfile::TempDir,
+    database_url: Option<&str>,
+    levels: &[usize],
+    seconds: f64,
+) -> anyhow::Result<()> {
     println!(
         "== HTTP cycles: agent creates a question -> approver's stream receives it -> approver decides -> agent's wait returns"
     );
-    println!(
-        "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL fsynced before each acknowledgement)",
-        dir.path().display()
-    );
-    crate::disk::describe(dir.path());
-    for (c, samples) in measure(dir, levels, seconds).await? {
+    let schema = match database_url {
+        Some(url) => Some(TempSchema::in_database(url).await),
+        None => None,
+    };
+    match &schema {
+        Some(_) => println!(
+            "   holdpoint serve on 127.0.0.1 (PostgreSQL: acknowledged = committed, synchronous_commit on)"
+        ),
+        None => {
+            println!(
+                "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL fsynced before each acknowledgement)",
+                dir.path().display()
+            );
+            crate::disk::describe(dir.path());
+        }
+    }
+    let store_url = schema.as_ref().map(|s| s.url.as_str());
+    for (c, samples) in measure(dir, store_url, levels, seconds).await? {
         println!(
             "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
             samples.cycle.len() as f64 / seconds,
@@ -344,9 +362,15 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
     Ok(())
 }
 
-/// A server on loopback with its data in `dir`, its admin, and the bench's world.
-pub(crate) async fn start(dir: &tempfile::TempDir) -> anyhow::Result<(Server, Caller)> {
-    start_with(dir.path(), Settings::default()).await
+/// A server on loopback with its data in `dir` (and its store in the PostgreSQL database at
+/// `store_url`, if given), its admin, and the bench's world.
+pub(crate) async fn start(
+    dir: &tempfile::TempDir,
+    store_url: Option<&str>,
+) -> anyhow::Result<(Server, Caller)> {
+    let mut settings = Settings::default();
+    settings.store.url = store_url.map(str::to_owned);
+    start_with(dir.path(), settings).await
 }
 
 /// Like [`start`], with `settings` (bound to a port of loopback).
@@ -374,10 +398,11 @@ pub(crate) async fn start_with(
 /// Starts a server in `dir` and runs each level of concurrency against it in turn.
 async fn measure(
     dir: &tempfile::TempDir,
+    store_url: Option<&str>,
     levels: &[usize],
     seconds: f64,
 ) -> anyhow::Result<Vec<(usize, Samples)>> {
-    let (server, admin) = start(dir).await?;
+    let (server, admin) = start(dir, store_url).await?;
     let http = admin.http.clone();
     let agent = admin.token("bench-agent", "agent").await?;
     let approver = admin.token("bench-approver", "approver").await?;
@@ -418,7 +443,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_load_generator_runs_full_cycles_over_loopback() {
         let dir = tempfile::tempdir().unwrap();
-        let measured = measure(&dir, &[1, 4], 0.3).await.unwrap();
+        let measured = measure(&dir, None, &[1, 4], 0.3).await.unwrap();
         assert_eq!(measured.len(), 2);
         for (c, samples) in measured {
             let n = samples.cycle.len();

@@ -230,7 +230,7 @@ pub async fn run(
     arriving: usize,
 ) -> anyhow::Result<()> {
     println!("== the web inbox with {holds} pending holds");
-    let (server, admin) = start(dir).await?;
+    let (server, admin) = start(dir, None).await?;
     let agent: Caller = admin.token("bench-agent", "agent").await?;
     let person = admin.token("bench-person", "approver").await?;
     let started = Instant::now();

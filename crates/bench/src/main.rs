@@ -45,6 +45,10 @@ struct Cli {
     /// Where databases are created [default: a temporary directory under ./target].
     #[arg(long, global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Run the durable and HTTP cycles on PostgreSQL (a schema of their own in this
+    /// database, dropped afterwards) instead of SQLite.
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
     #[command(subcommand)]
     bench: Bench,
 }
@@ -56,7 +60,7 @@ enum Bench {
         #[arg(long, default_value_t = POLICY_SECONDS)]
         seconds: f64,
     },
-    /// Durable hold cycles (create → decide → outcome observed) on SQLite.
+    /// Durable hold cycles (create → decide → outcome observed) on SQLite (or PostgreSQL).
     Cycle {
         /// Concurrent callers (repeat for several runs).
         #[arg(long = "concurrency", default_values_t = CYCLE_LEVELS)]
@@ -141,11 +145,21 @@ fn main() -> anyhow::Result<()> {
         Bench::Cycle {
             concurrency,
             seconds,
-        } => runtime.block_on(cycle::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        } => runtime.block_on(cycle::run(
+            &bench_dir(cli.dir)?,
+            cli.database_url.as_deref(),
+            &concurrency,
+            seconds,
+        ))?,
         Bench::Http {
             concurrency,
             seconds,
-        } => runtime.block_on(http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        } => runtime.block_on(http::run(
+            &bench_dir(cli.dir)?,
+            cli.database_url.as_deref(),
+            &concurrency,
+            seconds,
+        ))?,
         Bench::McpHttp {
             concurrency,
             seconds,
@@ -164,11 +178,13 @@ fn main() -> anyhow::Result<()> {
             policy::run(POLICY_SECONDS);
             runtime.block_on(cycle::run(
                 &bench_dir(cli.dir.clone())?,
+                cli.database_url.as_deref(),
                 &CYCLE_LEVELS,
                 SECONDS,
             ))?;
             runtime.block_on(http::run(
                 &bench_dir(cli.dir.clone())?,
+                cli.database_url.as_deref(),
                 &HTTP_LEVELS,
                 SECONDS,
             ))?;

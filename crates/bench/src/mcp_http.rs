@@ -223,7 +223,7 @@ pub async fn run(dir: &tempfile::TempDir, levels: &[usize], seconds: f64) -> any
         dir.path().display()
     );
     crate::disk::describe(dir.path());
-    let (server, admin) = start(dir).await?;
+    let (server, admin) = start(dir, None).await?;
     let http = Client::builder().pool_max_idle_per_host(1024).build()?;
     for &c in levels {
         // A world per caller, with its agent, its approver and the approver's live stream:

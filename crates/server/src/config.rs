@@ -32,6 +32,7 @@ pub struct Settings {
     pub shell: ShellSettings,
     pub webhooks: WebhookSettings,
     pub log: LogSettings,
+    pub store: StoreSettings,
     /// The upstream MCP servers (`[mcp.servers.NAME]`, see docs/mcp.md). File only: no
     /// environment variables.
     #[serde(skip_serializing_if = "McpSettings::is_empty")]
@@ -43,7 +44,9 @@ pub struct Settings {
 const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
 /// The sections, as environment variables name them.
-const SECTIONS: [&str; 6] = ["server", "policy", "llm", "shell", "webhooks", "log"];
+const SECTIONS: [&str; 7] = [
+    "server", "policy", "llm", "shell", "webhooks", "log", "store",
+];
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -95,6 +98,15 @@ pub struct PolicySettings {
     /// one, every tool call asks a person.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// A PostgreSQL database (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`) instead of the
+    /// SQLite file in the data directory. Several servers on one database share its holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -344,6 +356,13 @@ impl Settings {
                 "use error, warn, info, debug or trace (or directives such as info,holdpoint_server=debug)",
             );
         }
+        if let Some(url) = &self.store.url {
+            holdpoint_store::check_url(url).map_err(|message| ConfigError {
+                key: "store.url".into(),
+                origin: None,
+                message,
+            })?;
+        }
         self.mcp.check().map_err(|p| ConfigError {
             key: p.key,
             origin: None,
@@ -352,10 +371,12 @@ impl Settings {
         Ok(())
     }
 
-    /// The settings as TOML (what `holdpoint config check` prints), to show a person: the values of MCP servers' `env` and
-    /// `headers` (keys, tokens) are hidden.
+    /// The settings as TOML, to show a person (what `holdpoint config check` prints): the
+    /// database's password and the values of MCP servers' `env` and `headers` (keys,
+    /// tokens) are hidden.
     pub fn to_toml(&self) -> String {
         let mut shown = self.clone();
+        shown.store.url = shown.store.url.as_deref().map(holdpoint_store::redact);
         holdpoint_core::mcp::hide_all_secrets(&mut shown.mcp.servers);
         toml::to_string(&shown).unwrap_or_default()
     }
@@ -513,6 +534,27 @@ mod tests {
         assert_eq!(
             servers["web"]["headers"]["Authorization"].as_str(),
             Some("(hidden)")
+        );
+    }
+
+    #[test]
+    fn the_database_url_is_checked_and_its_password_never_shown() {
+        let env = |v: &str| [("HOLDPOINT_STORE_URL".to_owned(), v.to_owned())];
+        let e = Settings::load(None, env("mysql://u:pw@db/holdpoint")).unwrap_err();
+        assert_eq!(e.key, "store.url");
+        assert_eq!(e.origin.as_deref(), None);
+        assert!(e.message.contains("postgres://USER:PASSWORD@HOST"), "{e}");
+        assert!(!e.to_string().contains("pw@"), "{e}");
+        let ok = Settings::load(None, env("postgres://hp:s3cret@db:5432/holdpoint")).unwrap();
+        assert_eq!(
+            ok.store.url.as_deref(),
+            Some("postgres://hp:s3cret@db:5432/holdpoint")
+        );
+        let shown = ok.to_toml();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://hp:(hidden)@db:5432/holdpoint"),
+            "{shown}"
         );
     }
 

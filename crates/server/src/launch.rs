@@ -1,4 +1,5 @@
-//! A whole server on a data directory: the listening socket, the SQLite store, the engine,
+//! A whole server on a data directory: the listening socket, the store (SQLite in the data
+//! directory, or the PostgreSQL database of `store.url`), the engine,
 //! the agent runtime (resuming turns), the first admin token, and the HTTP service.
 
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use holdpoint_agent::{Runtime, RuntimeConfig, ShellLimits};
 use holdpoint_core::policy::Policy;
 use holdpoint_core::{Engine, HumanChannel};
 use holdpoint_llm::{LlmClient, Timeouts};
-use holdpoint_store::{DATABASE_FILE, SqliteStore};
+use holdpoint_store::Database;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -63,7 +64,7 @@ pub fn load_policy(path: &Path) -> Result<Policy, LaunchError> {
 pub struct Server {
     addr: SocketAddr,
     app: App,
-    store: Arc<SqliteStore>,
+    database: Database,
     admin_token: Option<String>,
     admin_token_file: PathBuf,
     stop: CancellationToken,
@@ -96,8 +97,8 @@ impl Server {
                     data_dir.display()
                 ))
             })?;
-        let store = Arc::new(SqliteStore::open(data_dir.join(DATABASE_FILE))?);
-        let engine = Engine::builder(store.clone())
+        let database = Database::open(settings.store.url.as_deref(), data_dir).await?;
+        let engine = Engine::builder(database.store())
             .policy(policy)
             .channel(Arc::new(Inbox))
             .start()
@@ -158,7 +159,7 @@ impl Server {
         Ok(Server {
             addr,
             app,
-            store,
+            database,
             admin_token,
             admin_token_file,
             stop,
@@ -181,6 +182,11 @@ impl Server {
 
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// The store this server runs on.
+    pub fn database(&self) -> &Database {
+        &self.database
     }
 
     /// The first admin token, when its file still holds it.
@@ -209,7 +215,7 @@ impl Server {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         self.app.mcp().close().await;
-        self.store.close().await;
+        self.database.close().await;
         served
     }
 }

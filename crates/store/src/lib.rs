@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use holdpoint_core::store::Store;
 
-pub use pg::{PgStore, redact};
+pub use pg::{PgStore, check_url, redact};
 pub use sqlite::SqliteStore;
 
 /// The database file inside a data directory.

@@ -42,7 +42,12 @@ pub struct TempSchema {
 impl TempSchema {
     /// `None` when there is no test database (see [`test_database_url`]).
     pub async fn new() -> Option<TempSchema> {
-        let base = test_database_url()?;
+        Some(Self::in_database(&test_database_url()?).await)
+    }
+
+    /// A schema of its own in the database at `base`.
+    pub async fn in_database(base: &str) -> TempSchema {
+        let base = base.to_owned();
         let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
         let client = connect(&base).await;
         client
@@ -51,7 +56,7 @@ impl TempSchema {
             .unwrap();
         let sep = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-        Some(TempSchema { url, base, schema })
+        TempSchema { url, base, schema }
     }
 
     /// A store on this schema, migrated and empty.
@@ -100,4 +105,91 @@ pub async fn fixture() -> Option<Fixture> {
         store: store.clone() as Arc<dyn Store>,
         guard: Box::new((store, schema)),
     })
+}
+
+/// A TCP relay in front of the test database, to take the database away from a server and
+/// give it back: while cut, connections through it are closed and new ones are dropped at
+/// once, as when the database's host goes down.
+pub struct Relay {
+    /// `url` with the relay's address in place of the database's.
+    pub url: String,
+    open: tokio::sync::watch::Sender<bool>,
+    /// Connections relayed now.
+    live: tokio::sync::watch::Sender<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    /// A relay for the database `url` names (host and port given in it).
+    pub async fn start(url: &str) -> Relay {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => panic!("the test database URL names a TCP host"),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay_port = listener.local_addr().unwrap().port();
+        let upstream = format!("{host}:{port}");
+        let relayed = url.replacen(
+            &format!("@{upstream}/"),
+            &format!("@127.0.0.1:{relay_port}/"),
+            1,
+        );
+        assert_ne!(
+            relayed, url,
+            "the test database URL is written USER:PASSWORD@HOST:PORT/DATABASE"
+        );
+        let (open, watch) = tokio::sync::watch::channel(true);
+        let (live, _) = tokio::sync::watch::channel(0usize);
+        let counter = live.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if !*watch.borrow() {
+                    continue;
+                }
+                let mut cut = watch.clone();
+                let upstream = upstream.clone();
+                let counter = counter.clone();
+                counter.send_modify(|n| *n += 1);
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                            _ = cut.wait_for(|open| !open) => {}
+                        }
+                    }
+                    drop(inbound);
+                    counter.send_modify(|n| *n -= 1);
+                });
+            }
+        });
+        Relay {
+            url: relayed,
+            open,
+            live,
+            task,
+        }
+    }
+
+    /// Closes every connection through the relay and refuses new ones; returns once all
+    /// are closed.
+    pub async fn cut(&self) {
+        self.open.send_replace(false);
+        let _ = self.live.subscribe().wait_for(|n| *n == 0).await;
+    }
+
+    /// Lets connections through again.
+    pub fn restore(&self) {
+        self.open.send_replace(true);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -1,10 +1,11 @@
 //! `holdpoint audit verify` and `holdpoint audit head`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use holdpoint_core::store::Store;
-use holdpoint_store::{DATABASE_FILE, SqliteStore};
+use holdpoint_store::Database;
 use serde_json::json;
 
 use crate::{Failure, paths};
@@ -28,6 +29,9 @@ pub struct DataArgs {
     /// The data directory [default: $HOLDPOINT_DATA, else ~/.local/share/holdpoint].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// The PostgreSQL database the servers run on, instead of SQLite in the data directory.
+    #[arg(long, value_name = "URL", env = "HOLDPOINT_STORE_URL")]
+    database_url: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -56,9 +60,12 @@ pub fn run(cmd: AuditCommand) -> Result<(), Failure> {
     })
 }
 
-fn open(data: Option<PathBuf>) -> Result<SqliteStore, Failure> {
-    let dir = paths::data_dir(data);
-    SqliteStore::open_read_only(dir.join(DATABASE_FILE)).map_err(|e| Failure::Usage(e.to_string()))
+async fn open(data: &DataArgs) -> Result<Arc<dyn Store>, Failure> {
+    let dir = paths::data_dir(data.data.clone());
+    Database::open_read_only(data.database_url.as_deref(), &dir)
+        .await
+        .map(|d| d.store())
+        .map_err(|e| Failure::Usage(e.to_string()))
 }
 
 fn storage(e: impl std::fmt::Display) -> Failure {
@@ -67,8 +74,10 @@ fn storage(e: impl std::fmt::Display) -> Failure {
 
 async fn verify(a: VerifyArgs) -> Result<(), Failure> {
     let expected = a.expect_head.as_deref().map(parse_head).transpose()?;
-    let store = open(a.data.data)?;
-    let result = holdpoint_core::verify(&store).await.map_err(storage)?;
+    let store = open(&a.data).await?;
+    let result = holdpoint_core::verify(store.as_ref())
+        .await
+        .map_err(storage)?;
     let report = match result {
         Ok(report) => report,
         Err(broken) => {
@@ -137,7 +146,7 @@ fn parse_head(s: &str) -> Result<(u64, String), Failure> {
 }
 
 async fn head(a: DataArgs) -> Result<(), Failure> {
-    let store = open(a.data)?;
+    let store = open(&a).await?;
     let head = store.audit_head().await.map_err(storage)?;
     match (a.json, head) {
         (true, h) => println!("{}", json!({ "head": h })),

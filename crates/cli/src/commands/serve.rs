@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use holdpoint_client::{API_ROOT, OPENAPI_PATH};
 use holdpoint_server::{LogFormat, Server, Settings, load_policy};
+use holdpoint_store::Database;
 
 use super::runtime;
 use crate::Failure;
@@ -13,7 +14,7 @@ use crate::paths::Files;
 
 #[derive(Args)]
 #[command(
-    after_help = "Examples:\n  holdpoint serve\n  holdpoint serve --data /var/lib/holdpoint --policy /etc/holdpoint/policy.toml\n  holdpoint serve --bind 0.0.0.0:7717 --config /etc/holdpoint/holdpoint.toml --log-format json\n\n\
+    after_help = "Examples:\n  holdpoint serve\n  holdpoint serve --data /var/lib/holdpoint --policy /etc/holdpoint/policy.toml\n  holdpoint serve --bind 0.0.0.0:7717 --config /etc/holdpoint/holdpoint.toml --log-format json\n  holdpoint serve --database-url postgres://holdpoint:PASSWORD@db.internal/holdpoint\n\n\
 Settings come from the configuration file, then from HOLDPOINT_<SECTION>_<KEY> environment\n\
 variables (HOLDPOINT_SERVER_BIND, HOLDPOINT_LOG_FORMAT, …), then from these flags."
 )]
@@ -27,6 +28,11 @@ pub struct ServeArgs {
     /// call asks a person].
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// A PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DATABASE, instead of SQLite
+    /// in the data directory [default: store.url of the configuration, or
+    /// $HOLDPOINT_STORE_URL].
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
     /// `text` for people, `json` for log collectors [default: log.format, else text].
     #[arg(long, value_name = "FORMAT", value_parser = ["text", "json"])]
     log_format: Option<String>,
@@ -71,6 +77,11 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     if let Some(policy) = args.policy {
         settings.policy.file = Some(policy);
     }
+    if let Some(url) = args.database_url {
+        holdpoint_store::check_url(&url)
+            .map_err(|e| Failure::Usage(format!("--database-url: {e}")))?;
+        settings.store.url = Some(url);
+    }
     if let Some(format) = args.log_format {
         settings.log.format = format.parse().map_err(Failure::Usage)?;
     }
@@ -109,7 +120,11 @@ fn init_logs(settings: &Settings) -> Result<(), Failure> {
 
 /// Says where the server is and how to sign in: in the log, and for people on stdout.
 fn announce(server: &Server, data: &Path, format: LogFormat) {
-    tracing::info!(url = %server.url(), data = %data.display(), "listening");
+    let database = match server.database() {
+        Database::Postgres(pg) => format!("PostgreSQL at {}", pg.name()),
+        Database::Sqlite(sqlite) => sqlite.path().display().to_string(),
+    };
+    tracing::info!(url = %server.url(), data = %data.display(), %database, "listening");
     if format == LogFormat::Json {
         return;
     }
@@ -119,6 +134,7 @@ fn announce(server: &Server, data: &Path, format: LogFormat) {
         server.url()
     );
     println!("  data:     {}", data.display());
+    println!("  database: {database}");
     match server.login_url() {
         Some(url) => {
             println!("  sign in:  {url}");

@@ -7,6 +7,7 @@ mod mcp_elicit;
 mod mcp_http;
 mod mcp_upstreams;
 mod policy;
+mod postgres;
 mod scripts;
 mod serve;
 mod terminal;

@@ -14,14 +14,14 @@ use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 use super::{holdpoint, stderr, stdout};
 
 /// A running `holdpoint serve`.
-struct Served {
+pub(super) struct Served {
     child: Child,
     stdout: Lines<BufReader<ChildStdout>>,
     stderr: Lines<BufReader<ChildStderr>>,
 }
 
 impl Served {
-    fn spawn(data: &Path, extra: &[&str]) -> Served {
+    pub(super) fn spawn(data: &Path, extra: &[&str]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_holdpoint"))
             .args(["serve", "--bind", "127.0.0.1:0", "--data"])
             .arg(data)
@@ -52,13 +52,13 @@ impl Served {
     }
 
     /// Waits for the banner; returns the server's URL.
-    async fn url(&mut self) -> String {
+    pub(super) async fn url(&mut self) -> String {
         let line = self.stdout_line("is listening on ").await;
         line.rsplit(' ').next().unwrap().to_owned()
     }
 
     /// SIGTERM, then the exit status.
-    async fn terminate(mut self) -> std::process::ExitStatus {
+    pub(super) async fn terminate(mut self) -> std::process::ExitStatus {
         let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         // Drain stderr so the process never blocks writing its last lines.
@@ -102,7 +102,7 @@ async fn wait_until_in_flight(api: &Api, route: &str) {
     }
 }
 
-fn admin(data: &Path, url: &str) -> Api {
+pub(super) fn admin(data: &Path, url: &str) -> Api {
     let token = std::fs::read_to_string(data.join("admin-token")).unwrap();
     Api::new(url, Some(token.trim()))
 }

@@ -27,10 +27,10 @@ pub(super) struct Target {
 impl Target {
     pub(super) fn parse(url: &str) -> Result<Target, String> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(format!(
-                "{:?} is not a PostgreSQL URL: write postgres://USER:PASSWORD@HOST:PORT/DATABASE",
-                redact(url)
-            ));
+            // Not echoed: whatever it is, it may hold a password.
+            return Err(
+                "a PostgreSQL URL starts with postgres:// (or postgresql://): write postgres://USER:PASSWORD@HOST:PORT/DATABASE".into(),
+            );
         }
         let mut config: Config = url.parse().map_err(|e| {
             format!(
@@ -130,6 +130,11 @@ impl Target {
         }
         format!("PostgreSQL at {target}: {text}")
     }
+}
+
+/// Whether `url` is a PostgreSQL URL Holdpoint can use; the error says what to write.
+pub fn check_url(url: &str) -> Result<(), String> {
+    Target::parse(url).map(|_| ())
 }
 
 /// `url` with its password replaced, fit to print.

@@ -24,8 +24,8 @@ use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use conn::redact;
 use conn::{Conn, Readers, Target};
+pub use conn::{check_url, redact};
 
 use crate::OpenError;
 use crate::rows::{Job, Message, prepare};

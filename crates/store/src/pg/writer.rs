@@ -209,10 +209,8 @@ impl Writer {
             }
             Err(e) => {
                 let lost = self.client.as_ref().is_none_or(Client::is_closed);
-                if !lost {
-                    if let Some(client) = &self.client {
-                        let _ = client.batch_execute("ROLLBACK").await;
-                    }
+                if let Some(client) = self.client.as_ref().filter(|_| !lost) {
+                    let _ = client.batch_execute("ROLLBACK").await;
                 }
                 if jobs.len() > 1 && !lost {
                     for job in jobs {

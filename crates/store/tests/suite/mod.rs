@@ -1,4 +1,5 @@
 mod contract;
 mod crash;
 mod files;
+mod postgres;
 mod tamper;

@@ -1,0 +1,53 @@
+//! A server on PostgreSQL: readiness follows the database, and the server recovers by itself
+//! when the database comes back.
+
+use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::pg::{Relay, TempSchema};
+use serde_json::json;
+
+use super::{ASK_ALL, TestServer, answer, held, question, raise};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_reports_a_lost_database_and_the_server_recovers_when_it_returns() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let relay = Relay::start(&schema.url).await;
+    let url = relay.url.clone();
+    let t = TestServer::with(ASK_ALL, |s| s.store.url = Some(url)).await;
+    t.api.get("/readyz").await.expect(200);
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", Some("lab")).await;
+
+    relay.cut().await;
+    let (code, message) = t.api.anonymous().get("/readyz").await.error(503);
+    assert_eq!(code, "storage_unavailable");
+    assert!(message.contains("PostgreSQL"), "{message}");
+    let refused = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"items": [question("Deploy?", &["yes", "no"])]}),
+        )
+        .await;
+    assert_eq!(refused.status, 503, "{:?}", refused.body);
+
+    relay.restore();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while t.api.anonymous().get("/readyz").await.status != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not ready again after the database came back"
+        );
+        tokio::task::yield_now().await;
+    }
+    let raised = raise(&agent, "lab", vec![question("Deploy?", &["yes", "no"])]).await;
+    let hold = held(&raised, 0);
+    answer(&t.api, &hold, "yes").await.expect(200);
+    let shown = t
+        .api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200);
+    assert_eq!(shown["hold"]["status"], "answered");
+    t.server.stop().await.unwrap();
+}

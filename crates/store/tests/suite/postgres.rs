@@ -1,0 +1,150 @@
+//! What is particular to PostgreSQL: several stores (nodes) on one database keep one chain
+//! and see each other's events, and connection errors say what to fix.
+
+use std::sync::Arc;
+
+use holdpoint_core::audit::EventDraft;
+use holdpoint_core::store::{PreparedEvent, Store, Transaction};
+use holdpoint_core::verify;
+use holdpoint_protocol::{Actor, EventPayload, GrantId, Source};
+use holdpoint_store::PgStore;
+use holdpoint_test_support::pg::{TempSchema, test_database_url};
+use holdpoint_test_support::{PATIENCE, START};
+
+fn marker(world: &str) -> PreparedEvent {
+    EventDraft {
+        at: START,
+        world: Some(world.into()),
+        chat: None,
+        hold: None,
+        actor: Actor::of(Source::System),
+        payload: EventPayload::GrantRevoked {
+            grant: GrantId::random(),
+        },
+    }
+    .into()
+}
+
+async fn append(store: &PgStore, world: &str) -> u64 {
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker(world)],
+        })
+        .await
+        .unwrap()[0]
+        .seq
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_database_write_one_chain_and_publish_each_others_events() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let (a, b) = (schema.store().await, schema.store().await);
+    let mut seen_by_a = a.subscribe();
+    // Writers on both interleave: each append lands after the other's.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            append(&store, &format!("w{i}")).await
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.push(t.await.unwrap());
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=40).collect::<Vec<u64>>());
+    let report = verify(a.as_ref()).await.unwrap().unwrap();
+    assert_eq!(report.events, 40);
+    // What `b` wrote reaches `a`'s subscribers in log order, at the latest when `a` writes
+    // next (across nodes, a notification will wake it sooner).
+    append(&a, "last").await;
+    let mut got = Vec::new();
+    while got.len() < 41 {
+        let e = tokio::time::timeout(PATIENCE, seen_by_a.recv())
+            .await
+            .expect("every event reaches the subscriber")
+            .unwrap();
+        got.push(e.seq);
+    }
+    assert_eq!(got, (1..=41).collect::<Vec<u64>>());
+    a.close().await;
+    b.close().await;
+}
+
+/// The test database's URL with one part replaced.
+fn with(url: &str, password: Option<&str>, database: Option<&str>) -> String {
+    let (rest, db) = url
+        .split_once('?')
+        .map_or(url, |(u, _)| u)
+        .rsplit_once('/')
+        .expect("the test database URL names a database");
+    let mut rest = rest.to_owned();
+    if let Some(p) = password {
+        let (scheme, tail) = rest.split_once("://").expect("the URL has a scheme");
+        let (userinfo, host) = tail.rsplit_once('@').expect("the URL has a user");
+        let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+        rest = format!("{scheme}://{user}:{p}@{host}");
+    }
+    format!("{rest}/{}", database.unwrap_or(db))
+}
+
+async fn open_error(url: &str) -> String {
+    PgStore::open(url).await.err().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn connection_errors_say_what_to_fix() {
+    let Some(base) = test_database_url() else {
+        return;
+    };
+    let e = open_error(&with(&base, Some("wrong-password"), None)).await;
+    assert!(e.contains("refused user"), "{e}");
+    assert!(e.contains("check the user and password"), "{e}");
+    assert!(!e.contains("wrong-password"), "{e}");
+
+    let missing = format!("holdpoint_missing_{}", uuid::Uuid::now_v7().simple());
+    let e = open_error(&with(&base, None, Some(&missing))).await;
+    assert!(
+        e.contains(&format!("the database \"{missing}\" does not exist")),
+        "{e}"
+    );
+    assert!(e.contains("createdb"), "{e}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let e = open_error(&format!("postgres://hp:secret@127.0.0.1:{port}/holdpoint")).await;
+    assert!(
+        e.starts_with(&format!(
+            "cannot reach PostgreSQL at 127.0.0.1:{port}/holdpoint"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("is it running"), "{e}");
+    assert!(!e.contains("secret"), "{e}");
+}
+
+#[tokio::test]
+async fn a_store_opened_read_only_reads_and_refuses_to_write() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let writer = schema.store().await;
+    append(&writer, "w").await;
+    let reader: Arc<dyn Store> = Arc::new(PgStore::open_read_only(&schema.url).await.unwrap());
+    assert_eq!(reader.audit_head().await.unwrap().unwrap().seq, 1);
+    assert!(
+        reader
+            .commit(Transaction {
+                writes: vec![],
+                events: vec![marker("w")],
+            })
+            .await
+            .is_err()
+    );
+    writer.close().await;
+}
