@@ -62,13 +62,7 @@ impl PgStore {
     /// host, the credentials, the database's name.
     pub async fn open(url: &str) -> Result<PgStore, OpenError> {
         let target = Target::parse(url).map_err(open_error)?;
-        let mut client = target.connect().await.map_err(open_error)?;
-        // Acknowledged commits must survive a crash of the database server, whatever the
-        // server's default.
-        client
-            .batch_execute("SET synchronous_commit = on")
-            .await
-            .map_err(|e| open_error(target.explain(&e)))?;
+        let mut client = writer::connect(&target).await.map_err(open_error)?;
         schema::migrate(&mut client)
             .await
             .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;

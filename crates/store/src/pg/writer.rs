@@ -29,6 +29,17 @@ use super::conn::Target;
 use super::reader::parent_key;
 use crate::rows::{Job, Message, PreparedWrite, RecordRow};
 
+/// The writer's connection. Acknowledged commits must survive a crash of the database
+/// server, whatever the server's default for `synchronous_commit`.
+pub(super) async fn connect(target: &Target) -> Result<Client, String> {
+    let client = target.connect().await?;
+    client
+        .batch_execute("SET synchronous_commit = on")
+        .await
+        .map_err(|e| target.explain(&e))?;
+    Ok(client)
+}
+
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
 /// Events read per statement when catching up with the log.
@@ -111,7 +122,7 @@ impl Writer {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.statements.clear();
-            let client = self.target.connect().await.map_err(StoreError)?;
+            let client = connect(&self.target).await.map_err(StoreError)?;
             self.client = Some(client);
         }
         self.client
@@ -236,19 +247,28 @@ impl Writer {
     /// Applies a group in one transaction. Returns the head it started from and, per job,
     /// the positions and hashes of its events or the precondition that failed.
     async fn try_group(&mut self, jobs: &[Job]) -> Result<(u64, Sealed), GroupError> {
-        self.batch("BEGIN").await?;
-        let row = self
-            .query_opt(
-                "SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE",
-                &[],
-            )
-            .await?
-            .ok_or_else(|| GroupError::Unexpected("the chain head's row is missing".into()))?;
-        let before = row.get::<_, i64>(0) as u64;
-        let mut head = AuditHead {
-            seq: before,
-            hash: row.get(1),
+        // BEGIN and the head's lock in one round trip.
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
+        let messages = client
+            .simple_query("BEGIN; SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE")
+            .await?;
+        let head_row = messages.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some((
+                r.get(0).and_then(|v| v.parse::<u64>().ok()),
+                r.get(1).map(str::to_owned),
+            )),
+            _ => None,
+        });
+        let Some((Some(before), Some(hash))) = head_row else {
+            return Err(GroupError::Unexpected(
+                "the chain head's row is missing or unreadable".into(),
+            ));
         };
+        let mut head = AuditHead { seq: before, hash };
+        let mut events = EventRows::default();
         let mut results = Vec::with_capacity(jobs.len());
         for job in jobs {
             if let Some(conflict) = self.check(&job.writes).await? {
@@ -258,17 +278,32 @@ impl Writer {
             for w in &job.writes {
                 self.write(w).await?;
             }
-            let mut sealed = Vec::with_capacity(job.events.len());
-            for e in &job.events {
-                sealed.push(self.append(&mut head, e).await?);
-            }
+            let sealed = job
+                .events
+                .iter()
+                .map(|e| events.append(&mut head, e))
+                .collect();
             results.push(Ok(sealed));
         }
         if head.seq != before {
+            // The group's events and the new head in one statement: nothing reads the log
+            // inside the group, so they can wait for its end.
             let seq = head.seq as i64;
             self.execute(
-                "UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1",
-                &[&seq, &head.hash],
+                "WITH appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
+                 SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
+                 UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1",
+                &[
+                    &events.seq,
+                    &events.kind,
+                    &events.hold,
+                    &events.world,
+                    &events.chat,
+                    &events.body,
+                    &events.hash,
+                    &seq,
+                    &head.hash,
+                ],
             )
             .await?;
         }
@@ -387,35 +422,6 @@ impl Writer {
             }
         }
         Ok(None)
-    }
-
-    /// Seals and stores one event after `head`.
-    async fn append(
-        &mut self,
-        head: &mut AuditHead,
-        e: &PreparedEvent,
-    ) -> Result<(u64, String), GroupError> {
-        let seq = head.seq + 1;
-        let sealed = seal(seq, &head.hash, &e.canonical);
-        let d = &e.draft;
-        self.execute(
-            "INSERT INTO events (seq, type, hold, world, chat, body, hash) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &(seq as i64),
-                &d.payload.type_name(),
-                &d.hold.as_ref().map(|h| *h.as_uuid()),
-                &d.world,
-                &d.chat,
-                &sealed.body,
-                &sealed.hash,
-            ],
-        )
-        .await?;
-        *head = AuditHead {
-            seq,
-            hash: sealed.hash.clone(),
-        };
-        Ok((seq, sealed.hash))
     }
 
     /// One write whose precondition was checked.
@@ -545,6 +551,39 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+/// A group's events as columns, stored together at the group's end.
+#[derive(Default)]
+struct EventRows {
+    seq: Vec<i64>,
+    kind: Vec<&'static str>,
+    hold: Vec<Option<uuid::Uuid>>,
+    world: Vec<Option<String>>,
+    chat: Vec<Option<String>>,
+    body: Vec<String>,
+    hash: Vec<String>,
+}
+
+impl EventRows {
+    /// Seals one event after `head`.
+    fn append(&mut self, head: &mut AuditHead, e: &PreparedEvent) -> (u64, String) {
+        let seq = head.seq + 1;
+        let sealed = seal(seq, &head.hash, &e.canonical);
+        let d = &e.draft;
+        self.seq.push(seq as i64);
+        self.kind.push(d.payload.type_name());
+        self.hold.push(d.hold.as_ref().map(|h| *h.as_uuid()));
+        self.world.push(d.world.clone());
+        self.chat.push(d.chat.clone());
+        self.body.push(sealed.body);
+        self.hash.push(sealed.hash.clone());
+        *head = AuditHead {
+            seq,
+            hash: sealed.hash.clone(),
+        };
+        (seq, sealed.hash)
     }
 }
 
