@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use holdpoint_core::store::{CommitError, PreparedEvent, StoreError, Write};
+use holdpoint_core::store::{CommitError, PreparedEvent, StoreError, Transaction, Write};
 use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
 
@@ -20,6 +20,35 @@ pub(crate) struct Job {
     pub(crate) writes: Vec<PreparedWrite>,
     pub(crate) events: Vec<PreparedEvent>,
     pub(crate) reply: Reply,
+}
+
+/// Commits `tx` through a store's writer: its writes are prepared here, on the caller's task,
+/// handed over with `send` (false when the writer is gone), and the writer's answer awaited.
+/// `None` for a store opened read-only.
+pub(crate) async fn commit_through(
+    send: Option<impl FnOnce(Message) -> bool>,
+    tx: Transaction,
+) -> Result<Vec<Arc<Event>>, CommitError> {
+    let Some(send) = send else {
+        return Err(StoreError("the database is open read-only".into()).into());
+    };
+    let writes = tx
+        .writes
+        .into_iter()
+        .map(prepare)
+        .collect::<Result<Vec<_>, _>>()?;
+    let (reply, answer) = oneshot::channel();
+    let job = Job {
+        writes,
+        events: tx.events,
+        reply,
+    };
+    if !send(Message::Commit(job)) {
+        return Err(StoreError("the store is closed".into()).into());
+    }
+    answer
+        .await
+        .map_err(|_| StoreError("the store closed before the commit finished".into()))?
 }
 
 /// A hold's columns and its JSON, serialised by the caller (off the writer's thread).

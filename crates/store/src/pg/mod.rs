@@ -21,14 +21,14 @@ use holdpoint_core::store::{
     Record, RecordKind, Store, StoreError, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
 use conn::{Conn, Readers, Target};
 pub use conn::{check_url, redact};
 
 use crate::OpenError;
-use crate::rows::{Job, Message, prepare};
+use crate::rows::{Message, commit_through};
 
 /// Connections for reads, each shared by concurrent reads.
 const READERS: usize = 4;
@@ -144,25 +144,8 @@ impl Drop for PgStore {
 #[async_trait]
 impl Store for PgStore {
     async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
-        let Some(writer) = &self.writer else {
-            return Err(StoreError("the database is open read-only".into()).into());
-        };
-        let writes = tx
-            .writes
-            .into_iter()
-            .map(prepare)
-            .collect::<Result<Vec<_>, _>>()?;
-        let (reply, answer) = oneshot::channel();
-        writer
-            .send(Message::Commit(Job {
-                writes,
-                events: tx.events,
-                reply,
-            }))
-            .map_err(|_| StoreError("the store is closed".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError("the store closed before the commit finished".into()))?
+        let send = self.writer.as_ref().map(|w| |m| w.send(m).is_ok());
+        commit_through(send, tx).await
     }
 
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {

@@ -23,9 +23,9 @@ use holdpoint_core::store::{
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 
-use crate::rows::{Job, Message, prepare};
+use crate::rows::{Message, commit_through};
 use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
 use writer::Writer;
@@ -264,25 +264,8 @@ impl Drop for SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
-        let Some(writer) = &self.writer else {
-            return Err(StoreError("the database is open read-only".into()).into());
-        };
-        let writes = tx
-            .writes
-            .into_iter()
-            .map(prepare)
-            .collect::<Result<Vec<_>, _>>()?;
-        let (reply, answer) = oneshot::channel();
-        writer
-            .send(Message::Commit(Job {
-                writes,
-                events: tx.events,
-                reply,
-            }))
-            .map_err(|_| StoreError("the store is closed".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError("the store closed before the commit finished".into()))?
+        let send = self.writer.as_ref().map(|w| |m| w.send(m).is_ok());
+        commit_through(send, tx).await
     }
 
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {
