@@ -11,4 +11,4 @@ mod turn;
 
 pub use error::RuntimeError;
 pub use runtime::{Runtime, RuntimeConfig, ShellLimits};
-pub use tools::{BUILT_IN_TOOLS, ExternalOutput, ExternalTool, ExternalTools};
+pub use tools::{BUILT_IN_TOOLS, ExternalTools};

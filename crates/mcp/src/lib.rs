@@ -25,6 +25,5 @@ pub use elicit::{Approver, Decider};
 pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
 pub use http_gateway::{HttpGateway, HttpRefusal, McpBody};
-pub use plain::{CallOutput, ToolInfo};
 pub use reach::{Holdpoint, HoldpointError};
 pub use upstream::{UpstreamError, Upstreams};

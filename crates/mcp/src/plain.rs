@@ -2,35 +2,12 @@
 //! the parts of Holdpoint that do not speak MCP themselves: the agents of the server's
 //! runtime.
 
-use holdpoint_protocol::{McpTool, ToolAnnotations};
+use holdpoint_core::mcp::split_tool_name;
+use holdpoint_protocol::{McpCallOutput, McpTool, McpToolInfo, ToolAnnotations};
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Value, json};
 
 use crate::upstream::{UpstreamError, Upstreams};
-
-/// A tool offered through Holdpoint, under the name agents see (`server__tool`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolInfo {
-    pub name: String,
-    /// The server, and the tool's own name there.
-    pub mcp: McpTool,
-    pub description: String,
-    /// The JSON Schema of its arguments.
-    pub input_schema: Value,
-    pub annotations: Option<ToolAnnotations>,
-    /// Every call needs a person (`require_approval`).
-    pub requires_approval: bool,
-}
-
-/// A call's result as its server gave it. Content blocks are MCP's JSON objects, except that
-/// binary data (an image's or audio's `data`, an embedded resource's `blob`) is replaced by
-/// a note of its size: an LLM reads text.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallOutput {
-    pub content: Vec<Value>,
-    pub structured_content: Option<Value>,
-    pub is_error: bool,
-}
 
 /// A tool's annotations as policy reads them.
 pub(crate) fn annotations(tool: &Tool) -> Option<ToolAnnotations> {
@@ -44,10 +21,10 @@ pub(crate) fn annotations(tool: &Tool) -> Option<ToolAnnotations> {
 
 impl Upstreams {
     /// Every tool offered, as plain data.
-    pub fn tool_infos(&self) -> Vec<ToolInfo> {
+    pub fn tool_infos(&self) -> Vec<McpToolInfo> {
         self.tools()
             .iter()
-            .map(|t| ToolInfo {
+            .map(|t| McpToolInfo {
                 name: t.tool.name.to_string(),
                 mcp: McpTool {
                     server: t.server.clone(),
@@ -67,9 +44,9 @@ impl Upstreams {
         &self,
         name: &str,
         arguments: &Value,
-    ) -> Result<CallOutput, UpstreamError> {
+    ) -> Result<McpCallOutput, UpstreamError> {
         let failed = |message: String| UpstreamError::Call {
-            server: name.split_once("__").map_or(name, |(s, _)| s).to_owned(),
+            server: split_tool_name(name).map_or(name, |(s, _)| s).to_owned(),
             message,
         };
         let tool = self
@@ -83,8 +60,8 @@ impl Upstreams {
     }
 }
 
-fn output(result: CallToolResult) -> CallOutput {
-    CallOutput {
+fn output(result: CallToolResult) -> McpCallOutput {
+    McpCallOutput {
         content: result
             .content
             .iter()

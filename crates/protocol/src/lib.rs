@@ -40,7 +40,7 @@ pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
 pub use markdown::MarkdownNode;
-pub use mcp::{McpTool, UpstreamConfig, UpstreamTransport};
+pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
     EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,

@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ToolAnnotations;
 
 /// One MCP server Holdpoint connects to: started as a child process (`command`) or reached
 /// over streamable HTTP (`url`). Its tools are offered as `NAME__tool`.
@@ -99,4 +102,32 @@ pub struct McpTool {
     pub server: String,
     /// The tool's name on that server.
     pub tool: String,
+}
+
+/// An MCP tool offered to Holdpoint's agents, under the name they see (`server__tool`): what
+/// the MCP connections give the runtime, which speaks no MCP itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpToolInfo {
+    /// `server__tool`.
+    pub name: String,
+    /// The server, and the tool's own name there.
+    pub mcp: McpTool,
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// Hints from its server, which policy rules may match.
+    pub annotations: Option<ToolAnnotations>,
+    /// Every call needs a person (`require_approval`).
+    pub requires_approval: bool,
+}
+
+/// What a call of an MCP tool returned, as its server gave it. Content blocks are MCP's JSON
+/// objects, except that binary data (an image's or audio's `data`, an embedded resource's
+/// `blob`) is replaced by a note of its size: an LLM reads text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpCallOutput {
+    pub content: Vec<Value>,
+    pub structured_content: Option<Value>,
+    /// The server reported an error (`isError`).
+    pub is_error: bool,
 }

@@ -122,8 +122,7 @@ impl Server {
         // The MCP servers (the configuration file's and the worlds' own) serve the gateway at
         // /mcp/{world} and the agents' MCP tools.
         let shutdown = CancellationToken::new();
-        let mcp =
-            McpServers::connect(&settings.mcp, settings.server.max_body, shutdown.clone()).await;
+        let mcp = McpServers::new(&settings.mcp, settings.server.max_body, shutdown.clone());
         runtime_config.external_tools = Some(Arc::new(AgentTools(mcp.clone())));
         let runtime = Runtime::start(engine, llm, runtime_config)
             .await

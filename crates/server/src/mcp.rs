@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use holdpoint_agent::{ExternalOutput, ExternalTool, ExternalTools};
+use holdpoint_agent::ExternalTools;
 use holdpoint_mcp::{HttpGateway, McpSettings, UpstreamConfig, Upstreams};
-use holdpoint_protocol::{World, WorldId};
+use holdpoint_protocol::{McpCallOutput, McpToolInfo, World, WorldId};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -25,8 +25,10 @@ use tokio_util::sync::CancellationToken;
 pub struct McpServers {
     /// The configuration file's `[mcp.servers]`.
     file: Arc<McpSettings>,
-    /// Their connections, shared by the worlds without servers of their own.
-    configured: Arc<Upstreams>,
+    /// Their connections, shared by the worlds without servers of their own; made at first
+    /// use, so a server that is slow to start delays neither `holdpoint serve`'s start nor
+    /// a process (`holdpoint mcp`, `holdpoint chat`) that runs Holdpoint only to reach it.
+    configured: Arc<OnceCell<Arc<Upstreams>>>,
     /// The sets of the worlds with servers of their own, by world.
     worlds: Arc<Mutex<HashMap<WorldId, Arc<WorldSet>>>>,
     http: HttpGateway,
@@ -39,12 +41,12 @@ struct WorldSet {
 }
 
 impl McpServers {
-    /// Connects to the configuration file's servers. One that cannot be reached is a warning,
-    /// and its tools are not offered: Holdpoint serves without it.
-    pub async fn connect(settings: &McpSettings, max_body: usize, stop: CancellationToken) -> Self {
+    /// The configuration file's servers, connected at their first use. One that cannot be
+    /// reached then is a warning, and its tools are not offered: Holdpoint serves without it.
+    pub fn new(settings: &McpSettings, max_body: usize, stop: CancellationToken) -> Self {
         McpServers {
             file: Arc::new(settings.clone()),
-            configured: connect("the configuration file", settings).await,
+            configured: Arc::default(),
             worlds: Arc::default(),
             http: HttpGateway::new(max_body, stop),
         }
@@ -54,7 +56,11 @@ impl McpServers {
     /// agents): the configuration file's, and the world's own when it has some.
     pub async fn for_world(&self, world: &World) -> Arc<Upstreams> {
         let Some(set) = self.world_set(world) else {
-            return self.configured.clone();
+            return self
+                .configured
+                .get_or_init(|| connect("the configuration file", &self.file))
+                .await
+                .clone();
         };
         let whose = format!("world {:?}", world.name);
         let file = &self.file.servers;
@@ -119,7 +125,9 @@ impl McpServers {
                 upstreams.close().await;
             }
         }
-        self.configured.close().await;
+        if let Some(configured) = self.configured.get() {
+            configured.close().await;
+        }
     }
 }
 
@@ -158,20 +166,8 @@ impl std::fmt::Debug for AgentTools {
 
 #[async_trait]
 impl ExternalTools for AgentTools {
-    async fn tools(&self, world: &World) -> Vec<ExternalTool> {
-        let upstreams = self.0.for_world(world).await;
-        upstreams
-            .tool_infos()
-            .into_iter()
-            .map(|t| ExternalTool {
-                name: t.name,
-                mcp: t.mcp,
-                description: t.description,
-                input_schema: t.input_schema,
-                annotations: t.annotations,
-                requires_approval: t.requires_approval,
-            })
-            .collect()
+    async fn tools(&self, world: &World) -> Vec<McpToolInfo> {
+        self.0.for_world(world).await.tool_infos()
     }
 
     async fn call(
@@ -179,16 +175,11 @@ impl ExternalTools for AgentTools {
         world: &World,
         tool: &str,
         arguments: &Value,
-    ) -> Result<ExternalOutput, String> {
+    ) -> Result<McpCallOutput, String> {
         let upstreams = self.0.for_world(world).await;
-        let output = upstreams
+        upstreams
             .call_plain(tool, arguments)
             .await
-            .map_err(|e| e.to_string())?;
-        Ok(ExternalOutput {
-            content: output.content,
-            structured_content: output.structured_content,
-            is_error: output.is_error,
-        })
+            .map_err(|e| e.to_string())
     }
 }

@@ -1,6 +1,7 @@
 //! Tools from outside the runtime: the MCP servers of a world, offered to its agents next to
 //! the built-in tools. The runtime knows them only through [`ExternalTools`], which the server
-//! implements with its MCP connections (this crate does not speak MCP).
+//! implements with its MCP connections (this crate does not speak MCP); tools and results
+//! are protocol's plain `McpToolInfo` and `McpCallOutput`.
 //!
 //! Their calls go through the same gate as built-in ones: the arguments are checked against
 //! the tool's input schema, policy sees the tool's annotations, grants and holds apply, and a
@@ -9,44 +10,16 @@
 
 use async_trait::async_trait;
 use holdpoint_llm::ToolSpec;
-use holdpoint_protocol::{McpTool, ToolAnnotations, World};
+use holdpoint_protocol::{McpCallOutput, McpToolInfo, World};
 use serde_json::{Value, json};
 
-/// One tool offered from outside, under the name agents see (`server__tool`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExternalTool {
-    /// `server__tool`.
-    pub name: String,
-    /// The server, and the tool's own name there.
-    pub mcp: McpTool,
-    pub description: String,
-    /// The JSON Schema of its arguments.
-    pub input_schema: Value,
-    /// Hints from its server, which policy rules may match.
-    pub annotations: Option<ToolAnnotations>,
-    /// Every call needs a person (`require_approval`).
-    pub requires_approval: bool,
-}
-
-/// What a call returned, as its server gave it: the content blocks (as JSON objects, see
-/// docs/mcp.md for how blocks that are not text are represented) and whether the server
-/// reported an error.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExternalOutput {
-    pub content: Vec<Value>,
-    pub structured_content: Option<Value>,
-    pub is_error: bool,
-}
-
-impl ExternalOutput {
-    /// The call's output as the LLM reads it (the tool result's `output`).
-    pub(crate) fn to_json(&self) -> Value {
-        let mut output = json!({ "content": self.content, "isError": self.is_error });
-        if let Some(structured) = &self.structured_content {
-            output["structuredContent"] = structured.clone();
-        }
-        output
+/// The call's output as the LLM reads it (the tool result's `output`).
+pub(crate) fn output_json(output: &McpCallOutput) -> Value {
+    let mut json = json!({ "content": output.content, "isError": output.is_error });
+    if let Some(structured) = &output.structured_content {
+        json["structuredContent"] = structured.clone();
     }
+    json
 }
 
 /// Where a world's external tools come from, plugged in when the runtime is built.
@@ -54,7 +27,7 @@ impl ExternalOutput {
 pub trait ExternalTools: Send + Sync + std::fmt::Debug {
     /// The tools offered in `world`. Servers that cannot be reached are left out (and said
     /// so in the server's log): the agent still has the others.
-    async fn tools(&self, world: &World) -> Vec<ExternalTool>;
+    async fn tools(&self, world: &World) -> Vec<McpToolInfo>;
 
     /// Calls `tool` (a name [`ExternalTools::tools`] gave) with exactly `arguments`. An error
     /// is a call that could not be made or did not complete (the server is gone, say).
@@ -63,15 +36,14 @@ pub trait ExternalTools: Send + Sync + std::fmt::Debug {
         world: &World,
         tool: &str,
         arguments: &Value,
-    ) -> Result<ExternalOutput, String>;
+    ) -> Result<McpCallOutput, String>;
 }
 
-impl ExternalTool {
-    pub(crate) fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            parameters: self.input_schema.clone(),
-        }
+/// The tool as the LLM is offered it.
+pub(crate) fn spec(tool: &McpToolInfo) -> ToolSpec {
+    ToolSpec {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: tool.input_schema.clone(),
     }
 }

@@ -10,14 +10,14 @@ use std::path::Path;
 use globset::Glob;
 use holdpoint_core::roles;
 use holdpoint_llm::ToolSpec;
-use holdpoint_protocol::{Agent, NewAgent, QuestionOption, QuestionRequest};
+use holdpoint_protocol::{Agent, McpToolInfo, NewAgent, QuestionOption, QuestionRequest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
-pub use external::{ExternalOutput, ExternalTool, ExternalTools};
+pub use external::ExternalTools;
 
 /// Every built-in tool's name.
 pub const BUILT_IN_TOOLS: &[&str] = &[
@@ -215,7 +215,7 @@ fn allowed(agent: &Agent, tool: &str) -> bool {
 pub(crate) async fn external(
     rt: &Runtime,
     agent: &Agent,
-) -> Result<Vec<ExternalTool>, RuntimeError> {
+) -> Result<Vec<McpToolInfo>, RuntimeError> {
     let Some(source) = &rt.inner.config.external_tools else {
         return Ok(Vec::new());
     };
@@ -226,7 +226,7 @@ pub(crate) async fn external(
 }
 
 /// What the agent's LLM is told of its tools: the built-in ones, then `external`.
-pub(crate) fn specs(agent: &Agent, external: &[ExternalTool]) -> Vec<ToolSpec> {
+pub(crate) fn specs(agent: &Agent, external: &[McpToolInfo]) -> Vec<ToolSpec> {
     TOOLS
         .iter()
         .filter(|t| allowed(agent, t.name))
@@ -235,7 +235,7 @@ pub(crate) fn specs(agent: &Agent, external: &[ExternalTool]) -> Vec<ToolSpec> {
             description: t.description.into(),
             parameters: (t.schema)(),
         })
-        .chain(external.iter().map(ExternalTool::spec))
+        .chain(external.iter().map(external::spec))
         .collect()
 }
 
@@ -396,5 +396,5 @@ async fn run_external(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Result
         () = ctx.cancel.cancelled() => return Err("the turn was canceled while the tool ran".into()),
         output = source.call(&world, name, args) => output?,
     };
-    Ok(output.to_json())
+    Ok(external::output_json(&output))
 }
