@@ -2,14 +2,17 @@
 //! processes (nodes) can share.
 //!
 //! One writer task per process applies transactions in groups (`writer.rs`), each group one
-//! PostgreSQL transaction that first locks the chain head's row; reads go to a few shared
-//! connections that reconnect by themselves (`conn.rs`, `reader.rs`); the schema is migrated
-//! at open (`schema.rs`). Acknowledged means committed by PostgreSQL, with
+//! PostgreSQL transaction that first locks the chain head's row; a tail follows what other
+//! nodes commit (`tail.rs`), and the two publish every event once, in log order
+//! (`publish.rs`); reads go to a few shared connections that reconnect by themselves
+//! (`conn.rs`, `reader.rs`); the schema is migrated at open (`schema.rs`). Acknowledged means committed by PostgreSQL, with
 //! `synchronous_commit` on: durable as the database's own settings make it.
 
 mod conn;
+mod publish;
 mod reader;
 mod schema;
+mod tail;
 mod writer;
 
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,7 @@ use tokio::task::JoinHandle;
 
 use conn::{Conn, Readers, Target};
 pub use conn::{check_url, redact};
+use publish::Publisher;
 
 use crate::OpenError;
 use crate::rows::{Message, commit_through};
@@ -40,8 +44,10 @@ pub struct PgStore {
     target: Target,
     writer: Option<mpsc::UnboundedSender<Message>>,
     writer_task: Mutex<Option<JoinHandle<()>>>,
+    /// Follows other nodes' commits (none for a store opened read-only).
+    tail: Option<JoinHandle<()>>,
     readers: Readers,
-    events: broadcast::Sender<Arc<Event>>,
+    publisher: Arc<Publisher>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -62,7 +68,7 @@ impl PgStore {
     /// host, the credentials, the database's name.
     pub async fn open(url: &str) -> Result<PgStore, OpenError> {
         let target = Target::parse(url).map_err(open_error)?;
-        let mut client = writer::connect(&target).await.map_err(open_error)?;
+        let (mut client, pid) = writer::connect(&target).await.map_err(open_error)?;
         schema::migrate(&mut client)
             .await
             .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
@@ -71,21 +77,18 @@ impl PgStore {
             .await
             .map_err(|e| open_error(e.0))?;
         let Conn { client, .. } = conn;
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let publisher = Arc::new(Publisher::new(head.map_or(0, |h| h.seq), EVENT_BUFFER));
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = writer::Writer::new(
-            target.clone(),
-            client,
-            head.map_or(0, |h| h.seq),
-            events.clone(),
-        );
+        let writer = writer::Writer::new(target.clone(), (client, pid), publisher.clone());
         let task = tokio::spawn(writer.serve(rx));
+        let tail = tokio::spawn(tail::run(target.clone(), publisher.clone()));
         Ok(PgStore {
             readers: Readers::new(target.clone(), READERS),
             target,
             writer: Some(tx),
             writer_task: Mutex::new(Some(task)),
-            events,
+            tail: Some(tail),
+            publisher,
         })
     }
 
@@ -97,13 +100,13 @@ impl PgStore {
         schema::check_current(&client)
             .await
             .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
-        let (events, _) = broadcast::channel(1);
         Ok(PgStore {
             readers: Readers::new(target.clone(), 1),
             target,
             writer: None,
             writer_task: Mutex::new(None),
-            events,
+            tail: None,
+            publisher: Arc::new(Publisher::new(0, 1)),
         })
     }
 
@@ -112,8 +115,11 @@ impl PgStore {
         &self.target.name
     }
 
-    /// Finishes queued commits and stops the writer. Later commits fail.
+    /// Finishes queued commits and stops the writer and the tail. Later commits fail.
     pub async fn close(&self) {
+        if let Some(t) = &self.tail {
+            t.abort();
+        }
         if let Some(w) = &self.writer {
             let _ = w.send(Message::Close);
         }
@@ -137,6 +143,9 @@ impl Drop for PgStore {
         // The writer finishes what is queued, then exits.
         if let Some(w) = &self.writer {
             let _ = w.send(Message::Close);
+        }
+        if let Some(t) = &self.tail {
+            t.abort();
         }
     }
 }
@@ -237,6 +246,6 @@ impl Store for PgStore {
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.events.subscribe()
+        self.publisher.subscribe()
     }
 }

@@ -10,40 +10,50 @@
 //! before it writes, so one that fails them leaves no trace; should a statement fail
 //! unexpectedly, the group is rolled back and its transactions redone one by one.
 //!
-//! Committed events are published in log order. The head read at a group's start says
-//! whether someone else wrote since this writer last published (another node; or a commit of
-//! ours whose answer was lost with the connection): those events are read from the log and
-//! published first, so subscribers see the whole log without gaps.
+//! A group that appends events notifies the tails of every node (`NOTIFY`, delivered at
+//! commit; see `tail.rs`). Committed events are published in log order, shared with this
+//! process's tail (`publish.rs`). The head read at a group's start says whether someone else
+//! wrote since then (another node whose events the tail has not published yet; or a commit
+//! of ours whose answer was lost with the connection): those events are read from the log
+//! and published first, so subscribers see the whole log without gaps.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use holdpoint_core::audit::{AuditHead, seal};
 use holdpoint_core::store::{CommitError, Conflict, PreparedEvent, StoreError};
-use holdpoint_protocol::{Event, Grant};
-use tokio::sync::{broadcast, mpsc};
+use holdpoint_protocol::Grant;
+use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Statement};
+use tokio_postgres::{Client, SimpleQueryMessage, Statement};
 
 use super::conn::Target;
+use super::publish::Publisher;
 use super::reader::parent_key;
+use super::tail::CHANNEL;
 use crate::rows::{Job, Message, PreparedWrite, RecordRow};
 
-/// The writer's connection. Acknowledged commits must survive a crash of the database
-/// server, whatever the server's default for `synchronous_commit`.
-pub(super) async fn connect(target: &Target) -> Result<Client, String> {
+/// The writer's connection and its backend's process id (whose notifications the tail
+/// skips). Acknowledged commits must survive a crash of the database server, whatever the
+/// server's default for `synchronous_commit`.
+pub(super) async fn connect(target: &Target) -> Result<(Client, i32), String> {
     let client = target.connect().await?;
-    client
-        .batch_execute("SET synchronous_commit = on")
+    let messages = client
+        .simple_query("SET synchronous_commit = on; SELECT pg_backend_pid()")
         .await
         .map_err(|e| target.explain(&e))?;
-    Ok(client)
+    let pid = messages
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).and_then(|v| v.parse().ok()),
+            _ => None,
+        })
+        .unwrap_or(0);
+    Ok((client, pid))
 }
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
-/// Events read per statement when catching up with the log.
-const CATCH_UP_PAGE: i64 = 1000;
 
 /// Why a group failed as a whole.
 enum GroupError {
@@ -73,24 +83,21 @@ pub(super) struct Writer {
     pub(super) target: Target,
     pub(super) client: Option<Client>,
     statements: HashMap<&'static str, Statement>,
-    /// The last sequence number published to subscribers.
-    pub(super) published: u64,
-    pub(super) events: broadcast::Sender<Arc<Event>>,
+    publisher: Arc<Publisher>,
 }
 
 impl Writer {
     pub(super) fn new(
         target: Target,
-        client: Client,
-        published: u64,
-        events: broadcast::Sender<Arc<Event>>,
+        (client, pid): (Client, i32),
+        publisher: Arc<Publisher>,
     ) -> Writer {
+        publisher.set_writer_pid(pid);
         Writer {
             target,
             client: Some(client),
             statements: HashMap::new(),
-            published,
-            events,
+            publisher,
         }
     }
 
@@ -122,7 +129,8 @@ impl Writer {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.statements.clear();
-            let client = connect(&self.target).await.map_err(StoreError)?;
+            let (client, pid) = connect(&self.target).await.map_err(StoreError)?;
+            self.publisher.set_writer_pid(pid);
             self.client = Some(client);
         }
         self.client
@@ -196,7 +204,12 @@ impl Writer {
         }
         match self.try_group(&jobs).await {
             Ok((before, sealed)) => {
-                self.catch_up(before).await;
+                let mut publishing = self.publisher.lock().await;
+                if let Some(client) = &self.client
+                    && let Err(e) = publishing.read_log(client, Some(before)).await
+                {
+                    tracing::warn!(error = %e, "cannot read the log to publish what others wrote");
+                }
                 let mut answers = Vec::with_capacity(jobs.len());
                 for (job, result) in jobs.into_iter().zip(sealed) {
                     let result = result.map_err(CommitError::Conflict).map(|sealed| {
@@ -208,12 +221,12 @@ impl Writer {
                     });
                     if let Ok(events) = &result {
                         for e in events {
-                            self.published = e.seq;
-                            let _ = self.events.send(e.clone());
+                            publishing.send(e.clone());
                         }
                     }
                     answers.push((job.reply, result));
                 }
+                drop(publishing);
                 for (reply, result) in answers {
                     let _ = reply.send(result);
                 }
@@ -285,6 +298,7 @@ impl Writer {
                 .collect();
             results.push(Ok(sealed));
         }
+        let mut commit = "COMMIT".to_owned();
         if head.seq != before {
             // The group's events and the new head in one statement: nothing reads the log
             // inside the group, so they can wait for its end.
@@ -306,47 +320,11 @@ impl Writer {
                 ],
             )
             .await?;
+            // The other nodes' tails are woken at commit, in the same round trip.
+            commit = format!("NOTIFY {CHANNEL}, '{}'; COMMIT", head.seq);
         }
-        self.batch("COMMIT").await?;
+        self.batch(&commit).await?;
         Ok((before, results))
-    }
-
-    /// Publishes the events between the last one published and `upto`, read from the log.
-    pub(super) async fn catch_up(&mut self, upto: u64) {
-        while self.published < upto {
-            let after = self.published as i64;
-            let Some(client) = &self.client else { return };
-            let rows = client
-                .query(
-                    "SELECT seq, body, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&after, &CATCH_UP_PAGE],
-                )
-                .await;
-            let rows = match rows {
-                Ok(rows) if !rows.is_empty() => rows,
-                Ok(_) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the log to publish what others wrote");
-                    return;
-                }
-            };
-            for r in rows {
-                let seq = r.get::<_, i64>(0) as u64;
-                if seq > upto {
-                    return;
-                }
-                match holdpoint_core::audit::open(r.get(1), r.get(2)) {
-                    Ok(event) => {
-                        self.published = seq;
-                        let _ = self.events.send(Arc::new(event));
-                    }
-                    Err(e) => {
-                        tracing::error!(seq, error = %e, "an event in the log is unreadable");
-                        return;
-                    }
-                }
-            }
-        }
     }
 
     /// The first precondition of `writes` that does not hold, seeing earlier jobs' writes.

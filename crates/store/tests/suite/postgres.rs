@@ -6,10 +6,11 @@ use std::sync::Arc;
 use holdpoint_core::audit::EventDraft;
 use holdpoint_core::store::{PreparedEvent, Store, Transaction};
 use holdpoint_core::verify;
-use holdpoint_protocol::{Actor, EventPayload, GrantId, Source};
+use holdpoint_protocol::{Actor, Event, EventPayload, GrantId, Source};
 use holdpoint_store::PgStore;
-use holdpoint_test_support::pg::{TempSchema, test_database_url};
+use holdpoint_test_support::pg::{Relay, TempSchema, test_database_url};
 use holdpoint_test_support::{PATIENCE, START};
+use tokio::sync::broadcast;
 
 fn marker(world: &str) -> PreparedEvent {
     EventDraft {
@@ -36,13 +37,31 @@ async fn append(store: &PgStore, world: &str) -> u64 {
         .seq
 }
 
+/// The next `n` events `rx` receives, by sequence number.
+async fn received(rx: &mut broadcast::Receiver<Arc<Event>>, n: usize) -> Vec<u64> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let e = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {got:?} were published within {PATIENCE:?}"))
+            .unwrap();
+        got.push(e.seq);
+    }
+    got
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_stores_on_one_database_write_one_chain_and_publish_each_others_events() {
+async fn stores_on_one_database_write_one_chain_and_publish_every_event_once_in_order() {
     let Some(schema) = TempSchema::new().await else {
         return;
     };
-    let (a, b) = (schema.store().await, schema.store().await);
-    let mut seen_by_a = a.subscribe();
+    let (a, b, watcher) = (
+        schema.store().await,
+        schema.store().await,
+        schema.store().await,
+    );
+    let (mut seen_by_a, mut seen_by_b, mut seen_by_watcher) =
+        (a.subscribe(), b.subscribe(), watcher.subscribe());
     // Writers on both interleave: each append lands after the other's.
     let mut tasks = Vec::new();
     for i in 0..40 {
@@ -59,20 +78,47 @@ async fn two_stores_on_one_database_write_one_chain_and_publish_each_others_even
     assert_eq!(seqs, (1..=40).collect::<Vec<u64>>());
     let report = verify(a.as_ref()).await.unwrap().unwrap();
     assert_eq!(report.events, 40);
-    // What `b` wrote reaches `a`'s subscribers in log order, at the latest when `a` writes
-    // next (across nodes, a notification will wake it sooner).
-    append(&a, "last").await;
-    let mut got = Vec::new();
-    while got.len() < 41 {
-        let e = tokio::time::timeout(PATIENCE, seen_by_a.recv())
-            .await
-            .expect("every event reaches the subscriber")
-            .unwrap();
-        got.push(e.seq);
+    // Every store publishes the whole log in order, its own events and the other's, and the
+    // watcher, which never writes, learns of them all from its tail alone.
+    for rx in [&mut seen_by_a, &mut seen_by_b, &mut seen_by_watcher] {
+        assert_eq!(received(rx, 40).await, (1..=40).collect::<Vec<u64>>());
     }
-    assert_eq!(got, (1..=41).collect::<Vec<u64>>());
-    a.close().await;
-    b.close().await;
+    // Nothing was published twice: the next event each receives is the next one written.
+    assert_eq!(append(&b, "last").await, 41);
+    for rx in [&mut seen_by_a, &mut seen_by_b, &mut seen_by_watcher] {
+        assert_eq!(received(rx, 1).await, vec![41]);
+    }
+    for s in [a, b, watcher] {
+        s.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_lost_its_connection_publishes_what_others_wrote_meanwhile() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let relay = Relay::start(&schema.url).await;
+    let writer = schema.store().await;
+    let cut_off = Arc::new(PgStore::open(&relay.url).await.unwrap());
+    let mut seen = cut_off.subscribe();
+    for i in 0..5 {
+        append(&writer, &format!("before{i}")).await;
+    }
+    assert_eq!(received(&mut seen, 5).await, vec![1, 2, 3, 4, 5]);
+    // Written while the store cannot reach the database: no notification reaches it.
+    relay.cut().await;
+    for i in 0..5 {
+        append(&writer, &format!("during{i}")).await;
+    }
+    relay.restore();
+    assert_eq!(received(&mut seen, 5).await, vec![6, 7, 8, 9, 10]);
+    // Its own writes and the other's go on in order, each once.
+    assert_eq!(append(&cut_off, "own").await, 11);
+    append(&writer, "after").await;
+    assert_eq!(received(&mut seen, 2).await, vec![11, 12]);
+    cut_off.close().await;
+    writer.close().await;
 }
 
 /// The test database's URL with one part replaced.
