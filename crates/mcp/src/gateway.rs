@@ -17,9 +17,9 @@ use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ use crate::elicit::{Approver, Elicitor};
 use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, Stops, refusal};
 use crate::reach::HoldpointError;
 use crate::tasks::{self, Task, Tasks};
-use crate::upstream::{OfferedTool, Upstreams};
+use crate::upstream::{OfferedTool, UpstreamError, Upstreams};
 use crate::{own, stdio, wire};
 
 /// The newest revision the gateway serves. Holdpoint serves the revisions that negotiate with
@@ -64,8 +64,6 @@ struct Inner {
     stopping: CancellationToken,
     /// Shared with other sessions over HTTP: a session that ends leaves them open.
     upstreams: Arc<Upstreams>,
-    /// Holdpoint's own tools and the upstream ones, as listed.
-    listed: Vec<Tool>,
     tasks: Tasks,
 }
 
@@ -80,8 +78,6 @@ struct Asking {
 
 impl Gateway {
     pub fn new(holds: Holds, upstreams: Arc<Upstreams>) -> Gateway {
-        let mut listed = own::tools();
-        listed.extend(upstreams.tools().iter().map(|t| t.tool.clone()));
         Gateway {
             inner: Arc::new(Inner {
                 holds,
@@ -89,7 +85,6 @@ impl Gateway {
                 calls: Mutex::default(),
                 stopping: CancellationToken::new(),
                 upstreams,
-                listed,
                 tasks: Tasks::default(),
             }),
             approver: None,
@@ -206,18 +201,50 @@ impl Gateway {
                 Err(why) => refused(why),
             });
         }
-        let tool = self.offered(name)?;
-        Ok(self.forward(tool, arguments, asking).await)
+        match self.offered(name)? {
+            Ok(tool) => Ok(self.forward(&tool, arguments, asking).await),
+            Err(down) => Ok(refused(format!("{name} was not called: {down}"))),
+        }
     }
 
-    /// The upstream tool clients call `name`.
-    fn offered(&self, name: &str) -> Result<&OfferedTool, ErrorData> {
-        self.inner.upstreams.tool(name).ok_or_else(|| {
-            ErrorData::invalid_params(
+    /// The upstream tool clients call `name`; or why it cannot be called now, when it names
+    /// a server that has not started yet (a result, not a protocol error: the tool may well
+    /// exist once it runs).
+    fn offered(&self, name: &str) -> Result<Result<OfferedTool, UpstreamError>, ErrorData> {
+        let upstreams = &self.inner.upstreams;
+        if let Some(tool) = upstreams.tool(name) {
+            return Ok(Ok(tool));
+        }
+        match upstreams.unavailable(name) {
+            Some(down) => Ok(Err(down)),
+            None => Err(ErrorData::invalid_params(
                 format!("there is no tool {name:?}: tools/list names the tools offered"),
                 None,
-            )
-        })
+            )),
+        }
+    }
+
+    /// Tells the client each time the tools offered change (an upstream that was down came
+    /// up), until it goes away.
+    fn follow_tool_changes(&self, peer: Peer<RoleServer>) {
+        let mut changes = self.inner.upstreams.changes();
+        let gone = self.inner.disconnected.clone();
+        let stopping = self.inner.stopping.clone();
+        tokio::spawn(async move {
+            changes.mark_unchanged();
+            loop {
+                tokio::select! {
+                    () = gone.cancelled() => return,
+                    () = stopping.cancelled() => return,
+                    changed = changes.changed() => if changed.is_err() {
+                        return;
+                    },
+                }
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// A call of an upstream tool.
@@ -319,7 +346,8 @@ impl Gateway {
             .map_err(|e| ErrorData::invalid_params(format!("params: {e}"), None))?;
         let name = request.name.as_ref();
         if name != own::ASK_HUMAN && name != own::REQUEST_APPROVAL {
-            self.offered(name)?;
+            // A tool of a server that is down is a task too, which ends with why.
+            let _tool_or_why_not = self.offered(name)?;
         }
         let task = self.inner.tasks.create(ttl)?;
         let asking = Asking {
@@ -374,15 +402,20 @@ fn refused(text: String) -> CallToolResult {
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_protocol_version(LATEST_REVISION)
-            .with_server_info(Implementation::new("holdpoint", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Tools are named server__tool after the MCP server that provides them. \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_protocol_version(LATEST_REVISION)
+        .with_server_info(Implementation::new("holdpoint", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools are named server__tool after the MCP server that provides them. \
                  Calls go through Holdpoint's policy: some run at once, some are refused, and \
                  some wait for a person to approve them. ask_human and request_approval ask a \
                  person directly.",
-            )
+        )
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -394,7 +427,13 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.listed.clone()))
+        let mut listed = own::tools();
+        listed.extend(self.inner.upstreams.tools().into_iter().map(|t| t.tool));
+        Ok(ListToolsResult::with_all_items(listed))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.follow_tool_changes(context.peer);
     }
 
     async fn call_tool(

@@ -49,13 +49,18 @@ impl Upstreams {
             server: split_tool_name(name).map_or(name, |(s, _)| s).to_owned(),
             message,
         };
-        let tool = self
-            .tool(name)
-            .ok_or_else(|| failed(format!("it does not offer the tool {name:?}")))?;
+        let tool = match self.tool(name) {
+            Some(tool) => tool,
+            None => {
+                return Err(self
+                    .unavailable(name)
+                    .unwrap_or_else(|| failed(format!("it does not offer the tool {name:?}"))));
+            }
+        };
         let Value::Object(arguments) = arguments else {
             return Err(failed("the arguments are not a JSON object".into()));
         };
-        let result = self.call(tool, arguments.clone()).await?;
+        let result = self.call(&tool, arguments.clone()).await?;
         Ok(output(result))
     }
 }

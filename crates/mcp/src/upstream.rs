@@ -1,26 +1,29 @@
 //! The upstream MCP servers: started (stdio) or connected to (streamable HTTP), their tools
-//! listed once, and calls forwarded to them.
+//! listed at each start, and calls forwarded to them.
 //!
 //! Upstreams fail, and a failure is one call's clear error, never a hang and never the
 //! gateway's end: a server that exits (or breaks its connection, or sends a message larger
 //! than its `max_message_size`) fails the calls in flight at once, naming it and why, and is
 //! started again at the next call; starting it again that fails is retried after a delay that
 //! doubles, at most [`restart::MAX_ATTEMPTS`] times in a row; a call that gets no answer
-//! within the server's `call_timeout` fails and is canceled at the server. `Upstreams` is
-//! shared by every session and agent that calls (behind an `Arc`): calls run concurrently,
-//! and a restart is made once, by the first call that needs it.
+//! within the server's `call_timeout` fails and is canceled at the server. A server that
+//! cannot be started at first is tried again in the background, with the same delays, until
+//! it starts; its tools are offered from then on, and whoever follows [`Upstreams::changes`]
+//! is told. `Upstreams` is shared by every session and agent that calls (behind an `Arc`):
+//! calls run concurrently, and a restart is made once, by the first call that needs it.
 
 mod link;
 mod restart;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use holdpoint_core::mcp::split_tool_name;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::ServiceError;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpSettings, UpstreamConfig, tool_name};
 use link::Link;
@@ -53,6 +56,11 @@ struct Upstream {
     /// Locked briefly by each call to take the live link, and across a restart, so that
     /// calls arriving meanwhile wait for it rather than start the server again.
     state: Mutex<State>,
+    /// The tools it offers, under the names clients see: as it listed them at its last
+    /// start; none before its first.
+    tools: RwLock<Arc<Vec<OfferedTool>>>,
+    /// Told when its tools change (shared by every server of an `Upstreams`).
+    changed: Arc<watch::Sender<u64>>,
 }
 
 enum State {
@@ -73,61 +81,120 @@ pub struct OfferedTool {
     pub requires_approval: bool,
 }
 
-/// The connected upstream servers and the tools they offer.
-#[derive(Default)]
+/// The configured upstream servers and the tools they offer.
 pub struct Upstreams {
-    servers: Vec<Upstream>,
-    tools: Vec<OfferedTool>,
-    by_name: HashMap<String, usize>,
+    servers: Vec<Arc<Upstream>>,
+    /// Counts the changes of the tools offered.
+    changed: Arc<watch::Sender<u64>>,
+    /// Canceled by [`Upstreams::close`]: the background starts stop.
+    closing: CancellationToken,
+}
+
+impl Default for Upstreams {
+    fn default() -> Upstreams {
+        Upstreams {
+            servers: Vec::new(),
+            changed: Arc::new(watch::Sender::new(0)),
+            closing: CancellationToken::new(),
+        }
+    }
 }
 
 impl Upstreams {
     /// Starts or connects to every configured server and lists its tools. A server that cannot
-    /// be reached is left out, with its error among the returned ones: the others are served.
+    /// be reached has its error among the returned ones, offers no tools, and is tried again
+    /// in the background until it starts: the others are served meanwhile.
     pub async fn connect(settings: &McpSettings) -> (Upstreams, Vec<UpstreamError>) {
         let mut upstreams = Upstreams::default();
         let mut errors = Vec::new();
         for (name, config) in &settings.servers {
-            match start(config).await {
-                Ok((link, tools)) => upstreams.add(name, config, link, tools),
-                Err(message) => errors.push(UpstreamError::Start {
-                    server: name.clone(),
-                    message,
-                }),
+            let state = match start(config).await {
+                Ok((link, tools)) => Some((link, tools)),
+                Err(message) => {
+                    errors.push(UpstreamError::Start {
+                        server: name.clone(),
+                        message,
+                    });
+                    None
+                }
+            };
+            let upstream = Arc::new(Upstream {
+                name: name.to_owned(),
+                call_timeout: holdpoint_core::mcp::call_timeout(config),
+                config: config.clone(),
+                state: Mutex::new(State::Closed),
+                tools: RwLock::default(),
+                changed: upstreams.changed.clone(),
+            });
+            match state {
+                Some((link, tools)) => {
+                    upstream.offer(tools);
+                    *upstream.state.lock().await = State::Up(Arc::new(link));
+                }
+                None => {
+                    let why = match errors.last() {
+                        Some(UpstreamError::Start { message, .. }) => message.clone(),
+                        _ => String::new(),
+                    };
+                    *upstream.state.lock().await =
+                        State::Down(Down::never_started(why, Instant::now()));
+                    tokio::spawn(upstream.clone().keep_trying(upstreams.closing.clone()));
+                }
             }
+            upstreams.servers.push(upstream);
         }
         (upstreams, errors)
     }
 
-    fn add(&mut self, name: &str, config: &UpstreamConfig, link: Link, tools: Vec<Tool>) {
-        for mut tool in tools.into_iter().filter(|t| config.offers(&t.name)) {
-            let upstream_name = tool.name.to_string();
-            let offered = tool_name(name, &upstream_name);
-            tool.name = offered.clone().into();
-            self.by_name.insert(offered, self.tools.len());
-            self.tools.push(OfferedTool {
-                server: name.to_owned(),
-                requires_approval: config.requires_approval(&upstream_name),
-                upstream_name,
-                tool,
-            });
-        }
-        self.servers.push(Upstream {
-            name: name.to_owned(),
-            call_timeout: holdpoint_core::mcp::call_timeout(config),
-            config: config.clone(),
-            state: Mutex::new(State::Up(Arc::new(link))),
-        });
-    }
-
     /// Every tool offered, in configuration order.
-    pub fn tools(&self) -> &[OfferedTool] {
-        &self.tools
+    pub fn tools(&self) -> Vec<OfferedTool> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.offered().iter().cloned().collect::<Vec<_>>())
+            .collect()
     }
 
     /// The tool clients call `name` (`server__tool`).
-    pub fn tool(&self, name: &str) -> Option<&OfferedTool> {
-        self.by_name.get(name).map(|&i| &self.tools[i])
+    pub fn tool(&self, name: &str) -> Option<OfferedTool> {
+        let (server, _) = split_tool_name(name)?;
+        let upstream = self.servers.iter().find(|s| s.name == server)?;
+        let offered = upstream.offered();
+        offered.iter().find(|t| t.tool.name == name).cloned()
+    }
+
+    /// Why `name` (`server__tool`) cannot be called, when it names a configured server that
+    /// has not listed its tools yet: it is down since Holdpoint started (its tools are not
+    /// known, so not offered, but a client may know them from elsewhere).
+    pub fn unavailable(&self, name: &str) -> Option<UpstreamError> {
+        let (server, _) = split_tool_name(name)?;
+        let upstream = self.servers.iter().find(|s| s.name == server)?;
+        if !upstream.offered().is_empty() {
+            return None;
+        }
+        // Locked while a start is under way: not waited for, since a start can take long.
+        let Ok(state) = upstream.state.try_lock() else {
+            return Some(upstream.down("it is being started".into()));
+        };
+        match &*state {
+            State::Down(down) => Some(upstream.down(match down.attempt(Instant::now()) {
+                Attempt::Later(wait) => format!(
+                    "{}; it is tried again in {}",
+                    down.why,
+                    humantime::format_duration(Duration::from_secs(wait.as_secs().max(1)))
+                ),
+                _ => format!("{}; it is being started", down.why),
+            })),
+            State::Closed => {
+                Some(upstream.down("Holdpoint closed its connection as it shut down".into()))
+            }
+            State::Up(_) => None,
+        }
+    }
+
+    /// Follows the changes of the tools offered: the value changes each time they do (a
+    /// server started for the first time, or listed other tools when started again).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// Calls `tool` on its server with exactly `arguments`; the result as the server gave it
@@ -148,8 +215,10 @@ impl Upstreams {
         upstream.call(tool, arguments).await
     }
 
-    /// Ends every connection (stdio servers are asked to exit, then stopped).
+    /// Ends every connection (stdio servers are asked to exit, then stopped), and stops
+    /// trying to start those that are down.
     pub async fn close(&self) {
+        self.closing.cancel();
         for upstream in &self.servers {
             let mut state = upstream.state.lock().await;
             if let State::Up(link) = &*state {
@@ -161,6 +230,64 @@ impl Upstreams {
 }
 
 impl Upstream {
+    /// The tools it offers now.
+    fn offered(&self) -> Arc<Vec<OfferedTool>> {
+        match self.tools.read() {
+            Ok(tools) => tools.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Offers `tools`, as the server just listed them (those its configuration offers, renamed
+    /// `server__tool`); tells whoever follows the changes when they differ from before.
+    fn offer(&self, tools: Vec<Tool>) {
+        let offered: Vec<OfferedTool> = tools
+            .into_iter()
+            .filter(|t| self.config.offers(&t.name))
+            .map(|mut tool| {
+                let upstream_name = tool.name.to_string();
+                tool.name = tool_name(&self.name, &upstream_name).into();
+                OfferedTool {
+                    server: self.name.clone(),
+                    requires_approval: self.config.requires_approval(&upstream_name),
+                    upstream_name,
+                    tool,
+                }
+            })
+            .collect();
+        let names = |t: &[OfferedTool]| t.iter().map(|t| t.tool.clone()).collect::<Vec<_>>();
+        let same = names(&self.offered()) == names(&offered);
+        match self.tools.write() {
+            Ok(mut tools) => *tools = Arc::new(offered),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(offered),
+        }
+        if !same {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Tries to start a server that has never started, each time an attempt is due, until it
+    /// starts or `closing` is canceled.
+    async fn keep_trying(self: Arc<Upstream>, closing: CancellationToken) {
+        loop {
+            let wait = match &*self.state.lock().await {
+                State::Down(down) => match down.attempt(Instant::now()) {
+                    Attempt::Now => Duration::ZERO,
+                    Attempt::Later(wait) => wait,
+                    Attempt::GaveUp => return,
+                },
+                State::Up(_) | State::Closed => return,
+            };
+            tokio::select! {
+                () = closing.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            if self.link().await.is_ok() {
+                return;
+            }
+        }
+    }
+
     async fn call(
         &self,
         tool: &OfferedTool,
@@ -238,7 +365,13 @@ impl Upstream {
         match start(&self.config).await {
             Ok((link, tools)) => {
                 let names = |t: &[Tool]| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
-                tracing::warn!(server = %self.name, "MCP server {:?} started again, offering {:?}", self.name, names(&tools));
+                let again = if down.bound().is_some() {
+                    "again"
+                } else {
+                    "at last"
+                };
+                tracing::warn!(server = %self.name, "MCP server {:?} started {again}, offering {:?}", self.name, names(&tools));
+                self.offer(tools);
                 let link = Arc::new(link);
                 *state = State::Up(link.clone());
                 Ok(link)
@@ -250,12 +383,12 @@ impl Upstream {
                         "{}; starting it failed {} times in a row, and Holdpoint stopped trying",
                         down.why, down.failures
                     ),
-                    _ => format!(
-                        "{} (attempt {} of {})",
-                        down.why,
-                        down.failures,
-                        restart::MAX_ATTEMPTS
-                    ),
+                    _ => match down.bound() {
+                        Some(bound) => {
+                            format!("{} (attempt {} of {bound})", down.why, down.failures)
+                        }
+                        None => format!("{} (attempt {})", down.why, down.failures),
+                    },
                 };
                 tracing::warn!(server = %self.name, "MCP server {:?} could not be started again: {message}", self.name);
                 Err(UpstreamError::Start {

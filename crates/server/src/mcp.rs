@@ -42,7 +42,8 @@ struct WorldSet {
 
 impl McpServers {
     /// The configuration file's servers, connected at their first use. One that cannot be
-    /// reached then is a warning, and its tools are not offered: Holdpoint serves without it.
+    /// reached then is a warning, and is tried again in the background; its tools are offered
+    /// once it starts, and Holdpoint serves without it meanwhile.
     pub fn new(settings: &McpSettings, max_body: usize, stop: CancellationToken) -> Self {
         McpServers {
             file: Arc::new(settings.clone()),
@@ -140,7 +141,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 async fn connect(whose: &str, settings: &McpSettings) -> Arc<Upstreams> {
     let (upstreams, failed) = Upstreams::connect(settings).await;
     for e in failed {
-        tracing::warn!(servers = whose, "{e}; its tools are not offered");
+        tracing::warn!(
+            servers = whose,
+            "{e}; it is tried again in the background, and its tools are offered once it starts"
+        );
     }
     Arc::new(upstreams)
 }

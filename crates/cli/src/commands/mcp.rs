@@ -57,7 +57,9 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
     };
     let (upstreams, failed) = Upstreams::connect(&servers).await;
     for e in failed {
-        eprintln!("warning: {e}; its tools are not offered");
+        eprintln!(
+            "warning: {e}; it is tried again in the background, and its tools are offered once it starts"
+        );
     }
     let holds = Holds::new(
         Arc::new(connection.client.clone()),

@@ -7,7 +7,8 @@ the official Python SDK.
     echo   answers with the text it was given
 
 With $FAULT_START_ONCE set to a path, it starts once: later starts find the file there and
-exit at once.
+exit at once. With $FAULT_FAIL_STARTS set to N and $FAULT_STARTS to a path, its first N
+starts exit at once (each appends a line to that file, which counts them).
 
 What happens to it is appended as JSON lines to the file named by $UPSTREAM_LOG: each start,
 each call, and each call canceled.
@@ -67,5 +68,15 @@ if __name__ == "__main__":
             log(refused_to_start=os.getpid())
             raise SystemExit(1)
         open(once, "w", encoding="utf-8").close()
+    failing = int(os.environ.get("FAULT_FAIL_STARTS", "0"))
+    if failing:
+        counter = os.environ["FAULT_STARTS"]
+        with open(counter, "a+", encoding="utf-8") as starts:
+            starts.seek(0)
+            before = len(starts.readlines())
+            starts.write("start\n")
+        if before < failing:
+            log(refused_to_start=os.getpid())
+            raise SystemExit(1)
     log(started=os.getpid())
     server.run("stdio")

@@ -101,6 +101,12 @@ impl Gateway {
         Gateway::configured(policy, config, tempfile::tempdir().unwrap(), false).await
     }
 
+    /// For the server's `/mcp/lab`, with `policy`, and the server configured with `config`'s
+    /// `[mcp.servers.NAME]` sections.
+    pub(super) async fn served_with(policy: &str, config: &str) -> Gateway {
+        Gateway::configured(policy, config, tempfile::tempdir().unwrap(), true).await
+    }
+
     /// `logs` holds the upstreams' log.
     async fn configured(policy: &str, text: &str, logs: tempfile::TempDir, http: bool) -> Gateway {
         let upstream_log = logs.path().join("upstream.log");

@@ -5,6 +5,7 @@ mod lab;
 mod mcp;
 mod mcp_elicit;
 mod mcp_http;
+mod mcp_late_upstreams;
 mod mcp_upstreams;
 mod policy;
 mod postgres;

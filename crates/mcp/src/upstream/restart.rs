@@ -1,5 +1,8 @@
 //! When a server that is down is started again: at the next call after it stopped, then, while
-//! starting it fails, after a delay that doubles, for a bounded number of attempts.
+//! starting it fails, after a delay that doubles, for a bounded number of attempts. A server
+//! that has never started (it was down when Holdpoint started) is tried in the background
+//! with the same delays, without a bound: until it comes up its tools are unknown, so no call
+//! could start it.
 
 use std::time::Duration;
 
@@ -21,6 +24,9 @@ pub(super) struct Down {
     /// Failed starts in a row.
     pub(super) failures: u32,
     next_attempt: Instant,
+    /// Whether attempts stop after [`MAX_ATTEMPTS`] failures (not for a server that never
+    /// started).
+    bounded: bool,
 }
 
 /// What a call finds when its server is down.
@@ -41,7 +47,24 @@ impl Down {
             why,
             failures: 0,
             next_attempt: now,
+            bounded: true,
         }
+    }
+
+    /// A server whose first start failed, for `why`: tried again after the first delay, and
+    /// on until it starts.
+    pub(super) fn never_started(why: String, now: Instant) -> Down {
+        Down {
+            why,
+            failures: 1,
+            next_attempt: now + delay(1),
+            bounded: false,
+        }
+    }
+
+    /// The attempts' bound, when there is one.
+    pub(super) fn bound(&self) -> Option<u32> {
+        self.bounded.then_some(MAX_ATTEMPTS)
     }
 
     /// Another start failed, for `why`.
@@ -52,7 +75,7 @@ impl Down {
     }
 
     pub(super) fn attempt(&self, now: Instant) -> Attempt {
-        if self.failures >= MAX_ATTEMPTS {
+        if self.bounded && self.failures >= MAX_ATTEMPTS {
             Attempt::GaveUp
         } else if now < self.next_attempt {
             Attempt::Later(self.next_attempt - now)
@@ -88,6 +111,21 @@ mod tests {
         }
         assert_eq!(down.attempt(t1 + MAX_DELAY), Attempt::GaveUp);
         assert_eq!(down.why, "no such file");
+    }
+
+    #[test]
+    fn a_server_that_never_started_is_tried_after_the_same_delays_without_giving_up() {
+        let t0 = Instant::now();
+        let mut down = Down::never_started("refused".into(), t0);
+        assert_eq!(down.attempt(t0), Attempt::Later(Duration::from_secs(1)));
+        let mut t = t0;
+        for _ in 0..2 * MAX_ATTEMPTS {
+            t += MAX_DELAY;
+            assert_eq!(down.attempt(t), Attempt::Now);
+            down.failed("refused".into(), t);
+        }
+        assert_eq!(down.attempt(t), Attempt::Later(MAX_DELAY));
+        assert_eq!(down.bound(), None);
     }
 
     #[test]

@@ -1,0 +1,120 @@
+//! An upstream MCP server that is down when the gateway starts: it is tried again in the
+//! background until it starts, a call of its tools meanwhile is an `isError` result that
+//! names it and says why, and once it is up its tools are offered and the connected client
+//! is told (`notifications/tools/list_changed`). Over stdio (`holdpoint mcp`) and HTTP
+//! (`/mcp/{world}`), with `tests/mcp/fault.py` failing its first starts and the official
+//! Python SDK's client (`tests/mcp/tools_client.py`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use holdpoint_test_support::PATIENCE;
+use serde_json::Value;
+
+use super::mcp::{Gateway, python, script, text};
+
+const POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "faults run"
+tools = ["fault__*"]
+action = "allow"
+"#;
+
+/// The fault server, failing its first `failing` starts (counted in `dir`), logging to `dir`.
+fn late_server(dir: &Path, failing: u32) -> String {
+    format!(
+        "[mcp.servers.fault]\ncommand = {:?}\nargs = [{:?}]\n\
+         env = {{ FAULT_FAIL_STARTS = \"{failing}\", FAULT_STARTS = {:?}, UPSTREAM_LOG = {:?} }}\n",
+        python().display().to_string(),
+        script("fault.py").display().to_string(),
+        dir.join("starts").display().to_string(),
+        dir.join("fault.log").display().to_string(),
+    )
+}
+
+/// Runs `tools_client.py wait-for fault__echo` to its end; the lines it printed.
+async fn wait_for_echo(gw: &Gateway) -> Vec<Value> {
+    let child = gw
+        .client_script(
+            "tools_client.py",
+            &["wait-for", "fault__echo", r#"{"text": "late"}"#],
+        )
+        .spawn()
+        .unwrap();
+    // Failed starts back off 1s, then 2s, and each Python start takes a while.
+    let out = tokio::time::timeout(PATIENCE + Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// What every transport must show: not offered and a clear error at first, then offered,
+/// told, and served.
+fn assert_came_up_late(lines: &[Value], dir: &Path) {
+    let [first, early, told, again, late] = lines else {
+        panic!("{lines:?}");
+    };
+    let names = |v: &Value| -> Vec<String> {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        !names(first).iter().any(|n| n.starts_with("fault__")),
+        "{first}"
+    );
+    assert!(names(first).contains(&"ask_human".to_owned()), "{first}");
+    let early = &early["early"];
+    assert_eq!(early["isError"], true, "{early}");
+    let said = text(early);
+    assert!(
+        said.contains("fault__echo was not called")
+            && said.contains("MCP server \"fault\" is not running"),
+        "{said}"
+    );
+    assert!(
+        told["list_changed"].as_u64().unwrap() >= 1,
+        "no notifications/tools/list_changed: {told}"
+    );
+    assert!(names(again).contains(&"fault__echo".to_owned()), "{again}");
+    assert_eq!(late["late"]["isError"], false, "{late}");
+    assert_eq!(text(&late["late"]), "echo: late");
+    assert_eq!(starts(dir), 3, "two failed starts, then one that came up");
+}
+
+#[tokio::test]
+async fn over_stdio_an_upstream_down_at_start_is_retried_and_its_tools_appear_once_it_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = Gateway::with(POLICY, &late_server(dir.path(), 2)).await;
+    let lines = wait_for_echo(&gw).await;
+    assert_came_up_late(&lines, dir.path());
+}
+
+#[tokio::test]
+async fn over_http_an_upstream_down_at_start_is_retried_and_its_tools_appear_once_it_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = Gateway::served_with(POLICY, &late_server(dir.path(), 2)).await;
+    let lines = wait_for_echo(&gw).await;
+    assert_came_up_late(&lines, dir.path());
+}
