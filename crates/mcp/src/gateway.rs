@@ -134,9 +134,10 @@ impl Gateway {
     }
 
     /// The client went away (its HTTP session ended): calls still waiting withdraw their
-    /// holds.
+    /// holds, and so do its tasks (the gateway serves it no more).
     pub(crate) fn disconnect(&self) {
         self.inner.disconnected.cancel();
+        self.inner.stopping.cancel();
     }
 
     /// Watches the call with JSON-RPC id `key` (see [`call_key`]) until [`Gateway::unwatch`]:
@@ -336,10 +337,16 @@ impl Gateway {
     }
 
     /// A `tools/call` with `task`: the task at once, the call going on without the request.
-    /// Its hold waits until a person decides, the task is canceled, or the gateway stops; it
-    /// is not put to the client as an elicitation, and sends no progress notifications (the
-    /// request they would belong to is over).
-    fn call_as_task(&self, params: Option<Value>) -> Result<Value, ErrorData> {
+    /// Its hold waits until a person decides, the task is canceled, or the gateway stops
+    /// serving. It is asked like a plain call's otherwise: put to the client's user as an
+    /// elicitation when the client can be asked (the first answer on any channel wins), with
+    /// progress notifications under the request's progress token, which 2025-11-25 keeps
+    /// for the task's whole life.
+    fn call_as_task(
+        &self,
+        params: Option<Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
         let params = params.unwrap_or_default();
         let ttl = params["task"].get("ttl").and_then(Value::as_u64);
         let request: CallToolRequestParams = serde_json::from_value(params)
@@ -356,8 +363,11 @@ impl Gateway {
                 canceled_why: tasks::CANCELED,
                 disconnected: self.inner.stopping.clone(),
             },
-            progress: None,
-            elicitor: None,
+            progress: context.meta.get_progress_token().map(|token| Progress {
+                peer: context.peer.clone(),
+                token,
+            }),
+            elicitor: Elicitor::new(&context.peer, self.approver.as_ref()),
             task: Some(task.clone()),
         };
         let gateway = self.clone();
@@ -370,10 +380,15 @@ impl Gateway {
     }
 
     /// The task requests of 2025-11-25 (see `wire`).
-    async fn task_request(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorData> {
+    async fn task_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
         let tasks = &self.inner.tasks;
         match method {
-            wire::CALL_AS_TASK => self.call_as_task(params),
+            wire::CALL_AS_TASK => self.call_as_task(params, context),
             wire::TASKS_GET => Ok(tasks.get(params.as_ref())?.describe()),
             wire::TASKS_RESULT => tasks.get(params.as_ref())?.result().await,
             wire::TASKS_CANCEL => tasks.get(params.as_ref())?.cancel(),
@@ -448,9 +463,9 @@ impl ServerHandler for Gateway {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        self.task_request(&request.method, request.params)
+        self.task_request(&request.method, request.params, &context)
             .await
             .map(CustomResult)
     }

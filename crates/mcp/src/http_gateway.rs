@@ -5,7 +5,9 @@
 //! keeps who opened each session (another credential, or another world's endpoint, is
 //! refused), withdraws the holds of a session deleted by its client, and treats the response
 //! stream of a waiting call that closes before its answer as that call's client gone: its hold
-//! is withdrawn, as on stdio when the client goes away.
+//! is withdrawn, as on stdio when the client goes away. Messages are adapted for 2025-11-25's
+//! tasks on their way, as on stdio (`wire`): each request's body, and each server-sent event
+//! of a session's answers.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,6 +26,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::{Gateway, call_key};
+use crate::wire::{self, Outbound};
 
 /// The header that carries a session's id.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -57,7 +60,14 @@ pub enum HttpRefusal {
 struct Session {
     owner: String,
     world: String,
+    served: Served,
+}
+
+/// What serves a session: its gateway, and the adaptation of its messages to the client.
+#[derive(Clone)]
+struct Served {
     gateway: Gateway,
+    outbound: Arc<Mutex<Outbound>>,
 }
 
 /// The HTTP endpoints of every world: their sessions. Cheap to clone.
@@ -118,6 +128,11 @@ impl HttpGateway {
             Some(id) => self.session(id, owner, world)?,
             None => None,
         };
+        // The session's adaptation; a request that opens one starts it afresh.
+        let outbound = session
+            .as_ref()
+            .map_or_else(Arc::default, |s| s.outbound.clone());
+        let session = session.map(|s| s.gateway);
         let (parts, body) = request.into_parts();
         let limit = self.inner.config.max_request_body_bytes;
         let body = Limited::new(body, limit)
@@ -131,6 +146,7 @@ impl HttpGateway {
                 }
             })?
             .to_bytes();
+        let body = wire::inbound(&body).map_or(body, Bytes::from);
         let mut watch = None;
         if let (Some(gateway), Some(id)) = (&session, &session_id) {
             if parts.method == Method::DELETE {
@@ -170,29 +186,38 @@ impl HttpGateway {
                 .and_then(|v| v.to_str().ok())
             && let Some(gateway) = opened.lock().ok().and_then(|mut g| g.take())
         {
-            self.opened(id, owner, world, gateway).await;
+            let served = Served {
+                gateway,
+                outbound: outbound.clone(),
+            };
+            self.opened(id, owner, world, served).await;
         }
         let (parts, body) = response.into_parts();
-        Ok(Response::from_parts(parts, McpBody { body, watch }))
+        let body = McpBody {
+            body,
+            watch,
+            outbound,
+        };
+        Ok(Response::from_parts(parts, body))
     }
 
     /// The gateway of session `id`, when `owner` opened it at `world`'s endpoint; `None` when
     /// there is no such session (the SDK answers 404).
-    fn session(&self, id: &str, owner: &str, world: &str) -> Result<Option<Gateway>, HttpRefusal> {
+    fn session(&self, id: &str, owner: &str, world: &str) -> Result<Option<Served>, HttpRefusal> {
         let sessions = self
             .inner
             .sessions
             .lock()
             .map_err(|_| HttpRefusal::Unreadable("the session table is unusable".into()))?;
         match sessions.get(id) {
-            Some(s) if s.owner == owner && s.world == world => Ok(Some(s.gateway.clone())),
+            Some(s) if s.owner == owner && s.world == world => Ok(Some(s.served.clone())),
             Some(_) => Err(HttpRefusal::NotYours),
             None => Ok(None),
         }
     }
 
     /// Records a session just opened, and forgets those the SDK has closed since (idle).
-    async fn opened(&self, id: &str, owner: &str, world: &str, gateway: Gateway) {
+    async fn opened(&self, id: &str, owner: &str, world: &str, served: Served) {
         let live: Vec<String> = self
             .inner
             .manager
@@ -206,7 +231,7 @@ impl HttpGateway {
             sessions.retain(|k, s| {
                 let keep = live.iter().any(|l| l == k);
                 if !keep {
-                    s.gateway.disconnect();
+                    s.served.gateway.disconnect();
                 }
                 keep
             });
@@ -215,7 +240,7 @@ impl HttpGateway {
                 Session {
                     owner: owner.to_owned(),
                     world: world.to_owned(),
-                    gateway,
+                    served,
                 },
             );
         }
@@ -263,6 +288,22 @@ impl Drop for CallWatch {
 pub struct McpBody {
     body: BoxBody<Bytes, Infallible>,
     watch: Option<CallWatch>,
+    /// The session's adaptation of its server-sent events.
+    outbound: Arc<Mutex<Outbound>>,
+}
+
+impl McpBody {
+    /// A frame of the answer (one server-sent event), adapted for the session's revision.
+    fn adapt(&self, frame: Frame<Bytes>) -> Frame<Bytes> {
+        let adapted = frame.data_ref().and_then(|event| {
+            let mut outbound = self.outbound.lock().ok()?;
+            outbound.adapt_event(event)
+        });
+        match adapted {
+            Some(event) => Frame::data(Bytes::from(event)),
+            None => frame,
+        }
+    }
 }
 
 impl Body for McpBody {
@@ -279,7 +320,10 @@ impl Body for McpBody {
         if let (true, Some(watch)) = (ended, &mut this.watch) {
             watch.ended = true;
         }
-        polled
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(this.adapt(frame)))),
+            other => other,
+        }
     }
 
     fn is_end_stream(&self) -> bool {

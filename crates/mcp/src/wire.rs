@@ -7,7 +7,10 @@
 //! with their parameters untouched, and the `initialize` and `tools/list` answers of a
 //! 2025-11-25 session declare what the gateway serves.
 //!
-//! Only lines that can need it are parsed, so calls pay nothing for this.
+//! Both transports adapt through these two: the stdio relay line by line (`stdio.rs`), the
+//! streamable HTTP endpoint a request's body and each server-sent event of its answer
+//! (`http_gateway.rs`). Only messages that can need it are parsed, so calls pay nothing for
+//! this.
 
 use serde_json::{Value, json};
 
@@ -21,7 +24,8 @@ pub const TASKS_LIST: &str = "holdpoint/tasks/list";
 /// The revision that has tasks in this form.
 const TASKS_REVISION: &str = "2025-11-25";
 
-/// One line from the client, as the gateway's SDK is to read it.
+/// One message from the client (a line, or a request's body), as the gateway's SDK is to
+/// read it: `Some` when it changed.
 pub fn inbound(line: &[u8]) -> Option<Vec<u8>> {
     if !contains(line, b"\"task") {
         return None;
@@ -87,6 +91,32 @@ impl Outbound {
     }
 }
 
+impl Outbound {
+    /// One server-sent event to the client (`data:` with one JSON-RPC message, and perhaps an
+    /// `id:`): `Some` when its message changed. Other lines are kept as they are.
+    pub fn adapt_event(&mut self, event: &[u8]) -> Option<Vec<u8>> {
+        let mut changed = None;
+        let mut out = Vec::with_capacity(event.len() + 64);
+        for line in event.split_inclusive(|&b| b == b'\n') {
+            let data = line.strip_prefix(b"data:").filter(|_| changed.is_none());
+            let adapted = data.and_then(|data| {
+                let message = data.strip_prefix(b" ").unwrap_or(data);
+                self.adapt(message.trim_ascii_end())
+            });
+            match adapted {
+                Some(message) => {
+                    out.extend_from_slice(b"data: ");
+                    out.extend_from_slice(&message);
+                    out.push(b'\n');
+                    changed = Some(());
+                }
+                None => out.extend_from_slice(line),
+            }
+        }
+        changed.map(|()| out)
+    }
+}
+
 fn contains(line: &[u8], needle: &[u8]) -> bool {
     line.windows(needle.len()).any(|w| w == needle)
 }
@@ -133,6 +163,33 @@ mod tests {
         assert_eq!(
             got["result"]["tools"][0]["execution"]["taskSupport"],
             "optional"
+        );
+    }
+
+    #[test]
+    fn server_sent_events_are_adapted_as_lines_are() {
+        let mut out = Outbound::default();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "holdpoint", "version": "0"}}});
+        let event = format!("id: 0/1\ndata: {init}\n\n");
+        let got = out.adapt_event(event.as_bytes()).unwrap();
+        let got = String::from_utf8(got).unwrap();
+        assert!(got.starts_with("id: 0/1\ndata: {"), "{got}");
+        assert!(got.ends_with("}\n\n"), "{got}");
+        let message: Value =
+            serde_json::from_str(got.lines().nth(1).unwrap().strip_prefix("data: ").unwrap())
+                .unwrap();
+        assert_eq!(
+            message["result"]["capabilities"]["tasks"]["list"],
+            json!({})
+        );
+        // A keep-alive comment, or an event that needs nothing, is left alone.
+        assert_eq!(out.adapt_event(b":\n\n"), None);
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 0}});
+        assert_eq!(
+            out.adapt_event(format!("data: {progress}\n\n").as_bytes()),
+            None
         );
     }
 

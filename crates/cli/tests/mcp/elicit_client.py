@@ -9,8 +9,10 @@
         {"elicited": {"message", "schema"}}, and a request the server withdraws as
         {"elicitation_canceled": true}.
     elicit_client.py task NAME ARGUMENTS_JSON
-        Calls the tool as a task (MCP 2025-11-25), prints the task, then prints the tool's
-        result from tasks/result and the task's last state from tasks/get.
+        Prints the server's tasks capability and the tool's `execution` as listed
+        ({"declared": {"tasks", "execution"}}), calls the tool as a task (MCP 2025-11-25),
+        prints the task, then prints the tool's result from tasks/result and the task's last
+        state from tasks/get. Elicitations that arrive meanwhile are answered as for `call`.
     elicit_client.py task-cancel NAME ARGUMENTS_JSON
         Calls the tool as a task, polls tasks/get until the task says it waits for a hold,
         cancels it with tasks/cancel, and prints what tasks/cancel and tasks/get answered.
@@ -95,6 +97,12 @@ async def main() -> None:
             result = await client.call_tool(name, arguments)
             say({"result": dump(result)})
         elif step == "task":
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            execution = listed[name].execution if name in listed else None
+            say({"declared": {
+                "tasks": dump(client.server_capabilities).get("tasks"),
+                "execution": dump(execution) if execution else None,
+            }})
             created = await request(
                 "tools/call", {"name": name, "arguments": arguments, "task": {"ttl": 600000}}
             )

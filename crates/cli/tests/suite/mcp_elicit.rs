@@ -10,12 +10,12 @@ use tokio::process::{Child, ChildStdout};
 
 use super::mcp::{Gateway, text, until_printed};
 
-const VIA: &str = "MCP elicitation in elicit-test 1.2";
-const NOTE: &str = r#"{"name": "a", "text": "hello"}"#;
+pub(super) const VIA: &str = "MCP elicitation in elicit-test 1.2";
+pub(super) const NOTE: &str = r#"{"name": "a", "text": "hello"}"#;
 
 /// The elicitation client, answering elicitations as `answers` says (see the script), with
 /// alice's approver token when `approver` is true.
-fn client(gw: &Gateway, args: &[&str], answers: Option<&str>, approver: bool) -> Child {
+pub(super) fn client(gw: &Gateway, args: &[&str], answers: Option<&str>, approver: bool) -> Child {
     let mut c = gw.client_script("elicit_client.py", args);
     if let Some(answers) = answers {
         c.env("ELICIT", answers);
@@ -27,17 +27,17 @@ fn client(gw: &Gateway, args: &[&str], answers: Option<&str>, approver: bool) ->
 }
 
 /// A line the client printed, as JSON, once one has `key`.
-async fn printed(out: &mut BufReader<ChildStdout>, key: &str) -> Value {
+pub(super) async fn printed(out: &mut BufReader<ChildStdout>, key: &str) -> Value {
     let line = until_printed(out, &format!("{{\"{key}\"")).await;
     serde_json::from_str::<Value>(&line).unwrap()[key].clone()
 }
 
-fn stdout(child: &mut Child) -> BufReader<ChildStdout> {
+pub(super) fn stdout(child: &mut Child) -> BufReader<ChildStdout> {
     BufReader::new(child.stdout.take().unwrap())
 }
 
 /// The events of `id`'s history that resolved it.
-async fn resolutions(gw: &Gateway, id: &str) -> Vec<Value> {
+pub(super) async fn resolutions(gw: &Gateway, id: &str) -> Vec<Value> {
     let detail = gw
         .lab
         .admin

@@ -6,6 +6,7 @@ mod mcp;
 mod mcp_elicit;
 mod mcp_http;
 mod mcp_late_upstreams;
+mod mcp_tasks;
 mod mcp_upstreams;
 mod policy;
 mod postgres;
