@@ -608,9 +608,9 @@ impl Runtime {
     pub async fn active_turn(&self, chat: ChatId) -> Result<Option<TurnId>, RuntimeError> {
         let active = self
             .records()
-            .by_key(RecordKind::ActiveTurn, None, &chat.to_string())
+            .by_key::<crate::turn::ActiveTurn>(RecordKind::ActiveTurn, None, &chat.to_string())
             .await?;
-        Ok(active.map(|k| k.value))
+        Ok(active.map(|k| k.value.turn))
     }
 
     async fn refuse_if_busy(&self, chat: ChatId) -> Result<(), RuntimeError> {

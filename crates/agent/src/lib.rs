@@ -10,5 +10,5 @@ mod tools;
 mod turn;
 
 pub use error::RuntimeError;
-pub use runtime::{Runtime, RuntimeConfig, ShellLimits};
+pub use runtime::{Runtime, RuntimeConfig, ShellLimits, TURN_LEASE};
 pub use tools::{BUILT_IN_TOOLS, ExternalTools};

@@ -7,14 +7,15 @@ use std::time::Duration;
 
 use holdpoint_core::Engine;
 use holdpoint_core::audit::EventDraft;
+use holdpoint_core::lease::Node;
 use holdpoint_core::record::Records;
-use holdpoint_core::store::{CommitError, RecordKind, Store, Write};
+use holdpoint_core::store::{CommitError, Store, Write};
 use holdpoint_llm::LlmClient;
 use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Timestamp, TurnId};
-use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
 use crate::tools::ExternalTools;
+use crate::turn::Driving;
 
 /// Bounds on `shell_cmd`.
 #[derive(Clone, Debug)]
@@ -47,7 +48,13 @@ pub struct RuntimeConfig {
     pub max_file: usize,
     /// Where the worlds' MCP tools come from (none: agents have the built-in tools only).
     pub external_tools: Option<Arc<dyn ExternalTools>>,
+    /// This process among the nodes sharing the store, and the length of its turn leases.
+    pub node: Node,
 }
+
+/// The default length of a turn's lease: a turn whose node died is taken over this long
+/// after the node's last renewal.
+pub const TURN_LEASE: Duration = Duration::from_secs(5);
 
 impl RuntimeConfig {
     pub fn new(worlds_dir: PathBuf) -> Self {
@@ -57,6 +64,7 @@ impl RuntimeConfig {
             text_flush: Duration::from_millis(100),
             max_file: 256 * 1024,
             external_tools: None,
+            node: Node::new(TURN_LEASE, true),
         }
     }
 }
@@ -80,8 +88,8 @@ pub(crate) struct Inner {
     pub(crate) records: Records,
     pub(crate) llm: LlmClient,
     pub(crate) config: RuntimeConfig,
-    /// Turns running in this process, to cancel them.
-    pub(crate) running: Mutex<HashMap<TurnId, CancellationToken>>,
+    /// Turns driven by this process, to cancel them and to renew their leases.
+    pub(crate) running: Mutex<HashMap<TurnId, Driving>>,
     /// Who asked to cancel a turn, until the turn's end is recorded in their name.
     pub(crate) cancelers: Mutex<HashMap<TurnId, Actor>>,
 }
@@ -99,8 +107,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Runtime {
     /// Starts the runtime and resumes the turns that were under way when the last process
-    /// stopped: waiting turns wait again for their holds; a tool that was running is reported
-    /// to the LLM as interrupted, never run again.
+    /// stopped (on a store shared by several nodes: those whose lease ended): waiting turns
+    /// wait again for their holds; a tool that was running is reported to the LLM as
+    /// interrupted, never run again. From then on it renews the leases of the turns it drives
+    /// and takes over those of nodes that stopped renewing theirs.
     pub async fn start(
         engine: Engine,
         llm: LlmClient,
@@ -123,15 +133,21 @@ impl Runtime {
                 cancelers: Mutex::new(HashMap::new()),
             }),
         };
-        let active: Vec<TurnId> = runtime.records().all(RecordKind::ActiveTurn, None).await?;
-        for turn in active {
-            runtime.spawn_turn(turn);
-        }
+        runtime.take_over_turns().await?;
+        tokio::spawn(crate::turn::keep_leases(
+            Arc::downgrade(&runtime.inner),
+            runtime.inner.config.node.renew_every(),
+        ));
         Ok(runtime)
     }
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// This process among the nodes sharing the store.
+    pub fn node(&self) -> Node {
+        self.inner.config.node
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {

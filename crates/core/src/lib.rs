@@ -11,6 +11,7 @@ pub mod clock;
 mod engine;
 mod error;
 pub mod hold;
+pub mod lease;
 pub mod limits;
 pub mod mcp;
 pub mod policy;

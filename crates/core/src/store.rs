@@ -121,6 +121,9 @@ pub enum RecordKind {
     WebhookDelivery,
     /// How far a follower of the log has got, keyed by the follower's name.
     Cursor,
+    /// Which node does a piece of work that one node at a time must do, and until when
+    /// (`lease::Lease`), keyed by the work's name.
+    Lease,
 }
 
 impl RecordKind {
@@ -138,6 +141,7 @@ impl RecordKind {
             RecordKind::Webhook => "webhook",
             RecordKind::WebhookDelivery => "webhook_delivery",
             RecordKind::Cursor => "cursor",
+            RecordKind::Lease => "lease",
         }
     }
 }

@@ -43,6 +43,10 @@ pub struct Settings {
 /// retention, and a client retrying a slow request could find its key forgotten.
 const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
+/// The shortest `server.turn_lease`: shorter, and renewals (a third of it) would crowd the
+/// database and a slow write would lose a live node's turns.
+const MIN_TURN_LEASE: Duration = Duration::from_secs(1);
+
 /// The sections, as environment variables name them.
 const SECTIONS: [&str; 7] = [
     "server", "policy", "llm", "shell", "webhooks", "log", "store",
@@ -75,6 +79,11 @@ pub struct ServerSettings {
     /// with that key gets it again instead of acting twice.
     #[serde(with = "duration")]
     pub idempotency_retention: Duration,
+    /// How long a node's claim on a turn under way lasts without renewal (it renews a third
+    /// of the way through). When several nodes share a PostgreSQL database and one dies,
+    /// another takes its turns over this long after its last renewal.
+    #[serde(with = "duration")]
+    pub turn_lease: Duration,
 }
 
 impl Default for ServerSettings {
@@ -87,6 +96,7 @@ impl Default for ServerSettings {
             header_timeout: Duration::from_secs(10),
             heartbeat: HEARTBEAT,
             idempotency_retention: IDEMPOTENCY_RETENTION,
+            turn_lease: holdpoint_agent::TURN_LEASE,
         }
     }
 }
@@ -317,6 +327,12 @@ impl Settings {
             return bad(
                 "server.idempotency_retention",
                 "must be at least 1h (clients retry a request within that long)",
+            );
+        }
+        if self.server.turn_lease < MIN_TURN_LEASE {
+            return bad(
+                "server.turn_lease",
+                "must be at least 1s (a node renews its leases a third of the way through)",
             );
         }
         if self.webhooks.keep_deliveries < MIN_RETENTION {
@@ -555,6 +571,20 @@ mod tests {
         assert!(
             shown.contains("postgres://hp:(hidden)@db:5432/holdpoint"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_turn_lease_is_at_least_a_second() {
+        let env = |v: &str| [("HOLDPOINT_SERVER_TURN_LEASE".to_owned(), v.to_owned())];
+        let e = Settings::load(None, env("500ms")).unwrap_err();
+        assert_eq!(e.key, "server.turn_lease");
+        assert!(e.message.contains("at least 1s"), "{e}");
+        let ok = Settings::load(None, env("2s")).unwrap();
+        assert_eq!(ok.server.turn_lease, Duration::from_secs(2));
+        assert_eq!(
+            Settings::default().server.turn_lease,
+            Duration::from_secs(5)
         );
     }
 

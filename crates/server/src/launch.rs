@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use holdpoint_agent::{Runtime, RuntimeConfig, ShellLimits};
+use holdpoint_core::lease::Node;
 use holdpoint_core::policy::Policy;
 use holdpoint_core::{Engine, HumanChannel};
 use holdpoint_llm::{LlmClient, Timeouts};
@@ -124,6 +125,9 @@ impl Server {
         let shutdown = CancellationToken::new();
         let mcp = McpServers::new(&settings.mcp, settings.server.max_body, shutdown.clone());
         runtime_config.external_tools = Some(Arc::new(AgentTools(mcp.clone())));
+        // On PostgreSQL other nodes may share the store: turns are leased to one node each.
+        let sole = matches!(database, Database::Sqlite(_));
+        runtime_config.node = Node::new(settings.server.turn_lease, sole);
         let runtime = Runtime::start(engine, llm, runtime_config)
             .await
             .map_err(|e| LaunchError::Start(e.to_string()))?;

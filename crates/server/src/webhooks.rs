@@ -12,6 +12,10 @@
 //! again and no event is skipped; receivers may see an event twice and should use the
 //! delivery id to drop repeats. Failed attempts are retried with exponential backoff; every
 //! attempt is recorded.
+//!
+//! Where several nodes share a database, one of them sends: the node holding the `webhooks`
+//! lease, renewed as often as turn leases. Another takes over once it ends, from the stored
+//! cursor, resending what was pending.
 
 use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_core::record::put;
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use holdpoint_agent::Runtime;
+use holdpoint_core::lease::WorkLease;
 use holdpoint_core::record::Records;
 use tokio_util::sync::CancellationToken;
 
@@ -228,8 +233,69 @@ impl Webhooks {
         }
         Ok(forgotten)
     }
-    /// Starts delivering: resends what was pending, then follows the log.
+
+    /// Starts delivering on whichever node holds the `webhooks` lease: this one at once if
+    /// it is free (always, on a store no other node uses), else once the holder stops
+    /// renewing it. Delivering stops here when the lease is lost, and starts again when it is
+    /// taken back.
     pub async fn start(&self) -> Result<(), ApiError> {
+        let node = self.runtime.node();
+        let lease = WorkLease::new(self.records().clone(), CURSOR, node);
+        let mut sending = None;
+        if lease.hold(self.now()).await? {
+            sending = Some(self.deliver().await?);
+        }
+        let webhooks = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = webhooks.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(node.renew_every()) => {}
+                }
+                sending = webhooks.keep_sending(&lease, sending).await;
+            }
+        });
+        Ok(())
+    }
+
+    /// Renews or takes the lease, and starts or stops delivering accordingly; the token that
+    /// stops delivering when it runs here.
+    async fn keep_sending(
+        &self,
+        lease: &WorkLease,
+        sending: Option<CancellationToken>,
+    ) -> Option<CancellationToken> {
+        // A follower that stopped (the database went away) is started again.
+        let sending = sending.filter(|t| !t.is_cancelled());
+        let held = lease.hold(self.now()).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not renew the webhooks lease");
+            false
+        });
+        match (held, sending) {
+            (true, Some(t)) => Some(t),
+            (true, None) => self.deliver().await.map_or_else(
+                |e| {
+                    tracing::warn!(error = %e.message, "could not start delivering webhooks");
+                    None
+                },
+                Some,
+            ),
+            (false, Some(t)) => {
+                t.cancel();
+                None
+            }
+            (false, None) => None,
+        }
+    }
+
+    /// Delivers from here: resends what was pending, then follows the log from the cursor.
+    /// Returns the token that stops it (cancelled by itself should the log become unreadable).
+    async fn deliver(&self) -> Result<CancellationToken, ApiError> {
+        let stop = self.shutdown.child_token();
+        let webhooks = Webhooks {
+            shutdown: stop.clone(),
+            ..self.clone()
+        };
         let cursor = self
             .records()
             .by_key::<u64>(RecordKind::Cursor, None, CURSOR)
@@ -249,7 +315,7 @@ impl Webhooks {
             for sub in self.subscriptions(world.id).await? {
                 for d in self.stored(sub.webhook.id).await? {
                     if d.delivery.status == DeliveryStatus::Pending {
-                        tokio::spawn(self.clone().send(sub.clone(), d));
+                        tokio::spawn(webhooks.clone().send(sub.clone(), d));
                     }
                 }
             }
@@ -263,7 +329,6 @@ impl Webhooks {
             || (uuid::Uuid::now_v7(), 0),
             |(id, version, _)| (id, version),
         );
-        let webhooks = self.clone();
         tokio::spawn(async move {
             loop {
                 let event = tokio::select! {
@@ -272,16 +337,20 @@ impl Webhooks {
                         Ok(e) => e,
                         Err(e) => {
                             tracing::error!(error = %e, "webhooks stopped following the log");
+                            webhooks.shutdown.cancel();
                             return;
                         }
                     },
                 };
                 if let Err(e) = webhooks.schedule(&event, &mut cursor).await {
+                    // Started again shortly from the stored cursor, this event included.
                     tracing::warn!(seq = event.seq, error = %e.message, "could not schedule webhook deliveries");
+                    webhooks.shutdown.cancel();
+                    return;
                 }
             }
         });
-        Ok(())
+        Ok(stop)
     }
 
     /// Records the deliveries an event calls for (with the new cursor), then sends them.
@@ -337,16 +406,16 @@ impl Webhooks {
             )?);
             scheduled.push((sub, d));
         }
-        cursor.1 += 1;
         writes.push(put(
             RecordKind::Cursor,
             cursor.0,
             None,
             Some(CURSOR.into()),
-            cursor.1,
+            cursor.1 + 1,
             &event.seq,
         )?);
         self.records().commit(writes, vec![]).await?;
+        cursor.1 += 1;
         for (sub, d) in scheduled {
             tokio::spawn(self.clone().send(sub, d));
         }

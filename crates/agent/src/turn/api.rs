@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::driver::{Driver, Stop};
+use super::lease::Driving;
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
@@ -92,15 +93,8 @@ impl Runtime {
                 1,
                 &turn,
             )?,
-            // One active turn per chat: the key is the chat.
-            put(
-                RecordKind::ActiveTurn,
-                *turn.id.as_uuid(),
-                None,
-                Some(chat.to_string()),
-                1,
-                &turn.id,
-            )?,
+            // One active turn per chat: the key is the chat. This node drives it, under a lease.
+            self.lease_write(turn.id, &chat.to_string(), 1)?,
         ];
         let events = vec![
             self.event_by(
@@ -126,7 +120,7 @@ impl Runtime {
             }
             Err(e) => return Err(e.into()),
         }
-        self.spawn_turn(turn.id);
+        self.spawn_turn(turn.id, Driving::new(chat.to_string(), 1));
         Ok(turn)
     }
 
@@ -150,7 +144,9 @@ impl Runtime {
             });
         }
         self.note_canceler(id, by);
-        let token = crate::runtime::lock(&self.inner.running).get(&id).cloned();
+        let token = crate::runtime::lock(&self.inner.running)
+            .get(&id)
+            .map(|d| d.cancel.clone());
         match token {
             Some(token) => token.cancel(),
             None => {

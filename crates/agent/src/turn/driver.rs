@@ -2,6 +2,8 @@
 //! ends; and how it ends when it stops early.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use holdpoint_core::audit::EventDraft;
@@ -15,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::finished;
+use super::lease::Driving;
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
@@ -35,24 +38,24 @@ impl From<RuntimeError> for Stop {
 }
 
 impl Runtime {
-    /// Drives a turn in this process (once).
-    pub(crate) fn spawn_turn(&self, id: TurnId) {
-        let token = CancellationToken::new();
+    /// Drives a turn in this process (once), under the lease `driving` holds on it.
+    pub(crate) fn spawn_turn(&self, id: TurnId, driving: Driving) {
+        let (cancel, lost) = (driving.cancel.clone(), driving.lost.clone());
         {
             let mut running = crate::runtime::lock(&self.inner.running);
             if running.contains_key(&id) {
                 return;
             }
-            running.insert(id, token.clone());
+            running.insert(id, driving);
         }
         let rt = self.clone();
         tokio::spawn(async move {
-            rt.drive(id, token).await;
+            rt.drive(id, cancel, lost).await;
             crate::runtime::lock(&rt.inner.running).remove(&id);
         });
     }
 
-    async fn drive(&self, id: TurnId, cancel: CancellationToken) {
+    async fn drive(&self, id: TurnId, cancel: CancellationToken, lost: Arc<AtomicBool>) {
         let mut d = match Driver::load(self, id, cancel).await {
             Ok(d) => d,
             Err(e) => {
@@ -60,6 +63,7 @@ impl Runtime {
                 return;
             }
         };
+        d.lost = lost;
         if let Err(stop) = d.recover_interrupted().await {
             d.abandon(stop).await;
             return;
@@ -89,6 +93,8 @@ pub(super) struct Driver<'a> {
     pub(super) agent: Agent,
     pub(super) dir: PathBuf,
     pub(super) cancel: CancellationToken,
+    /// Set once another node took the turn over: nothing more is saved from here.
+    lost: Arc<AtomicBool>,
 }
 
 impl<'a> Driver<'a> {
@@ -106,6 +112,7 @@ impl<'a> Driver<'a> {
             agent,
             dir,
             cancel,
+            lost: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -124,6 +131,9 @@ impl<'a> Driver<'a> {
         mut writes: Vec<Write>,
         events: Vec<EventDraft>,
     ) -> Result<(), Stop> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(Stop::Lost);
+        }
         self.turn.version += 1;
         let chat = *self.turn.chat.as_uuid();
         writes.insert(
@@ -237,6 +247,9 @@ impl<'a> Driver<'a> {
     /// Ends the turn: withdraws its pending holds, reports every call not done as not
     /// executed (so the conversation stays whole for the next turn), and records why.
     pub(super) async fn abandon(&mut self, stop: Stop) {
+        if self.lost.load(Ordering::SeqCst) {
+            return;
+        }
         // A cancel is recorded as whoever asked for it, a stop as the person who chose it;
         // any other end as Holdpoint's.
         let by = match &stop {

@@ -14,18 +14,23 @@
 //!    and does not run it again;
 //! 4. **conclude** — give the LLM exactly one result per call, in call order, and think again.
 //!
-//! Every save is checked against the turn's version, so two drivers of one turn (two nodes
-//! resuming it, say) cannot both act: the one whose save fails stops.
+//! One node drives a turn, under a lease renewed while it does (`lease.rs`); when the node
+//! dies another takes the turn over once the lease has ended. Every save is also checked
+//! against the turn's version, so two drivers of one turn (a node that lost its lease while
+//! the database was away, say) cannot both act: the one whose save fails stops.
 
 mod api;
 mod driver;
 mod gating;
+mod lease;
 mod outcome;
 mod running;
 mod thinking;
 mod waiting;
 
 use holdpoint_protocol::{CallRecord, CallState, EventPayload, ToolResult, TurnId};
+
+pub(crate) use lease::{ActiveTurn, Driving, keep as keep_leases};
 
 /// Marks a call of `turn` done with `result`; the event that says so.
 pub(crate) fn finished(turn: TurnId, rec: &mut CallRecord, result: ToolResult) -> EventPayload {
