@@ -12,6 +12,7 @@ mod policy;
 mod postgres;
 mod scripts;
 mod serve;
+mod takeover;
 mod terminal;
 mod world_mcp;
 

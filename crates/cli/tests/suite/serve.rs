@@ -71,6 +71,15 @@ impl Served {
     }
 }
 
+impl Served {
+    /// SIGKILL: the process dies at once, with no chance to clean up.
+    pub(super) async fn kill(mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
 async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
     lines: &mut Lines<R>,
     needle: &str,
@@ -109,7 +118,7 @@ pub(super) fn admin(data: &Path, url: &str) -> Api {
 
 /// A world `lab` with an agent on `llm` and a chat; `text` sent to it, and the hold its turn
 /// raised: the turn's id and the hold's.
-async fn held_turn(api: &Api, llm: &ScriptedLlm, text: &str) -> (String, String) {
+pub(super) async fn held_turn(api: &Api, llm: &ScriptedLlm, text: &str) -> (String, String) {
     api.post("/api/v1/worlds", json!({"name": "lab"}))
         .await
         .expect(201);
