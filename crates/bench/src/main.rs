@@ -14,6 +14,7 @@ mod mcp_http;
 mod pending;
 mod policy;
 mod stats;
+mod takeover;
 mod wire;
 
 use std::path::PathBuf;
@@ -114,10 +115,24 @@ enum Bench {
         #[arg(long, value_name = "PATH")]
         holdpoint: Option<PathBuf>,
     },
+    /// Takeover on PostgreSQL (needs --database-url): the time from a node's death to its
+    /// turns running on another node, two `holdpoint serve` processes (built beside this
+    /// program, as for `mcp`), so it is not part of `all`.
+    Takeover {
+        /// Turns waiting on holds on the node that dies.
+        #[arg(long, default_value_t = 20)]
+        turns: usize,
+        /// The nodes' `server.turn_lease`, in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        lease_ms: u64,
+        /// The `holdpoint` binary [default: the one beside this program].
+        #[arg(long, value_name = "PATH")]
+        holdpoint: Option<PathBuf>,
+    },
     /// The benchmark's upstream MCP server on stdio (started by `mcp`).
     #[command(hide = true)]
     McpUpstream,
-    /// All of the above with their defaults, except `inbox` and `mcp`.
+    /// All of the above with their defaults, except `inbox`, `mcp` and `takeover`.
     All,
 }
 
@@ -173,6 +188,17 @@ fn main() -> anyhow::Result<()> {
         Bench::Mcp { calls, holdpoint } => {
             runtime.block_on(mcp::run(&bench_dir(cli.dir)?, calls, holdpoint))?
         }
+        Bench::Takeover {
+            turns,
+            lease_ms,
+            holdpoint,
+        } => runtime.block_on(takeover::run(
+            &bench_dir(cli.dir)?,
+            cli.database_url.as_deref(),
+            holdpoint,
+            turns.max(1),
+            std::time::Duration::from_millis(lease_ms),
+        ))?,
         Bench::McpUpstream => mcp::serve_upstream()?,
         Bench::All => {
             policy::run(POLICY_SECONDS);

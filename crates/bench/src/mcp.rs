@@ -131,7 +131,7 @@ fn upstream_command() -> anyhow::Result<Command> {
 }
 
 /// The `holdpoint` binary: `given`, else the one built next to this program.
-fn holdpoint_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+pub(crate) fn holdpoint_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let path = match given {
         Some(path) => path,
         None => std::env::current_exe()?
