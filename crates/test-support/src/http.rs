@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use holdpoint_protocol::sse::SseDecoder;
 use reqwest::header::HeaderMap;
-use reqwest::{Method, RequestBuilder};
+/// What requests are built with, for callers that build their own.
+pub use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
 
 use crate::PATIENCE;
@@ -95,20 +96,26 @@ impl Api {
     }
 
     pub async fn send(&self, request: RequestBuilder) -> Reply {
+        self.try_send(request).await.expect("the request failed")
+    }
+
+    /// Like [`Api::send`], but a server that cannot be reached, or that dies before it
+    /// answers, is an error rather than a panic: for clients of several nodes, which then
+    /// try another.
+    pub async fn try_send(&self, request: RequestBuilder) -> Result<Reply, reqwest::Error> {
         let response = tokio::time::timeout(PATIENCE * 3, request.send())
             .await
-            .expect("the server did not answer in time")
-            .expect("the request failed");
+            .expect("the server did not answer in time")?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let text = response.text().await.unwrap();
+        let text = response.text().await?;
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
+        Ok(Reply {
             status,
             headers,
             body,
             text,
-        }
+        })
     }
 
     pub async fn get(&self, path: &str) -> Reply {

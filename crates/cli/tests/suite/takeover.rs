@@ -1,11 +1,13 @@
 //! Several `holdpoint serve` nodes on one PostgreSQL database, and nodes that die: a turn
 //! whose node was killed is taken over by another once its lease ends, and its tool runs once.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use holdpoint_test_support::PATIENCE;
-use holdpoint_test_support::http::Api;
+use holdpoint_test_support::http::{Api, Method, Reply, RequestBuilder};
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::pg::TempSchema;
 use serde_json::{Value, json};
@@ -130,6 +132,340 @@ async fn a_turn_whose_node_was_killed_finishes_on_another_node_and_its_tool_runs
     assert_eq!(llm.requests().len(), 2);
     assert_eq!(llm.remaining(), 0);
     for node in [b, c] {
+        assert!(node.terminate().await.success());
+    }
+}
+
+/// The nodes' URLs as a client knows them: `None` while a node is down.
+#[derive(Clone, Default)]
+struct Live(Arc<Mutex<Vec<Option<String>>>>);
+
+impl Live {
+    fn set(&self, i: usize, url: Option<String>) {
+        self.0.lock().unwrap()[i] = url;
+    }
+
+    /// Sends a request built by `make` to the nodes in turn, starting with node `first`,
+    /// until one answers: a node that is down (or dies before answering) is not a failure
+    /// for a client of several nodes, which tries another.
+    async fn send(
+        &self,
+        first: usize,
+        token: &str,
+        make: impl Fn(&Api) -> RequestBuilder,
+    ) -> Reply {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        for n in first.. {
+            let url = {
+                let urls = self.0.lock().unwrap();
+                urls[n % urls.len()].clone()
+            };
+            if let Some(url) = url {
+                let api = Api::new(&url, Some(token));
+                if let Ok(reply) = api.try_send(make(&api)).await {
+                    return reply;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no node answered in time"
+            );
+            tokio::task::yield_now().await;
+        }
+        unreachable!()
+    }
+}
+
+/// Holds each agent raises; every third asks with a short deadline and is left to expire.
+const PER_AGENT: usize = 18;
+const AGENTS: usize = 3;
+
+fn expires(n: usize) -> bool {
+    n.is_multiple_of(3)
+}
+
+/// Waits until `count` holds of `tool` are pending, reading them on `api`.
+async fn pending(api: &Api, tool: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let page = api
+            .get(&format!("/api/v1/holds?tool={tool}&limit=100"))
+            .await
+            .expect(200);
+        if page["items"].as_array().map_or(0, Vec::len) >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fewer than {count} {tool} holds pending: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Approves, over and over, the pending holds of `tools` it finds on the nodes, until
+/// `stop`; counts the decisions each hold was answered 200 for.
+async fn approver(
+    live: Live,
+    token: String,
+    first: usize,
+    tools: Arc<Mutex<Vec<&'static str>>>,
+    answered: Arc<Mutex<HashMap<String, usize>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut n = first;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let tools = tools.lock().unwrap().clone();
+        let mut found = 0;
+        for tool in tools {
+            n += 1;
+            let page = live
+                .send(n, &token, |api| {
+                    api.request(Method::GET, &format!("/api/v1/holds?tool={tool}&limit=100"))
+                })
+                .await
+                .expect(200);
+            for hold in page["items"].as_array().into_iter().flatten() {
+                found += 1;
+                let id = hold["id"].as_str().unwrap().to_owned();
+                n += 1;
+                let reply = live
+                    .send(n, &token, |api| {
+                        api.request(Method::POST, &format!("/api/v1/holds/{id}/decision"))
+                            .json(&json!({"action": "approve"}))
+                    })
+                    .await;
+                match reply.status {
+                    200 => *answered.lock().unwrap().entry(id).or_default() += 1,
+                    409 => {}
+                    status => panic!("deciding {id}: {status} {}", reply.text),
+                }
+            }
+        }
+        if found == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_does_nothing_twice()
+{
+    use holdpoint_core::store::{EventFilter, Store};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = Nodes::new(dir.path(), &schema);
+    let live = Live::default();
+    let mut served = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..3 {
+        let (node, url) = nodes.start().await;
+        served.push(Some(node));
+        live.0.lock().unwrap().push(Some(url.clone()));
+        urls.push(url);
+    }
+    let admin = nodes.admin(&urls[0]);
+    let admin_token = std::fs::read_to_string(nodes.data.join("admin-token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    admin
+        .post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+
+    // A turn on each node (each agent with an LLM of its own), waiting on a hold for a call
+    // that appends a line to a file of its own.
+    let mut turns = Vec::new();
+    let mut llms = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        let effect = dir.path().join(format!("effect-{i}"));
+        let llm = ScriptedLlm::start(vec![
+            Step::calls(vec![call(
+                "c1",
+                "shell_cmd",
+                json!({"command": format!("echo x >> {}", effect.display())}),
+            )]),
+            Step::text("Done."),
+        ])
+        .await;
+        let api = nodes.admin(url);
+        let agent = format!("helper{i}");
+        api.post(
+            "/api/v1/worlds/lab/agents",
+            json!({"name": agent, "llm": {"base_url": llm.base_url(), "model": "scripted"}}),
+        )
+        .await
+        .expect(201);
+        let chat = api
+            .post("/api/v1/worlds/lab/chats", json!({"agent": agent}))
+            .await
+            .expect(201)["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let turn = api
+            .post(
+                &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+                json!({"text": "go"}),
+            )
+            .await
+            .expect(202)["turn"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        turns.push((turn, effect));
+        llms.push(llm);
+    }
+    pending(&admin, "shell_cmd", urls.len()).await;
+
+    // Agents raise holds on the nodes in turn (a retry on another node keeps the request's
+    // Idempotency-Key); two approvers decide them on the nodes in turn, racing each other.
+    let mut agents = Vec::new();
+    for i in 0..AGENTS {
+        let token = admin
+            .post(
+                "/api/v1/tokens",
+                json!({"name": format!("bot{i}"), "role": "agent", "world": "lab"}),
+            )
+            .await
+            .expect(201)["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        agents.push(token);
+    }
+    let raised: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let mut raisers = tokio::task::JoinSet::new();
+    for (i, token) in agents.into_iter().enumerate() {
+        let (live, raised) = (live.clone(), raised.clone());
+        raisers.spawn(async move {
+            for n in 0..PER_AGENT {
+                let item = if expires(n) {
+                    json!({"kind": "approval", "tool": "expire_me", "arguments": {"agent": i, "n": n}, "deadline": "1s"})
+                } else {
+                    json!({"kind": "approval", "tool": "deploy", "arguments": {"agent": i, "n": n}})
+                };
+                let key = format!("bot{i}-{n}");
+                let reply = live
+                    .send(i + n, &token, |api| {
+                        api.request(Method::POST, "/api/v1/worlds/lab/holds")
+                            .header("Idempotency-Key", &key)
+                            .json(&json!({"items": [item]}))
+                    })
+                    .await;
+                assert!(matches!(reply.status, 200 | 201), "{}", reply.text);
+                let id = reply.body["results"][0]["hold"]["id"].as_str().unwrap();
+                raised.lock().unwrap().push((id.to_owned(), expires(n)));
+            }
+        });
+    }
+    // The turns' holds are decided only once a node died.
+    let tools = Arc::new(Mutex::new(vec!["deploy"]));
+    let answered: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut approvers = tokio::task::JoinSet::new();
+    for first in 0..2 {
+        approvers.spawn(approver(
+            live.clone(),
+            admin_token.clone(),
+            first,
+            tools.clone(),
+            answered.clone(),
+            stop.clone(),
+        ));
+    }
+
+    // Mid-load, node 1 is killed (its turn waiting on its hold), then started again.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while raised.lock().unwrap().len() < AGENTS * PER_AGENT / 3 {
+        assert!(tokio::time::Instant::now() < deadline, "the load stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    live.set(1, None);
+    served[1].take().unwrap().kill().await;
+    tools.lock().unwrap().push("shell_cmd");
+    let (restarted, url) = nodes.start().await;
+    served[1] = Some(restarted);
+    live.set(1, Some(url));
+    while let Some(r) = raisers.join_next().await {
+        r.unwrap();
+    }
+
+    // Every hold acknowledged is there and resolved as it should be; every turn finished.
+    let raised = raised.lock().unwrap().clone();
+    assert_eq!(raised.len(), AGENTS * PER_AGENT);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    for (id, expires) in &raised {
+        let want = if *expires { "timed_out" } else { "approved" };
+        loop {
+            let hold = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+            if hold["hold"]["status"] == want {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "hold {id} is not {want}: {hold}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for (turn, effect) in &turns {
+        let ended = ended_turn(&admin, turn).await;
+        assert_eq!(ended["status"], "finished", "{ended}");
+        // Its call ran once.
+        assert_eq!(std::fs::read_to_string(effect).unwrap(), "x\n");
+    }
+    stop.store(true, Ordering::SeqCst);
+    while let Some(r) = approvers.join_next().await {
+        r.unwrap();
+    }
+    assert!(
+        answered.lock().unwrap().values().all(|&n| n == 1),
+        "a hold was answered 200 twice: {:?}",
+        answered.lock().unwrap()
+    );
+
+    // The log: each hold raised once, resolved once, each deadline and reminder applied once.
+    let store = schema.store().await;
+    let mut seen: HashMap<String, HashMap<&'static str, usize>> = HashMap::new();
+    for event in store.all_events(&EventFilter::default()).await.unwrap() {
+        if let Some(hold) = &event.hold {
+            *seen
+                .entry(hold.to_string())
+                .or_default()
+                .entry(event.payload.type_name())
+                .or_default() += 1;
+        }
+    }
+    for (id, expires) in &raised {
+        let counts = &seen[id];
+        let count = |t: &str| counts.get(t).copied().unwrap_or(0);
+        assert_eq!(count("hold.created"), 1, "{id}: {counts:?}");
+        let (expired, decided) = if *expires { (1, 0) } else { (0, 1) };
+        assert_eq!(count("hold.expired"), expired, "{id}: {counts:?}");
+        assert_eq!(count("hold.decided"), decided, "{id}: {counts:?}");
+        assert_eq!(count("hold.withdrawn"), 0, "{id}: {counts:?}");
+        // Reminded once, half a second before its deadline.
+        assert_eq!(count("hold.reminded"), expired, "{id}: {counts:?}");
+    }
+    for (id, counts) in &seen {
+        let resolved: usize = ["hold.decided", "hold.expired", "hold.withdrawn"]
+            .iter()
+            .map(|t| counts.get(t).copied().unwrap_or(0))
+            .sum();
+        assert!(
+            resolved <= 1,
+            "{id} was resolved {resolved} times: {counts:?}"
+        );
+    }
+    let out = super::holdpoint(&["audit", "verify", "--database-url", &schema.url]);
+    assert_eq!(out.status.code(), Some(0), "{}", super::stderr(&out));
+    for node in served.into_iter().flatten() {
         assert!(node.terminate().await.success());
     }
 }
