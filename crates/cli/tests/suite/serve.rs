@@ -99,7 +99,7 @@ async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
 }
 
 /// Waits until the server reports a request to `route` in flight.
-async fn wait_until_in_flight(api: &Api, route: &str) {
+pub(super) async fn wait_until_in_flight(api: &Api, route: &str) {
     let line = format!("holdpoint_http_requests_in_flight{{route=\"{route}\"}} 1");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while !api.get("/metrics").await.text.contains(&line) {

@@ -1,5 +1,8 @@
-//! Several `holdpoint serve` nodes on one PostgreSQL database, and nodes that die: a turn
-//! whose node was killed is taken over by another once its lease ends, and its tool runs once.
+//! Several `holdpoint serve` nodes on one PostgreSQL database, and failures: a turn whose node
+//! was killed is taken over by another once its lease ends, and its tool runs once; a load
+//! with a node killed and restarted loses nothing and does nothing twice; and a database that
+//! crashes and comes back under load keeps everything acknowledged, the nodes recovering by
+//! themselves.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +15,7 @@ use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::pg::TempSchema;
 use serde_json::{Value, json};
 
-use super::serve::{Served, admin, held_turn};
+use super::serve::{Served, admin, held_turn, wait_until_in_flight};
 
 /// The nodes' turn lease: short, so that a takeover comes soon.
 const LEASE: Duration = Duration::from_secs(1);
@@ -25,7 +28,7 @@ struct Nodes {
 }
 
 impl Nodes {
-    fn new(dir: &Path, schema: &TempSchema) -> Nodes {
+    fn new(dir: &Path, database_url: &str) -> Nodes {
         let config = dir.join("holdpoint.toml");
         std::fs::write(
             &config,
@@ -37,7 +40,7 @@ impl Nodes {
         .unwrap();
         let args = vec![
             "--database-url".to_owned(),
-            schema.url.clone(),
+            database_url.to_owned(),
             "--config".to_owned(),
             config.display().to_string(),
         ];
@@ -95,7 +98,7 @@ async fn a_turn_whose_node_was_killed_finishes_on_another_node_and_its_tool_runs
         Step::text("Done."),
     ])
     .await;
-    let nodes = Nodes::new(dir.path(), &schema);
+    let nodes = Nodes::new(dir.path(), &schema.url);
     // The first node alone makes the admin token; then the others join.
     let (a, url_a) = nodes.start().await;
     let (b, url_b) = nodes.start().await;
@@ -204,7 +207,7 @@ async fn pending(api: &Api, tool: &str, count: usize) {
 }
 
 /// Approves, over and over, the pending holds of `tools` it finds on the nodes, until
-/// `stop`; counts the decisions each hold was answered 200 for.
+/// `stop`; counts the decisions each hold was answered 200 for (acknowledged).
 async fn approver(
     live: Live,
     token: String,
@@ -223,8 +226,11 @@ async fn approver(
                 .send(n, &token, |api| {
                     api.request(Method::GET, &format!("/api/v1/holds?tool={tool}&limit=100"))
                 })
-                .await
-                .expect(200);
+                .await;
+            if page.status == 503 {
+                continue; // The database is away: look again shortly.
+            }
+            let page = page.expect(200);
             for hold in page["items"].as_array().into_iter().flatten() {
                 found += 1;
                 let id = hold["id"].as_str().unwrap().to_owned();
@@ -237,7 +243,9 @@ async fn approver(
                     .await;
                 match reply.status {
                     200 => *answered.lock().unwrap().entry(id).or_default() += 1,
-                    409 => {}
+                    // Decided already; or not acknowledged (the database is away): the hold
+                    // is found again in the next round if it is still pending.
+                    409 | 503 => {}
                     status => panic!("deciding {id}: {status} {}", reply.text),
                 }
             }
@@ -258,7 +266,7 @@ async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_d
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let nodes = Nodes::new(dir.path(), &schema);
+    let nodes = Nodes::new(dir.path(), &schema.url);
     let live = Live::default();
     let mut served = Vec::new();
     let mut urls = Vec::new();
@@ -466,6 +474,308 @@ async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_d
     let out = super::holdpoint(&["audit", "verify", "--database-url", &schema.url]);
     assert_eq!(out.status.code(), Some(0), "{}", super::stderr(&out));
     for node in served.into_iter().flatten() {
+        assert!(node.terminate().await.success());
+    }
+}
+
+/// A PostgreSQL server of the test's own (initdb and pg_ctl into a temporary directory, on a
+/// free port), to stop and start under load: the shared cluster is never restarted. As root
+/// (CI), its programs run as the `postgres` user.
+struct OwnPostgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl OwnPostgres {
+    fn start() -> OwnPostgres {
+        // The newest installed version (Debian keeps each under /usr/lib/postgresql/N).
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's programs in /usr/lib/postgresql (scripts/test installs them)")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .max()
+            .map(|v| PathBuf::from(format!("/usr/lib/postgresql/{v}/bin")))
+            .expect("a PostgreSQL version under /usr/lib/postgresql");
+        let dir = tempfile::tempdir().unwrap();
+        if rustix::process::getuid().is_root() {
+            let chown = std::process::Command::new("chown")
+                .arg("postgres")
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let pg = OwnPostgres { dir, bin, port };
+        let data = pg.data();
+        pg.run(
+            "initdb",
+            &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
+        );
+        pg.up();
+        pg
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Runs one of its programs (as `postgres` when this is root), which must succeed.
+    fn run(&self, program: &str, args: &[&str]) {
+        let path = self.bin.join(program);
+        let mut command = if rustix::process::getuid().is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&path);
+            c
+        } else {
+            std::process::Command::new(&path)
+        };
+        let out = command.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn up(&self) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").display().to_string();
+        self.run(
+            "pg_ctl",
+            &[
+                "start",
+                "-w",
+                "-D",
+                &self.data(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+            ],
+        );
+    }
+
+    /// Stops it as a crash would (no shutdown checkpoint: it recovers from its WAL), then
+    /// starts it again.
+    fn crash_and_restart(&self) {
+        self.run(
+            "pg_ctl",
+            &["stop", "-w", "-m", "immediate", "-D", &self.data()],
+        );
+        self.up();
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        let path = self.bin.join("pg_ctl");
+        let data = self.data();
+        let args = ["stop", "-m", "immediate", "-D", data.as_str()];
+        let _ = if rustix::process::getuid().is_root() {
+            std::process::Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&path)
+                .args(args)
+                .output()
+        } else {
+            std::process::Command::new(&path).args(args).output()
+        };
+    }
+}
+
+/// Waits until `api`'s node says it is ready (its database reachable).
+async fn ready(api: &Api) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if api
+            .try_send(api.request(Method::GET, "/readyz"))
+            .await
+            .is_ok_and(|r| r.status == 200)
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} did not become ready",
+            api.base()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_nodes_recover() {
+    use holdpoint_core::store::{EventFilter, Store};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    // It needs PostgreSQL's programs, which come with the test database.
+    if holdpoint_test_support::pg::test_database_url().is_none() {
+        return;
+    }
+    const HOLDS: usize = 60;
+    let pg = OwnPostgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = Nodes::new(dir.path(), &pg.url());
+    let live = Live::default();
+    let mut served = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..2 {
+        let (node, url) = nodes.start().await;
+        served.push(node);
+        live.0.lock().unwrap().push(Some(url.clone()));
+        urls.push(url);
+    }
+    let admin = nodes.admin(&urls[0]);
+    let admin_token = std::fs::read_to_string(nodes.data.join("admin-token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    admin
+        .post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    let agent = admin
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "bot", "role": "agent", "world": "lab"}),
+        )
+        .await
+        .expect(201)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // An agent raises holds on the nodes in turn, retrying a refused request (the database
+    // is away) with its Idempotency-Key until it is acknowledged; approvers decide them.
+    let raised: Arc<Mutex<Vec<String>>> = Arc::default();
+    let raiser = {
+        let (live, raised) = (live.clone(), raised.clone());
+        tokio::spawn(async move {
+            for n in 0..HOLDS {
+                let key = format!("bot-{n}");
+                let deadline = tokio::time::Instant::now() + PATIENCE;
+                let reply = loop {
+                    let reply = live
+                        .send(n, &agent, |api| {
+                            api.request(Method::POST, "/api/v1/worlds/lab/holds")
+                                .header("Idempotency-Key", &key)
+                                .json(&json!({"items": [{"kind": "approval", "tool": "deploy", "arguments": {"n": n}}]}))
+                        })
+                        .await;
+                    if reply.status < 500 {
+                        break reply;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{}", reply.text);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                assert!(matches!(reply.status, 200 | 201), "{}", reply.text);
+                let id = reply.body["results"][0]["hold"]["id"].as_str().unwrap();
+                raised.lock().unwrap().push(id.to_owned());
+            }
+        })
+    };
+    let answered: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let approver = tokio::spawn(approver(
+        live.clone(),
+        admin_token.clone(),
+        0,
+        Arc::new(Mutex::new(vec!["deploy"])),
+        answered.clone(),
+        stop.clone(),
+    ));
+
+    // Mid-load the database crashes and comes back; the nodes are left alone.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while raised.lock().unwrap().len() < HOLDS / 3 {
+        assert!(tokio::time::Instant::now() < deadline, "the load stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pg.crash_and_restart();
+    raiser.await.unwrap();
+    for url in &urls {
+        ready(&nodes.admin(url)).await;
+    }
+
+    // Every hold acknowledged is there, and every acknowledged decision stands.
+    let raised = raised.lock().unwrap().clone();
+    assert_eq!(raised.len(), HOLDS);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    for id in &raised {
+        loop {
+            let hold = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+            if hold["hold"]["status"] == "approved" {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "hold {id} is not approved: {hold}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    approver.await.unwrap();
+    let answered = answered.lock().unwrap().clone();
+    assert!(answered.values().all(|&n| n == 1), "{answered:?}");
+    let store = holdpoint_store::PgStore::open(&pg.url()).await.unwrap();
+    let mut decided: HashMap<String, usize> = HashMap::new();
+    for event in store.all_events(&EventFilter::default()).await.unwrap() {
+        if let (Some(hold), "hold.decided") = (&event.hold, event.payload.type_name()) {
+            *decided.entry(hold.to_string()).or_default() += 1;
+        }
+    }
+    for id in raised.iter().chain(answered.keys()) {
+        assert_eq!(decided.get(id), Some(&1), "{id}");
+    }
+
+    // The nodes follow each other again: a hold decided on one answers a wait on the other.
+    let raised_late = live
+        .send(0, &admin_token, |api| {
+            api.request(Method::POST, "/api/v1/worlds/lab/holds")
+                .json(&json!({"items": [{"kind": "question", "question": "Still there?", "options": [{"id": "yes", "label": "Yes"}]}]}))
+        })
+        .await
+        .expect(201);
+    let late = raised_late["results"][0]["hold"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waiting = {
+        let on_1 = nodes.admin(&urls[1]);
+        let late = late.clone();
+        tokio::spawn(async move {
+            on_1.get(&format!("/api/v1/holds/{late}/wait?timeout=20s"))
+                .await
+                .expect(200)
+        })
+    };
+    wait_until_in_flight(&nodes.admin(&urls[1]), "/api/v1/holds/{hold}/wait").await;
+    admin
+        .post(
+            &format!("/api/v1/holds/{late}/decision"),
+            json!({"action": "answer", "options": ["yes"]}),
+        )
+        .await
+        .expect(200);
+    let waited = waiting.await.unwrap();
+    assert_eq!(waited["decided"], true, "{waited}");
+
+    let out = super::holdpoint(&["audit", "verify", "--database-url", &pg.url()]);
+    assert_eq!(out.status.code(), Some(0), "{}", super::stderr(&out));
+    for node in served {
         assert!(node.terminate().await.success());
     }
 }
