@@ -23,15 +23,16 @@ const SCOPE_WORDS = {
 // Argument values longer than this (as pretty JSON) are folded into a <details>.
 const LONG = 160;
 
-// `card(hold, {link, heading, names, agentName})`: an `<article class="card hold">` that keeps
-// itself current. `link`: the title links to the hold's page. `heading`: the title's tag
+// `card(hold, {link, heading, names, agentName, via})`: an `<article class="card hold">` that
+// keeps itself current. `link`: the title links to the hold's page. `heading`: the title's tag
 // ("h2"). `names(id)` (a world's or a chat's), `agentName(agentId)`: names, where the page
-// knows them.
+// knows them. `via`: the client the decision was made through (`resolvedVia(history)`), where
+// the page has the hold's history.
 export function card(hold, options = {}) {
   const el = h("article", { class: "card hold", tabindex: "0", dataset: { hold: hold.id } });
   // Element ids are the card's own, so one hold shown twice on a page keeps its labels apart.
   cardCount += 1;
-  const state = { hold, options, note: null, uid: `card${cardCount}` };
+  const state = { hold, options, note: null, uid: `card${cardCount}`, via: options.via || null };
   CARDS.set(el, state);
   paint(el, state);
   watch(el);
@@ -131,6 +132,15 @@ export function denyNow(el) {
   return send(el, { action: "deny", reason: reasonOf(el) });
 }
 
+// The client through which the decision that ended a hold was made (an MCP client's
+// elicitation, a client naming itself with Holdpoint-Via), from the hold's history; null when
+// none was named.
+export function resolvedVia(history) {
+  const ended = (history || []).find((e) => RESOLVED_TYPES.includes(e.payload.type));
+  return (ended && ended.actor && ended.actor.via) || null;
+}
+const RESOLVED_TYPES = ["hold.decided", "hold.expired", "hold.withdrawn"];
+
 export function isOpen(hold) {
   return hold.status === "pending" || hold.status === "awaiting_confirm";
 }
@@ -170,8 +180,13 @@ async function refresh(id) {
   if (byHold.get(id) && byHold.get(id).size === 0) byHold.delete(id);
   if (els.length === 0) return;
   try {
-    const { hold } = await getHold(id);
-    for (const el of els) update(el, hold);
+    const { hold, history } = await getHold(id);
+    const via = resolvedVia(history);
+    for (const el of els) {
+      const state = CARDS.get(el);
+      if (state && via) state.via = via;
+      update(el, hold);
+    }
   } catch {
     // Not visible any more (or the server is away): the resync after reconnecting re-reads.
   }
@@ -210,7 +225,7 @@ function paint(el, state) {
     meta(hold, options),
     hold.spec.kind === "approval" ? approval(hold, sub(Heading)) : question(hold, sub(Heading)),
     facts(hold),
-    isOpen(hold) ? decisions(el, hold, state.uid) : outcome(hold, sub(Heading)),
+    isOpen(hold) ? decisions(el, hold, state.uid) : outcome(hold, sub(Heading), state.via),
     state.note ? h("p", { class: "note", role: "status" }, state.note) : null,
     h("p", { class: "error", role: "alert", "data-error": "card" }),
   );
@@ -379,10 +394,11 @@ export function outcomeWords(hold) {
   return o.reason ? `${text} — “${o.reason}”` : text;
 }
 
-function outcome(hold, level) {
+function outcome(hold, level, via) {
   const o = hold.outcome;
   return h("div", { class: `outcome ${hold.status}` },
     h("p", {}, h("strong", {}, outcomeWords(hold))),
+    via ? h("p", { class: "via muted" }, "Decided via ", h("span", { class: "via-client" }, via)) : null,
     o ? h("p", { class: "muted" }, h("time", { datetime: o.decided_at, title: when(o.decided_at) }, relative(o.decided_at))) : null,
     o && o.edited && o.arguments ? h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments that run"), data(o.arguments)) : null);
 }

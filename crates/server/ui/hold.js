@@ -1,7 +1,7 @@
 // One hold: its card and its full history (raised, reminded, each vote and decision, grants,
 // the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
 import { agents, getHold, messages, worlds } from "./api.js";
-import { card, outcomeWords, ruleName } from "./card.js";
+import { card, outcomeWords, resolvedVia, ruleName } from "./card.js";
 import { h, problem, relative, replace, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
@@ -50,7 +50,7 @@ export async function hold(main, [id]) {
     : null;
   replace(main,
     h("h1", {}, current.spec.kind === "approval" ? "Approval" : "Question"),
-    card(current, { names, agentName }),
+    card(current, { names, agentName, via: resolvedVia(detail.history) }),
     chatLink,
     result,
     h("section", { class: "history-section", "aria-labelledby": "history-title" },
