@@ -8,6 +8,7 @@ mod mcp_http;
 mod mcp_late_upstreams;
 mod mcp_tasks;
 mod mcp_upstreams;
+mod nodes;
 mod policy;
 mod postgres;
 mod scripts;
