@@ -11,6 +11,11 @@
 //! The server runs in this process (same SQLite durability as `holdpoint serve`) and is reached
 //! only through its socket. The cycles' requests go over lean keep-alive connections, two per
 //! caller (see wire.rs); setting up and the approver's stream use reqwest.
+//!
+//! On PostgreSQL the cycle can also be spread over several nodes (servers in this process on
+//! one database, each with its own store connections, tail and engine): caller `i` raises
+//! and waits on node `i`, decides on the next node, and the approver's stream is on the last
+//! one, so every leg but the create crosses nodes.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -270,7 +275,7 @@ async fn one_cycle(
 }
 
 async fn level(
-    server: SocketAddr,
+    nodes: &[SocketAddr],
     agent: &str,
     approver: &str,
     sightings: &Sightings,
@@ -278,10 +283,10 @@ async fn level(
     seconds: f64,
 ) -> anyhow::Result<Samples> {
     let mut callers = Vec::new();
-    for _ in 0..concurrency {
+    for i in 0..concurrency {
         callers.push(Lines {
-            agent: Connection::open(server, agent).await?,
-            approver: Connection::open(server, approver).await?,
+            agent: Connection::open(nodes[i % nodes.len()], agent).await?,
+            approver: Connection::open(nodes[(i + 1) % nodes.len()], approver).await?,
         });
     }
     let warmup = Instant::now() + Duration::from_millis(500);
@@ -346,10 +351,20 @@ pub async fn run(
         }
     }
     let store_url = schema.as_ref().map(|s| s.url.as_str());
-    for (c, samples) in measure(dir, store_url, levels, seconds).await? {
+    let measured = measure(dir.path(), store_url, 1, levels, seconds).await?;
+    print_levels(measured, seconds);
+    println!();
+    Ok(())
+}
+
+/// Cycles per second and each leg's latency, per level of concurrency; the rates, for a
+/// summary.
+fn print_levels(measured: Vec<(usize, Samples)>, seconds: f64) -> Vec<(usize, f64)> {
+    let mut rates = Vec::new();
+    for (c, samples) in measured {
+        let rate = samples.cycle.len() as f64 / seconds;
         println!(
-            "  concurrency {c:>4}: {:>8.0} cycles/s   ({} cycles)",
-            samples.cycle.len() as f64 / seconds,
+            "  concurrency {c:>4}: {rate:>8.0} cycles/s   ({} cycles)",
             samples.cycle.len()
         );
         report("create", samples.create);
@@ -357,6 +372,52 @@ pub async fn run(
         report("decide", samples.decide);
         report("resume", samples.resume);
         report("cycle", samples.cycle);
+        rates.push((c, rate));
+    }
+    rates
+}
+
+/// The HTTP cycle on SQLite (one node), on PostgreSQL with one node, and spread over `nodes`
+/// nodes on one PostgreSQL database, in one run.
+pub async fn compare_nodes(
+    dir: &tempfile::TempDir,
+    database_url: &str,
+    nodes: usize,
+    levels: &[usize],
+    seconds: f64,
+) -> anyhow::Result<()> {
+    println!(
+        "== HTTP cycles on one node and spread over {nodes} (see `http`; caller i raises and waits on node i, decides on node i+1, the approver's stream is on the last node)"
+    );
+    crate::disk::describe(dir.path());
+    let setups = [
+        ("SQLite, 1 node".to_owned(), None, 1),
+        ("PostgreSQL, 1 node".to_owned(), Some(database_url), 1),
+        (
+            format!("PostgreSQL, {nodes} nodes"),
+            Some(database_url),
+            nodes,
+        ),
+    ];
+    let mut summary = Vec::new();
+    for (i, (name, url, n)) in setups.into_iter().enumerate() {
+        println!("  -- {name}");
+        let schema = match url {
+            Some(url) => Some(TempSchema::in_database(url).await),
+            None => None,
+        };
+        let store_url = schema.as_ref().map(|s| s.url.as_str());
+        let here = dir.path().join(format!("setup{i}"));
+        let measured = measure(&here, store_url, n, levels, seconds).await?;
+        summary.push((name, print_levels(measured, seconds)));
+    }
+    println!("  cycles/s by concurrency:");
+    for (name, rates) in summary {
+        let rates: Vec<String> = rates
+            .iter()
+            .map(|(c, r)| format!("{c:>4}: {r:>7.0}"))
+            .collect();
+        println!("    {name:<22} {}", rates.join("   "));
     }
     println!();
     Ok(())
@@ -368,18 +429,28 @@ pub(crate) async fn start(
     dir: &tempfile::TempDir,
     store_url: Option<&str>,
 ) -> anyhow::Result<(Server, Caller)> {
+    start_with(dir.path(), on_store(store_url)).await
+}
+
+/// The default settings, with the store in the PostgreSQL database at `store_url` if given.
+fn on_store(store_url: Option<&str>) -> Settings {
     let mut settings = Settings::default();
     settings.store.url = store_url.map(str::to_owned);
-    start_with(dir.path(), settings).await
+    settings
+}
+
+/// A server with its data in `dir`, bound to a port of loopback.
+async fn serve(dir: &std::path::Path, mut settings: Settings) -> anyhow::Result<Server> {
+    settings.server.bind = "127.0.0.1:0".parse()?;
+    Ok(Server::start(dir, &settings).await?)
 }
 
 /// Like [`start`], with `settings` (bound to a port of loopback).
 pub(crate) async fn start_with(
     dir: &std::path::Path,
-    mut settings: Settings,
+    settings: Settings,
 ) -> anyhow::Result<(Server, Caller)> {
-    settings.server.bind = "127.0.0.1:0".parse()?;
-    let server = Server::start(dir, &settings).await?;
+    let server = serve(dir, settings).await?;
     let http = Client::builder().pool_max_idle_per_host(1024).build()?;
     let admin = Caller {
         http,
@@ -395,14 +466,30 @@ pub(crate) async fn start_with(
     Ok((server, admin))
 }
 
-/// Starts a server in `dir` and runs each level of concurrency against it in turn.
+/// Starts `nodes` servers on one store (data in `dir`, and in directories of their own
+/// under it when several) and runs each level of concurrency against them in turn.
 async fn measure(
-    dir: &tempfile::TempDir,
+    dir: &std::path::Path,
     store_url: Option<&str>,
+    nodes: usize,
     levels: &[usize],
     seconds: f64,
 ) -> anyhow::Result<Vec<(usize, Samples)>> {
-    let (server, admin) = start(dir, store_url).await?;
+    if nodes > 1 && store_url.is_none() {
+        bail!("several nodes need a shared database: give --database-url");
+    }
+    let data = |i: usize| match nodes {
+        1 => dir.to_owned(),
+        _ => dir.join(format!("node{i}")),
+    };
+    // The first node makes the admin token and the world; the others share the database.
+    let (first, admin) = start_with(&data(0), on_store(store_url)).await?;
+    let mut servers = vec![first];
+    for i in 1..nodes {
+        servers.push(serve(&data(i), on_store(store_url)).await?);
+    }
+    let addrs: Vec<SocketAddr> = servers.iter().map(Server::addr).collect();
+    let stream_from = servers.last().map(Server::url).context("no server")?;
     let http = admin.http.clone();
     let agent = admin.token("bench-agent", "agent").await?;
     let approver = admin.token("bench-approver", "approver").await?;
@@ -411,14 +498,14 @@ async fn measure(
     for &c in levels {
         let sightings = Sightings::default();
         let stream = http
-            .get(format!("{}/api/v1/events?world={WORLD}", server.url()))
+            .get(format!("{stream_from}/api/v1/events?world={WORLD}"))
             .bearer_auth(&approver.token)
             .send()
             .await?
             .error_for_status()?;
         let follower = tokio::spawn(follow(stream, sightings.clone()));
         let samples = level(
-            server.addr(),
+            &addrs,
             &agent.token,
             &approver.token,
             &sightings,
@@ -429,7 +516,9 @@ async fn measure(
         follower.abort();
         measured.push((c, samples));
     }
-    server.stop().await?;
+    for server in servers {
+        server.stop().await?;
+    }
     Ok(measured)
 }
 
@@ -443,11 +532,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_load_generator_runs_full_cycles_over_loopback() {
         let dir = tempfile::tempdir().unwrap();
-        let measured = measure(&dir, None, &[1, 4], 0.3).await.unwrap();
+        let measured = measure(dir.path(), None, 1, &[1, 4], 0.3).await.unwrap();
         assert_eq!(measured.len(), 2);
         for (c, samples) in measured {
             let n = samples.cycle.len();
             assert!(n >= c, "{c} callers completed only {n} cycles");
         }
+    }
+
+    /// The same, spread over three nodes on one PostgreSQL database: every cycle's legs but
+    /// the create cross nodes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_load_generator_runs_full_cycles_across_three_nodes() {
+        let Some(schema) = TempSchema::new().await else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let measured = measure(dir.path(), Some(&schema.url), 3, &[3], 0.3)
+            .await
+            .unwrap();
+        let n = measured[0].1.cycle.len();
+        assert!(n >= 3, "3 callers completed only {n} cycles");
     }
 }

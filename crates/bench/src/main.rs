@@ -19,6 +19,7 @@ mod wire;
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use cap::Cap;
 use clap::{Parser, Subcommand};
 
@@ -71,6 +72,18 @@ enum Bench {
     },
     /// Full cycles over HTTP on loopback against an in-process `holdpoint serve`.
     Http {
+        /// Concurrent callers (repeat for several runs).
+        #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = SECONDS)]
+        seconds: f64,
+    },
+    /// The HTTP cycle on SQLite, on PostgreSQL with one node, and spread over several nodes
+    /// on one PostgreSQL database (needs --database-url), in one run.
+    Nodes {
+        /// Nodes to spread the cycle over.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
         /// Concurrent callers (repeat for several runs).
         #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
         concurrency: Vec<usize>,
@@ -132,7 +145,8 @@ enum Bench {
     /// The benchmark's upstream MCP server on stdio (started by `mcp`).
     #[command(hide = true)]
     McpUpstream,
-    /// All of the above with their defaults, except `inbox`, `mcp` and `takeover`.
+    /// All of the above with their defaults, except `inbox`, `mcp` and `takeover` (and
+    /// `nodes` only with --database-url).
     All,
 }
 
@@ -175,6 +189,23 @@ fn main() -> anyhow::Result<()> {
             &concurrency,
             seconds,
         ))?,
+        Bench::Nodes {
+            nodes,
+            concurrency,
+            seconds,
+        } => {
+            let url = cli
+                .database_url
+                .as_deref()
+                .context("nodes share a PostgreSQL database: give --database-url")?;
+            runtime.block_on(http::compare_nodes(
+                &bench_dir(cli.dir)?,
+                url,
+                nodes,
+                &concurrency,
+                seconds,
+            ))?
+        }
         Bench::McpHttp {
             concurrency,
             seconds,
@@ -214,6 +245,15 @@ fn main() -> anyhow::Result<()> {
                 &HTTP_LEVELS,
                 SECONDS,
             ))?;
+            if let Some(url) = cli.database_url.as_deref() {
+                runtime.block_on(http::compare_nodes(
+                    &bench_dir(cli.dir.clone())?,
+                    url,
+                    3,
+                    &HTTP_LEVELS,
+                    SECONDS,
+                ))?;
+            }
             runtime.block_on(mcp_http::run(
                 &bench_dir(cli.dir.clone())?,
                 &HTTP_LEVELS,
