@@ -2,7 +2,8 @@
 //! was killed is taken over by another once its lease ends, and its tool runs once; a load
 //! with a node killed and restarted loses nothing and does nothing twice; and a database that
 //! crashes and comes back under load keeps everything acknowledged, the nodes recovering by
-//! themselves.
+//! themselves; and webhooks, sent by one node, are sent by another once it died, each event
+//! scheduled once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -775,6 +776,169 @@ async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_no
 
     let out = super::holdpoint(&["audit", "verify", "--database-url", &pg.url()]);
     assert_eq!(out.status.code(), Some(0), "{}", super::stderr(&out));
+    for node in served {
+        assert!(node.terminate().await.success());
+    }
+}
+
+/// What a webhook receiver got: each request's `X-Holdpoint-Delivery` and body.
+type Deliveries = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A webhook receiver on a loopback port, answering every request 204 (keep-alive).
+async fn hook_receiver() -> (String, Deliveries) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let got: Deliveries = Arc::default();
+    let deliveries = got.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let got = got.clone();
+            tokio::spawn(async move {
+                let mut socket = BufReader::new(socket);
+                loop {
+                    let (mut length, mut delivery) = (0, String::new());
+                    loop {
+                        let mut line = String::new();
+                        if socket.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            match name.to_ascii_lowercase().as_str() {
+                                "content-length" => length = value.trim().parse().unwrap(),
+                                "x-holdpoint-delivery" => delivery = value.trim().to_owned(),
+                                _ => {}
+                            }
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    socket.read_exact(&mut body).await.unwrap();
+                    got.lock()
+                        .unwrap()
+                        .push((delivery, serde_json::from_slice(&body).unwrap()));
+                    let reply = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
+                    if socket.get_mut().write_all(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, deliveries)
+}
+
+/// Waits until `deliveries` holds events of `count` distinct positions in the log.
+async fn delivered(deliveries: &Deliveries, count: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let seqs: std::collections::HashSet<u64> = deliveries
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, e)| e["seq"].as_u64().unwrap())
+            .collect();
+        if seqs.len() >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {count} events delivered",
+            seqs.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhooks_are_sent_by_one_node_and_by_another_once_it_died() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    const HOLDS: usize = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = Nodes::new(dir.path(), &schema.url);
+    // The first node takes the webhooks lease at its start, before the others exist.
+    let mut served = Vec::new();
+    let mut apis = Vec::new();
+    for _ in 0..3 {
+        let (node, url) = nodes.start().await;
+        served.push(node);
+        apis.push(nodes.admin(&url));
+    }
+    let (hook, deliveries) = hook_receiver().await;
+    apis[1]
+        .post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    apis[1]
+        .post(
+            "/api/v1/worlds/lab/webhooks",
+            json!({"url": hook, "events": ["hold.created", "hold.decided"]}),
+        )
+        .await
+        .expect(201);
+    let agent = apis[1]
+        .post(
+            "/api/v1/tokens",
+            json!({"name": "bot", "role": "agent", "world": "lab"}),
+        )
+        .await
+        .expect(201)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Holds raised and decided on every node; each a created and a decided event.
+    let cycle = |apis: Vec<Api>, n: usize| {
+        let agent = agent.clone();
+        async move {
+            let on = &apis[n % apis.len()];
+            let raised = on
+                .as_token(&agent)
+                .post(
+                    "/api/v1/worlds/lab/holds",
+                    json!({"items": [{"kind": "approval", "tool": "deploy", "arguments": {"n": n}}]}),
+                )
+                .await
+                .expect(201);
+            let id = raised["results"][0]["hold"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            apis[(n + 1) % apis.len()]
+                .post(
+                    &format!("/api/v1/holds/{id}/decision"),
+                    json!({"action": "approve"}),
+                )
+                .await
+                .expect(200);
+        }
+    };
+    for n in 0..HOLDS {
+        cycle(apis.clone(), n).await;
+    }
+    delivered(&deliveries, 2 * HOLDS).await;
+
+    // The sending node dies; the others go on, and one of them takes the sending over.
+    served.remove(0).kill().await;
+    apis.remove(0);
+    for n in HOLDS..2 * HOLDS {
+        cycle(apis.clone(), n).await;
+    }
+    delivered(&deliveries, 4 * HOLDS).await;
+
+    // Each event was scheduled once: one delivery id for it, whoever sent it.
+    let mut ids: HashMap<u64, std::collections::HashSet<String>> = HashMap::new();
+    for (id, event) in deliveries.lock().unwrap().iter() {
+        ids.entry(event["seq"].as_u64().unwrap())
+            .or_default()
+            .insert(id.clone());
+    }
+    assert_eq!(ids.len(), 4 * HOLDS);
+    assert!(ids.values().all(|d| d.len() == 1), "{ids:?}");
     for node in served {
         assert!(node.terminate().await.success());
     }
