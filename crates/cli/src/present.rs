@@ -278,6 +278,7 @@ mod tests {
             batch: BatchId::random(),
             now: Timestamp::from_millis(0),
             remind_before: Duration::from_secs(60),
+            policy: None,
         };
         let spec = validate_question(&req, &Limits::default()).unwrap();
         question_hold(&ctx, spec, None, Deadline::After(Duration::from_secs(600)))
@@ -331,6 +332,7 @@ mod tests {
         hold.rule = Some(RuleRef {
             index: 2,
             name: "deploys need a person".into(),
+            layer: None,
         });
         let named = card_of(&hold);
         assert!(
@@ -340,6 +342,7 @@ mod tests {
         hold.rule = Some(RuleRef {
             index: 0,
             name: "rules[0]".into(),
+            layer: None,
         });
         let unnamed = card_of(&hold);
         assert!(unnamed.contains("; rules[0] asks for it;"), "{unnamed}");

@@ -10,9 +10,10 @@ use holdpoint_protocol::{
     CreatedToken, CreatedWebhook, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
     DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
     GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
-    NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, SendMessage,
-    SessionInfo, StreamParams, TokenId, TokenInfo, Turn, TurnId, TurnStarted, UpstreamConfig,
-    WaitParams, WaitResult, Webhook, WebhookId, Withdraw, World, WorldChanges,
+    NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, PolicyReloaded,
+    SendMessage, SessionInfo, SetPolicy, StreamParams, TokenId, TokenInfo, Turn, TurnId,
+    TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook, WebhookId, Withdraw, World,
+    WorldChanges, WorldPolicy, WorldPolicyState,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -140,6 +141,7 @@ mod path {
     pub const HOLDS: &str = "/api/v1/holds";
     pub const POLICY: &str = "/api/v1/policy";
     pub const EXPLAIN: &str = "/api/v1/policy/explain";
+    pub const POLICY_RELOAD: &str = "/api/v1/policy/reload";
     pub const AUDIT_EVENTS: &str = "/api/v1/audit/events";
     pub const AUDIT_VERIFY: &str = "/api/v1/audit/verify";
     pub const EVENTS: &str = "/api/v1/events";
@@ -531,6 +533,34 @@ impl Client {
     /// The policy in force, its rules as data and its file's text (people only).
     pub async fn policy(&self) -> Result<ActivePolicy, ClientError> {
         self.get(path::POLICY).await
+    }
+
+    /// A world's own policy and the base it lies on (people only).
+    pub async fn world_policy(&self, world: &str) -> Result<WorldPolicyState, ClientError> {
+        self.get(&path::in_world(world, "policy", None)).await
+    }
+
+    /// Gives a world a new version of its policy (admins); an invalid text is refused (422,
+    /// `invalid_policy`, every problem in `details.problems`) and changes nothing.
+    pub async fn set_world_policy(
+        &self,
+        world: &str,
+        body: &SetPolicy,
+    ) -> Result<WorldPolicy, ClientError> {
+        let path = path::in_world(world, "policy", None);
+        self.with_body(Method::PUT, &path, body, None).await
+    }
+
+    /// Every version of a world's policy, oldest first (people only).
+    pub async fn world_policy_history(&self, world: &str) -> Result<Vec<WorldPolicy>, ClientError> {
+        self.get(&path::in_world(world, "policy", Some("history")))
+            .await
+    }
+
+    /// Reads the server's policy file again (admins).
+    pub async fn reload_policy(&self) -> Result<PolicyReloaded, ClientError> {
+        self.send(self.request(Method::POST, path::POLICY_RELOAD))
+            .await
     }
 
     pub async fn explain(&self, request: &ExplainRequest) -> Result<Explanation, ClientError> {

@@ -58,6 +58,10 @@ pub enum EngineError {
     /// Storage failed; nothing was applied (HTTP 503).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A policy that does not load: every problem, by its path in the text (HTTP 422). The
+    /// policy in force stays.
+    #[error("{0}")]
+    InvalidPolicy(crate::policy::PolicyErrors),
     /// Too many concurrent changes to the same hold; try again (HTTP 503).
     #[error("the hold is changing too quickly; try again")]
     Busy,
@@ -91,6 +95,7 @@ impl EngineError {
             EngineError::AlreadyDecided { .. } => "already_decided",
             EngineError::Store(_) => "storage_unavailable",
             EngineError::Busy => "busy",
+            EngineError::InvalidPolicy(_) => "invalid_policy",
         }
     }
 }

@@ -124,6 +124,10 @@ pub enum RecordKind {
     /// Which node does a piece of work that one node at a time must do, and until when
     /// (`lease::Lease`), keyed by the work's name.
     Lease,
+    /// A world's policy in force (keyed by the world; its record version is the policy's).
+    WorldPolicy,
+    /// Every version a world's policy has had, under the world, keyed by the version.
+    PolicyHistory,
 }
 
 impl RecordKind {
@@ -142,6 +146,8 @@ impl RecordKind {
             RecordKind::WebhookDelivery => "webhook_delivery",
             RecordKind::Cursor => "cursor",
             RecordKind::Lease => "lease",
+            RecordKind::WorldPolicy => "world_policy",
+            RecordKind::PolicyHistory => "policy_history",
         }
     }
 }

@@ -178,6 +178,9 @@ pub struct ExplainRequest {
 pub struct Explanation {
     pub decision: CallVerdict,
     pub decided_by: DecidedBy,
+    /// The policy layer that decided: `world` when the world's own policy did (a rule of its,
+    /// or its mode), else `base` (the server's policy file, or one of its locked rules).
+    pub layer: crate::PolicyLayer,
     /// Every rule that matched, in policy order.
     pub matched: Vec<MatchedRule>,
     /// How the hold would be raised, when the decision is to ask.
@@ -245,6 +248,9 @@ pub struct PolicyRule {
     /// For `ask` rules: how the hold is raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<RuleAsk>,
+    /// A rule of the base policy that no world's policy can loosen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub locked: bool,
 }
 
 /// A test on the value at `pointer` in a call's arguments.

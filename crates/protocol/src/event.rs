@@ -78,6 +78,16 @@ pub enum EventPayload {
     GrantCreated { grant: Grant },
     #[serde(rename = "grant.revoked")]
     GrantRevoked { grant: GrantId },
+    /// A policy changed: a world's own (a new `version`), or the base file reloaded (no
+    /// `world`). `digest` is the SHA-256 of the text now in force.
+    #[serde(rename = "policy.changed")]
+    PolicyChanged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        world: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<u64>,
+        digest: String,
+    },
     #[serde(rename = "world.created")]
     WorldCreated { world: World },
     #[serde(rename = "world.updated")]
@@ -163,6 +173,7 @@ impl EventPayload {
             EventPayload::CallDenied { .. } => "call.denied",
             EventPayload::GrantCreated { .. } => "grant.created",
             EventPayload::GrantRevoked { .. } => "grant.revoked",
+            EventPayload::PolicyChanged { .. } => "policy.changed",
             EventPayload::WorldCreated { .. } => "world.created",
             EventPayload::WorldUpdated { .. } => "world.updated",
             EventPayload::WorldDeleted { .. } => "world.deleted",

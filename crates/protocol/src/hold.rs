@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{ApproveScope, BatchId, DecisionKind, HoldId, McpTool, Source, Timestamp};
+use crate::{
+    ApproveScope, BatchId, DecisionKind, HoldId, McpTool, PolicyLayer, PolicyVersion, Source,
+    Timestamp,
+};
 
 /// One hold: what is asked, of whom, until when, and (once decided) its outcome.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
@@ -51,6 +54,9 @@ pub struct Hold {
     pub votes: Vec<Vote>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+    /// The policy in force when the hold was raised (holds keep theirs when it changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyVersion>,
     /// Increases with every change; the store applies a change only at the version it was read.
     pub version: u64,
 }
@@ -176,6 +182,10 @@ pub struct RuleRef {
     /// Position in the policy's `rules` list, from 0.
     pub index: usize,
     pub name: String,
+    /// The policy layer the rule is in, where a world has a policy of its own (a locked rule
+    /// of the base, or one of the world's); absent when the base alone applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<PolicyLayer>,
 }
 
 impl std::fmt::Display for RuleRef {

@@ -10,6 +10,7 @@ mod hold;
 mod ids;
 mod markdown;
 mod mcp;
+mod policy;
 mod principal;
 mod query;
 mod request;
@@ -41,6 +42,9 @@ pub use ids::{
 };
 pub use markdown::MarkdownNode;
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
+pub use policy::{
+    PolicyLayer, PolicyReloaded, PolicyVersion, SetPolicy, WorldPolicy, WorldPolicyState,
+};
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
     EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,

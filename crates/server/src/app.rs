@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use holdpoint_agent::Runtime;
 use holdpoint_core::Engine;
+use holdpoint_core::policy::{Policy, PolicyError, PolicyErrors};
 use holdpoint_core::record::Records;
 use holdpoint_core::store::Store;
 use holdpoint_protocol::{Timestamp, World};
@@ -33,6 +34,8 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// How long the response to a request with an `Idempotency-Key` is kept for its retries.
     pub idempotency_retention: Duration,
+    /// The base policy's file, read again on a reload; `None` without one.
+    pub policy_file: Option<std::path::PathBuf>,
 }
 
 impl ServerConfig {
@@ -58,6 +61,7 @@ impl ServerConfig {
             header_timeout: Duration::from_secs(10),
             heartbeat: HEARTBEAT,
             idempotency_retention: IDEMPOTENCY_RETENTION,
+            policy_file: None,
         }
     }
 }
@@ -128,6 +132,29 @@ impl App {
 
     pub fn config(&self) -> &ServerConfig {
         &self.inner.config
+    }
+
+    /// Reads the base policy file again and, when it is valid, puts it in force (a changed
+    /// text is recorded as `who`'s change). An invalid or unreadable file changes nothing.
+    pub async fn reload_policy(
+        &self,
+        who: holdpoint_protocol::Actor,
+    ) -> Result<holdpoint_protocol::PolicyReloaded, ApiError> {
+        let Some(path) = &self.inner.config.policy_file else {
+            return Err(ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "no_policy_file",
+                "the server runs without a policy file (policy.file): there is nothing to reload",
+            ));
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ApiError::invalid_policy(&PolicyErrors(vec![PolicyError {
+                path: String::new(),
+                message: format!("cannot read {}: {e}", path.display()),
+            }]))
+        })?;
+        let policy = Policy::from_toml(&text).map_err(|e| ApiError::invalid_policy(&e))?;
+        Ok(self.engine().reload_policy(who, policy).await?)
     }
 
     pub fn metrics(&self) -> &Metrics {

@@ -51,6 +51,21 @@ impl ApiError {
         e
     }
 
+    /// A policy that does not load: 422 with every problem as `details.problems`.
+    pub fn invalid_policy(problems: &holdpoint_core::policy::PolicyErrors) -> Self {
+        let list: Vec<Value> = problems
+            .0
+            .iter()
+            .map(|p| json!({ "path": p.path, "message": p.message }))
+            .collect();
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_policy",
+            problems.to_string(),
+        )
+        .with_details(json!({ "problems": list }))
+    }
+
     pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -134,6 +149,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, code, message)
                     .with_details(json!({ "hold": hold }))
             }
+            EngineError::InvalidPolicy(problems) => ApiError::invalid_policy(&problems),
             EngineError::Conflict { message, .. } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }

@@ -141,6 +141,7 @@ impl Server {
         config.header_timeout = settings.server.header_timeout;
         config.heartbeat = settings.server.heartbeat;
         config.idempotency_retention = settings.server.idempotency_retention;
+        config.policy_file = settings.policy.file.clone();
         config.webhooks = settings.webhooks.clone();
         let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);

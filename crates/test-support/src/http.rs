@@ -131,6 +131,10 @@ impl Api {
             .await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> Reply {
+        self.send(self.request(Method::PUT, path).json(&body)).await
+    }
+
     pub async fn patch(&self, path: &str, body: Value) -> Reply {
         self.send(self.request(Method::PATCH, path).json(&body))
             .await

@@ -1,10 +1,11 @@
-//! `holdpoint policy check` (a file, here) and `holdpoint policy show` (the server's).
+//! `holdpoint policy check` (a file, here), and the server's policies: `show`, `set`,
+//! `history` (a world's own) and `reload` (the base file).
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use holdpoint_core::policy::{Call, Policy};
-use holdpoint_protocol::ToolAnnotations;
+use holdpoint_protocol::{SetPolicy, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::{Common, print_json, runtime};
@@ -21,9 +22,53 @@ pub enum PolicyCommand {
     )]
     Check(CheckArgs),
     /// Print the policy the server is using: its file's text, or with --json its rules as
-    /// data (admins and approvers).
-    #[command(after_help = "Examples:\n  holdpoint policy show\n  holdpoint policy show --json")]
-    Show(Common),
+    /// data; with --world, that world's own policy (admins and approvers).
+    #[command(
+        after_help = "Examples:\n  holdpoint policy show\n  holdpoint policy show --json\n  holdpoint policy show --world lab"
+    )]
+    Show(ShowArgs),
+    /// Give a world a new version of its own policy (admins). The file is checked whole on the
+    /// server (examples and checks run); an invalid one changes nothing and every problem is
+    /// printed.
+    #[command(after_help = "Examples:\n  holdpoint policy set --world lab lab-policy.toml")]
+    Set(SetArgs),
+    /// List every version of a world's policy: who set it, when, and its digest.
+    #[command(after_help = "Examples:\n  holdpoint policy history --world lab")]
+    History(WorldArgs),
+    /// Make the server read its policy file again (admins), with the checks of a start; a
+    /// broken file leaves the policy in force. (SIGHUP to the server does the same.)
+    #[command(after_help = "Examples:\n  holdpoint policy reload")]
+    Reload(Common),
+}
+
+#[derive(Args)]
+pub struct ShowArgs {
+    /// A world (id or name): show its own policy instead of the server's.
+    #[arg(long, value_name = "WORLD")]
+    world: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct WorldArgs {
+    /// The world (id or name).
+    #[arg(long, value_name = "WORLD")]
+    world: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct SetArgs {
+    /// The world (id or name).
+    #[arg(long, value_name = "WORLD")]
+    world: String,
+    /// The policy file (TOML; see docs/policy.md).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Args)]
@@ -51,8 +96,98 @@ pub struct CheckArgs {
 pub fn run(cmd: PolicyCommand) -> Result<(), Failure> {
     match cmd {
         PolicyCommand::Check(args) => check(args),
-        PolicyCommand::Show(common) => show(common),
+        PolicyCommand::Show(args) => match args.world {
+            Some(world) => show_world(&world, args.common),
+            None => show(args.common),
+        },
+        PolicyCommand::Set(args) => set(args),
+        PolicyCommand::History(args) => history(args),
+        PolicyCommand::Reload(common) => reload(common),
     }
+}
+
+fn show_world(world: &str, common: Common) -> Result<(), Failure> {
+    let client = common.client()?;
+    let state = runtime()?
+        .block_on(client.world_policy(world))
+        .map_err(client_failure)?;
+    if common.json {
+        return print_json(&state);
+    }
+    match &state.current {
+        Some(p) => print!("{}", clean(&p.text)),
+        None => println!(
+            "World {} has no policy of its own: the server's applies.",
+            clean(world)
+        ),
+    }
+    Ok(())
+}
+
+fn set(a: SetArgs) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(&a.file).map_err(|e| {
+        Failure::Usage(format!(
+            "cannot read the policy file {}: {e}",
+            a.file.display()
+        ))
+    })?;
+    let client = a.common.client()?;
+    let p = runtime()?
+        .block_on(client.set_world_policy(&a.world, &SetPolicy { text }))
+        .map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&p);
+    }
+    println!(
+        "World {}: policy version {} is in force (sha256 {}).",
+        clean(&a.world),
+        p.version,
+        p.digest
+    );
+    Ok(())
+}
+
+fn history(a: WorldArgs) -> Result<(), Failure> {
+    let client = a.common.client()?;
+    let versions = runtime()?
+        .block_on(client.world_policy_history(&a.world))
+        .map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&versions);
+    }
+    if versions.is_empty() {
+        println!(
+            "World {} has no policy of its own: the server's applies.",
+            clean(&a.world)
+        );
+    }
+    for p in versions {
+        let by = p.by.name.as_deref().unwrap_or("holdpoint");
+        println!(
+            "version {}  {}  by {}  sha256 {}",
+            p.version,
+            p.at,
+            clean(by),
+            p.digest
+        );
+    }
+    Ok(())
+}
+
+fn reload(common: Common) -> Result<(), Failure> {
+    let client = common.client()?;
+    let r = runtime()?
+        .block_on(client.reload_policy())
+        .map_err(client_failure)?;
+    if common.json {
+        return print_json(&r);
+    }
+    if r.changed {
+        println!("Policy reloaded (sha256 {}).", r.digest);
+    } else {
+        println!("Policy file unchanged (sha256 {}).", r.digest);
+    }
+    Ok(())
 }
 
 fn show(common: Common) -> Result<(), Failure> {

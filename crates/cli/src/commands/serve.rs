@@ -92,7 +92,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::Usage(e.to_string()))?;
         announce(&server, &data, settings.log.format);
-        stop_signal().await;
+        tokio::select! {
+            () = stop_signal() => {}
+            () = reload_on_hangup(&server) => {}
+        }
         tracing::info!("stopping: finishing requests in flight");
         server
             .stop()
@@ -153,6 +156,37 @@ fn announce(server: &Server, data: &Path, format: LogFormat) {
         url = server.url()
     );
     println!("Stop with Ctrl-C; turns stay stored and resume on the next start.");
+}
+
+/// Reloads the policy file at each SIGHUP, with the checks of a start: a broken file leaves
+/// the policy in force and the log says why. Never returns.
+async fn reload_on_hangup(server: &Server) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!(
+            "cannot listen for SIGHUP: reload the policy with `holdpoint policy reload`"
+        );
+        return std::future::pending().await;
+    };
+    while hangups.recv().await.is_some() {
+        let system = holdpoint_protocol::Actor::of(holdpoint_protocol::Source::System);
+        match server.app().reload_policy(system).await {
+            Ok(r) if r.changed => {
+                tracing::info!(digest = %r.digest, "SIGHUP: policy reloaded");
+            }
+            Ok(r) => tracing::info!(digest = %r.digest, "SIGHUP: policy file unchanged"),
+            Err(e) => {
+                // One line per log record: the problems, each on a line of their own in the
+                // message, are joined.
+                let why: Vec<&str> = e.message.lines().map(str::trim).collect();
+                tracing::warn!(
+                    error = %why.join(" "),
+                    "SIGHUP: policy not reloaded; the policy in force stays"
+                );
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 /// Ctrl-C or SIGTERM.

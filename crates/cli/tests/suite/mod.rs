@@ -10,6 +10,7 @@ mod mcp_tasks;
 mod mcp_upstreams;
 mod nodes;
 mod policy;
+mod policy_layers;
 mod postgres;
 mod scripts;
 mod serve;

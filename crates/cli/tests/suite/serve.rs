@@ -47,7 +47,7 @@ impl Served {
         next_line(&mut self.stdout, needle).await
     }
 
-    async fn stderr_line(&mut self, needle: &str) -> String {
+    pub(super) async fn stderr_line(&mut self, needle: &str) -> String {
         next_line(&mut self.stderr, needle).await
     }
 
@@ -55,6 +55,12 @@ impl Served {
     pub(super) async fn url(&mut self) -> String {
         let line = self.stdout_line("is listening on ").await;
         line.rsplit(' ').next().unwrap().to_owned()
+    }
+
+    /// Sends `signal` to the server.
+    pub(super) fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
     }
 
     /// SIGTERM, then the exit status.

@@ -164,7 +164,6 @@ impl Engine {
         scope: &Scope,
         idempotency_key: Option<&str>,
     ) -> Result<DecideResult, EngineError> {
-        let policy = self.policy();
         let limits = &self.inner.limits;
         let op = format!("decide:{id}");
         self.resolve(
@@ -172,7 +171,7 @@ impl Engine {
             id,
             scope,
             (&op, idempotency_key, &decision),
-            |h, now| hold::decide(h, who, &decision, now, &policy, limits),
+            |h, now| hold::decide(h, who, &decision, now, &self.policy_for(&h.world).0, limits),
         )
         .await
     }
@@ -269,7 +268,6 @@ impl Engine {
                 .collect();
             check_seen(&approvals, &req)?;
             let now = self.now();
-            let policy = self.policy();
             let mut tx = Transaction::default();
             let mut results = Vec::with_capacity(approvals.len());
             for h in approvals {
@@ -280,6 +278,7 @@ impl Engine {
                     });
                     continue;
                 }
+                let policy = self.policy_for(&h.world).0;
                 let (t, result) =
                     hold::decide(h, who, &req.decision, now, &policy, &self.inner.limits)?;
                 results.push(DecideResult {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use holdpoint_protocol::{
     Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, DecisionKind, EventPayload, Explanation,
-    GateRequest, GateResponse, GateResult, Hold, HoldRequest, MatchedRule, Principal, Source,
+    GateRequest, GateResponse, GateResult, Hold, HoldRequest, MatchedRule, PolicyLayer, Principal,
+    Source,
 };
 
 use super::decide::{Idem, commit_error};
@@ -69,10 +70,14 @@ impl Engine {
 
     /// What would be decided for a call in `world` / `chat`, and why (rules, grants, mode).
     pub fn explain(&self, world: &str, chat: Option<&str>, call: &Call<'_>) -> Explanation {
-        let policy = self.policy();
+        let (policy, _) = self.policy_for(world);
         let digest = canonical::digest(call.arguments);
         let d = self.decide_call(&policy, world, chat, call, &digest, false);
-        let (_, matched) = policy.explain(call);
+        let (eval, matched) = policy.explain(call);
+        let layer = match d.decided_by {
+            DecidedBy::Grant { .. } => PolicyLayer::World,
+            _ => policy.layer_of(eval.rule),
+        };
         let matched = matched
             .into_iter()
             .map(|m| MatchedRule {
@@ -94,6 +99,7 @@ impl Engine {
         Explanation {
             decision: d.action.verdict(),
             decided_by: d.decided_by,
+            layer,
             matched,
             ask,
         }
@@ -155,7 +161,7 @@ impl Engine {
             return Ok(r);
         }
 
-        let policy = self.policy();
+        let (policy, version) = self.policy_for(&req.world);
         let now = self.now();
         let batch = BatchId::random();
         let ctx = HoldContext {
@@ -166,6 +172,7 @@ impl Engine {
             batch,
             now,
             remind_before: policy.remind_before(),
+            policy: Some(&version),
         };
         let mut tx = Transaction::default();
         let mut results = Vec::with_capacity(req.items.len());

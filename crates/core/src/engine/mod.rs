@@ -11,6 +11,7 @@ mod decide;
 mod follower;
 mod gate;
 mod grants;
+mod policies;
 mod progress;
 mod queries;
 mod recent;
@@ -32,7 +33,7 @@ pub use stream::EventStream;
 
 use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
-use crate::policy::Policy;
+use crate::policy::{Layers, Policy};
 use crate::store::{CommitError, Store, StoreError, Transaction, Write};
 use grants::GrantIndex;
 use timers::{TimerKind, TimerQueue};
@@ -138,6 +139,10 @@ impl EngineBuilder {
         // Subscribe before reading state, so nothing committed in between is missed.
         let events = self.store.subscribe();
         let head = self.store.audit_head().await?.map_or(0, |h| h.seq);
+        let layers = policies::load(&*self.store, Layers::new(self.policy)).await?;
+        for (_, w) in layers.worlds() {
+            check_reachable(&w.effective, &self.channels)?;
+        }
         let mut grant_index = GrantIndex::default();
         for g in self.store.grants(None).await? {
             grant_index.insert(g);
@@ -156,7 +161,7 @@ impl EngineBuilder {
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
-            policy: RwLock::new(Arc::new(self.policy)),
+            policy: RwLock::new(Arc::new(layers)),
             channels: self.channels,
             limits: self.limits,
             grants: RwLock::new(grant_index),
@@ -199,7 +204,8 @@ impl std::fmt::Debug for Engine {
 pub(crate) struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    policy: RwLock<Arc<Policy>>,
+    /// The base policy and every world's own.
+    policy: RwLock<Arc<Layers>>,
     channels: Vec<Arc<dyn HumanChannel>>,
     limits: Limits,
     grants: RwLock<GrantIndex>,
@@ -258,14 +264,32 @@ impl Engine {
         &self.inner.limits
     }
 
+    /// The base policy (the server's policy file).
     pub fn policy(&self) -> Arc<Policy> {
+        read(&self.inner.policy).base().clone()
+    }
+
+    /// The base policy and every world's own.
+    pub fn layers(&self) -> Arc<Layers> {
         read(&self.inner.policy).clone()
     }
 
-    /// Replaces the policy (a reload). Holds already raised keep their settings.
+    /// The policy in force for a world (the world's own over the base, or the base), and the
+    /// versions it is made of.
+    pub fn policy_for(&self, world: &str) -> (Arc<Policy>, holdpoint_protocol::PolicyVersion) {
+        read(&self.inner.policy).for_world(world)
+    }
+
+    /// Replaces the base policy (a reload), rebuilding every world's policy in force on it.
+    /// Holds already raised keep their settings.
     pub fn set_policy(&self, policy: Policy) -> Result<(), StartError> {
-        check_reachable(&policy, &self.inner.channels)?;
-        *write(&self.inner.policy) = Arc::new(policy);
+        let mut layers = write(&self.inner.policy);
+        let next = layers.with_base(policy);
+        check_reachable(next.base(), &self.inner.channels)?;
+        for (_, w) in next.worlds() {
+            check_reachable(&w.effective, &self.inner.channels)?;
+        }
+        *layers = Arc::new(next);
         Ok(())
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use holdpoint_protocol::{
     ApprovalRequest, ApprovalSpec, BatchId, Deadline, DecisionKind, Hold, HoldId, HoldSpec,
-    HoldStatus, OnTimeout, QuestionSpec, Timestamp, Verdict,
+    HoldStatus, OnTimeout, PolicyVersion, QuestionSpec, Timestamp, Verdict,
 };
 
 use super::fail_closed_option;
@@ -21,6 +21,8 @@ pub struct HoldContext<'a> {
     pub now: Timestamp,
     /// Reminders fire this long before the deadline (or halfway, for short deadlines).
     pub remind_before: Duration,
+    /// The policy in force, recorded on the hold.
+    pub policy: Option<&'a PolicyVersion>,
 }
 
 impl HoldContext<'_> {
@@ -65,6 +67,7 @@ impl HoldContext<'_> {
             pending_answer: None,
             votes: Vec::new(),
             outcome: None,
+            policy: self.policy.cloned(),
             version: 1,
         }
     }

@@ -17,18 +17,13 @@ impl Policy {
             default_deadline: self.default_deadline,
             max_deadline: self.max_deadline,
             remind_before: Deadline::After(self.remind_before),
-            rules: self
-                .rules
-                .iter()
-                .enumerate()
-                .map(|(index, rule)| describe_rule(index, rule))
-                .collect(),
+            rules: self.rules.iter().map(describe_rule).collect(),
             source: self.source.as_deref().map(str::to_owned),
         }
     }
 }
 
-fn describe_rule(index: usize, rule: &Rule) -> PolicyRule {
+fn describe_rule(rule: &Rule) -> PolicyRule {
     let ask = (rule.action == Action::Ask).then(|| {
         let quorum = rule.ask.quorum.max(1);
         RuleAsk {
@@ -44,7 +39,8 @@ fn describe_rule(index: usize, rule: &Rule) -> PolicyRule {
         }
     });
     PolicyRule {
-        index,
+        index: rule.origin,
+        locked: rule.locked,
         name: rule.name.clone(),
         action: rule.action.verdict(),
         tools: rule.tools.clone(),

@@ -62,6 +62,8 @@ const DEFAULT_COMMAND_POINTER: &str = "/command";
 struct RawPolicy {
     #[serde(default)]
     mode: Mode,
+    /// The base policy only: the least strict mode a world's policy may use.
+    mode_floor: Option<Mode>,
     default_deadline: Option<Deadline>,
     remind_before: Option<Deadline>,
     max_deadline: Option<Deadline>,
@@ -86,6 +88,9 @@ struct RawRule {
     name: Option<String>,
     tools: Vec<String>,
     action: Action,
+    /// The base policy only: no world's policy can loosen this rule.
+    #[serde(default)]
+    locked: bool,
     #[serde(default)]
     args: Vec<RawArg>,
     command: Option<RawCommand>,
@@ -271,7 +276,8 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
                 format!("{name:?} is used by an earlier rule; rule names must be unique"),
             );
         }
-        let rule = build_rule(&path, name, &r, &mut command_pointers, errors);
+        let mut rule = build_rule(&path, name, &r, &mut command_pointers, errors);
+        rule.origin = i;
         examples.push((path, r.must_match, r.must_not_match));
         rules.push(rule);
     }
@@ -288,8 +294,22 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
             return None;
         }
     };
+    if let Some(floor) = raw.mode_floor
+        && raw.mode.strictness() < floor.strictness()
+    {
+        errors.add(
+            "mode",
+            format!(
+                "{} is less strict than this policy's own mode_floor {}",
+                raw.mode.as_str(),
+                floor.as_str()
+            ),
+        );
+    }
     let policy = Policy {
         mode: raw.mode,
+        mode_floor: raw.mode_floor,
+        mode_layer: None,
         default_deadline: raw.default_deadline.unwrap_or(DEFAULT_DEADLINE),
         remind_before,
         max_deadline: raw.max_deadline.unwrap_or(DEFAULT_MAX_DEADLINE),
@@ -342,6 +362,9 @@ fn build_rule(
     Rule {
         name,
         action: r.action,
+        locked: r.locked,
+        layer: None,
+        origin: 0,
         args,
         command,
         annotations: r.annotations.map(|a| AnnotationMatcher(a.into())),

@@ -10,6 +10,7 @@
 
 mod describe;
 mod file;
+mod layers;
 mod matcher;
 pub mod shell;
 
@@ -19,12 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint_protocol::{
-    CallVerdict, Deadline, DecidedBy, DecisionKind, RuleRef, ToolAnnotations, Verdict,
+    CallVerdict, Deadline, DecidedBy, DecisionKind, PolicyLayer, RuleRef, ToolAnnotations, Verdict,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use file::{PolicyError, PolicyErrors};
+pub use layers::{Layers, WorldLayer};
 use matcher::{AnnotationMatcher, ArgMatcher, CommandMatcher, ToolIndex, full_mask};
 
 /// What happens when no rule matches.
@@ -39,6 +41,16 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// How strict the mode is: `auto_approve` < `manual` < `auto_deny` (for the base's
+    /// `mode_floor`).
+    pub fn strictness(self) -> u8 {
+        match self {
+            Mode::AutoApprove => 0,
+            Mode::Manual => 1,
+            Mode::AutoDeny => 2,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Manual => "manual",
@@ -139,6 +151,12 @@ pub(crate) struct RuleAsk {
 pub(crate) struct Rule {
     pub(crate) name: String,
     pub(crate) action: Action,
+    /// A base rule no world's policy can loosen.
+    pub(crate) locked: bool,
+    /// The layer it came from, in a world's layered policy (`None` in a policy of one file).
+    pub(crate) layer: Option<PolicyLayer>,
+    /// Its position in its own file's `rules`.
+    pub(crate) origin: usize,
     pub(crate) args: Vec<ArgMatcher>,
     pub(crate) command: Option<CommandMatcher>,
     pub(crate) annotations: Option<AnnotationMatcher>,
@@ -151,6 +169,10 @@ pub(crate) struct Rule {
 #[derive(Debug, Clone)]
 pub struct Policy {
     mode: Mode,
+    /// The least strict mode a world's policy may use (base policies only).
+    mode_floor: Option<Mode>,
+    /// In a world's layered policy, whose mode applies: the world's, or the base's floor.
+    mode_layer: Option<PolicyLayer>,
     default_deadline: Deadline,
     remind_before: Duration,
     max_deadline: Deadline,
@@ -168,6 +190,8 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             mode: Mode::Manual,
+            mode_floor: None,
+            mode_layer: None,
             default_deadline: DEFAULT_DEADLINE,
             remind_before: DEFAULT_REMIND_BEFORE,
             max_deadline: DEFAULT_MAX_DEADLINE,
@@ -218,8 +242,9 @@ impl Policy {
 
     pub fn rule_ref(&self, index: usize) -> Option<RuleRef> {
         self.rules.get(index).map(|r| RuleRef {
-            index,
+            index: r.origin,
             name: r.name.clone(),
+            layer: r.layer,
         })
     }
 

@@ -6,5 +6,6 @@ mod gate;
 mod grants;
 mod interleavings;
 mod nodes;
+mod policies;
 mod records;
 mod streams;

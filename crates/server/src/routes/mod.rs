@@ -9,6 +9,7 @@ mod hooks;
 mod live;
 mod mcp;
 mod ops;
+mod policy;
 mod ui;
 
 mod table;
@@ -95,6 +96,10 @@ fn declare() -> Routes {
         .add(Signed, routes!(grants::revoke))
         .add(Roles(PEOPLE), routes!(grants::policy))
         .add(Signed, routes!(grants::explain))
+        .add(Roles(PEOPLE), routes!(policy::world_policy))
+        .add(Roles(ADMINS), routes!(policy::set_world_policy))
+        .add(Roles(PEOPLE), routes!(policy::history))
+        .add(Roles(ADMINS), routes!(policy::reload))
         .add(Roles(ADMINS), routes!(hooks::list))
         .add(Roles(ADMINS), routes!(hooks::create))
         .add(Roles(ADMINS), routes!(hooks::delete))
@@ -223,6 +228,7 @@ impl utoipa::Modify for Security {
         (name = "holds", description = "Holds: list, decide, wait on, raise and withdraw them"),
         (name = "worlds"), (name = "agents"), (name = "chats"),
         (name = "grants", description = "Remembered approvals, the active policy and its explanations"),
+        (name = "policy", description = "Worlds' own policies, their versions, and reloading the base policy file"),
         (name = "events", description = "Live events (server-sent events)"),
         (name = "webhooks"), (name = "audit"),
         (name = "access", description = "Tokens and browser sessions"),

@@ -6,6 +6,7 @@ mod events;
 mod external;
 mod housekeeping;
 mod ops;
+mod policies;
 mod postgres;
 mod turns;
 mod ui;

@@ -40,6 +40,7 @@ async fn child_writer() {
                     batch: BatchId::random(),
                     now: START,
                     remind_before: Duration::from_secs(60),
+                    policy: None,
                 };
                 let hold = question_hold(&ctx, spec.clone(), None, Deadline::Never);
                 let event = holdpoint_core::audit::EventDraft {

@@ -21,6 +21,7 @@ fn ctx(chat: Option<&'static str>) -> HoldContext<'static> {
         batch: BatchId::random(),
         now: T0,
         remind_before: Duration::from_secs(60),
+        policy: None,
     }
 }
 
@@ -636,6 +637,7 @@ fn withdrawal_and_reminders() {
 fn short_deadlines_remind_halfway_and_never_has_no_timers() {
     let c = HoldContext {
         remind_before: Duration::from_secs(300),
+        policy: None,
         ..ctx(None)
     };
     let spec = validate_question(

@@ -1,0 +1,215 @@
+//! Policies that change while the engine runs: worlds' own policies (stored as records, each
+//! change a new version recorded in the audit log with who made it and the text's digest) and
+//! reloads of the base. A policy is checked whole — parsed, its examples and checks run — before
+//! it replaces the one in force; one that fails leaves the old one in force.
+
+use std::sync::Arc;
+
+use holdpoint_protocol::{
+    Actor, EventPayload, PolicyReloaded, Principal, WorldPolicy, WorldPolicyState,
+};
+use uuid::Uuid;
+
+use super::{Engine, check_reachable, write};
+use crate::audit::EventDraft;
+use crate::canonical;
+use crate::error::EngineError;
+use crate::policy::{Layers, Policy, PolicyError, PolicyErrors};
+use crate::record;
+use crate::roles;
+use crate::store::{CommitError, Conflict, RecordKind, Store, StoreError, Transaction};
+
+/// The longest policy text a world may be given.
+pub const MAX_POLICY_TEXT: usize = 256 * 1024;
+
+/// The base with every world's stored policy over it.
+pub(super) async fn load(store: &dyn Store, mut layers: Layers) -> Result<Layers, StoreError> {
+    for r in store.all_records(RecordKind::WorldPolicy, None).await? {
+        let version = r.version;
+        let stored: WorldPolicy = record::decode(r)?;
+        // A stored policy was valid when it was set; one that no longer loads (a newer
+        // Holdpoint reads it differently) stops the start rather than leave its world to the
+        // base, which may allow more.
+        let own = Policy::from_toml(&stored.text).map_err(|e| {
+            StoreError(format!(
+                "the policy of world {} (version {version}) no longer loads: {e}",
+                stored.world
+            ))
+        })?;
+        layers.set_world(&stored.world, version, own);
+    }
+    Ok(layers)
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> EngineError {
+    EngineError::InvalidPolicy(PolicyErrors(vec![PolicyError {
+        path: path.into(),
+        message: message.into(),
+    }]))
+}
+
+impl Engine {
+    /// A world's own policy now, and the base it lies on.
+    pub async fn world_policy(&self, world: Uuid) -> Result<WorldPolicyState, EngineError> {
+        let current = match self
+            .inner
+            .store
+            .record(RecordKind::WorldPolicy, world)
+            .await?
+        {
+            Some(r) => Some(record::decode::<WorldPolicy>(r)?),
+            None => None,
+        };
+        let layers = self.layers();
+        Ok(WorldPolicyState {
+            current,
+            base_digest: layers.base_digest().to_owned(),
+            locked: layers.base().locked_rules(),
+            mode_floor: layers.base().mode_floor().map(|m| m.as_str().to_owned()),
+        })
+    }
+
+    /// Every version of a world's policy, oldest first.
+    pub async fn world_policy_history(&self, world: Uuid) -> Result<Vec<WorldPolicy>, EngineError> {
+        let store = &self.inner.store;
+        let records = store
+            .all_records(RecordKind::PolicyHistory, Some(world))
+            .await?;
+        Ok(records
+            .into_iter()
+            .map(record::decode)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Checks `text` as a world's policy (parsed, its examples and checks run, no locks or
+    /// floor of its own) and, when it is valid, makes it the world's next version: stored,
+    /// recorded in the audit log with `who` and its digest, and in force for the next call.
+    /// An invalid text changes nothing and names every problem.
+    pub async fn set_world_policy(
+        &self,
+        who: &Principal,
+        world: Uuid,
+        text: &str,
+    ) -> Result<WorldPolicy, EngineError> {
+        if text.len() > MAX_POLICY_TEXT {
+            return Err(invalid(
+                "",
+                format!(
+                    "the policy is {} bytes; at most {MAX_POLICY_TEXT} are allowed",
+                    text.len()
+                ),
+            ));
+        }
+        let own = Policy::from_toml(text).map_err(EngineError::InvalidPolicy)?;
+        own.check_world_layer()
+            .map_err(EngineError::InvalidPolicy)?;
+        let effective = self.layers().effective(&own);
+        check_reachable(&effective, &self.inner.channels)
+            .map_err(|e| invalid("mode", e.to_string()))?;
+
+        let key = world.to_string();
+        let current = self
+            .inner
+            .store
+            .record(RecordKind::WorldPolicy, world)
+            .await?;
+        let version = current.map_or(1, |r| r.version + 1);
+        let now = self.now();
+        let by = roles::actor_of(who);
+        let value = WorldPolicy {
+            world: key.clone(),
+            version,
+            digest: canonical::sha256_hex(text.as_bytes()),
+            text: text.to_owned(),
+            by: by.clone(),
+            at: now,
+        };
+        let writes = vec![
+            record::put(
+                RecordKind::WorldPolicy,
+                world,
+                None,
+                Some(key.clone()),
+                version,
+                &value,
+            )?,
+            record::put(
+                RecordKind::PolicyHistory,
+                Uuid::now_v7(),
+                Some(world),
+                Some(format!("{version:010}")),
+                1,
+                &value,
+            )?,
+        ];
+        let event = EventDraft {
+            at: now,
+            world: Some(key.clone()),
+            chat: None,
+            hold: None,
+            actor: by,
+            payload: EventPayload::PolicyChanged {
+                world: Some(key.clone()),
+                version: Some(version),
+                digest: value.digest.clone(),
+            },
+        };
+        let tx = Transaction {
+            writes,
+            events: vec![event.into()],
+        };
+        match self.commit(tx).await {
+            Ok(_) => {}
+            Err(CommitError::Conflict(
+                Conflict::StaleRecord { .. } | Conflict::RecordExists { .. },
+            )) => {
+                return Err(EngineError::conflict(
+                    "policy_changed",
+                    "the world's policy changed meanwhile; read it again and retry",
+                ));
+            }
+            Err(e) => return Err(super::decide::commit_error(e)),
+        }
+        let mut layers = write(&self.inner.policy);
+        let mut next = Layers::clone(&layers);
+        next.set_world(&key, version, own);
+        *layers = Arc::new(next);
+        Ok(value)
+    }
+
+    /// Replaces the base policy with a reloaded one, already checked, and records the change
+    /// (by `who`: a person's reload, or Holdpoint's own on a signal) when its text differs.
+    pub async fn reload_policy(
+        &self,
+        who: Actor,
+        policy: Policy,
+    ) -> Result<PolicyReloaded, EngineError> {
+        let digest = policy
+            .source()
+            .map(|t| canonical::sha256_hex(t.as_bytes()))
+            .unwrap_or_default();
+        let changed = digest != self.layers().base_digest();
+        self.set_policy(policy)
+            .map_err(|e| invalid("mode", e.to_string()))?;
+        if changed {
+            let event = EventDraft {
+                at: self.now(),
+                world: None,
+                chat: None,
+                hold: None,
+                actor: who,
+                payload: EventPayload::PolicyChanged {
+                    world: None,
+                    version: None,
+                    digest: digest.clone(),
+                },
+            };
+            let tx = Transaction {
+                writes: Vec::new(),
+                events: vec![event.into()],
+            };
+            self.commit(tx).await.map_err(super::decide::commit_error)?;
+        }
+        Ok(PolicyReloaded { digest, changed })
+    }
+}

@@ -1,0 +1,404 @@
+//! Policy in layers: a world's own policy over the base, locked rules and the mode floor,
+//! versioned changes checked before they apply, and base reloads.
+
+use holdpoint_core::policy::{Call, Policy};
+use holdpoint_core::store::EventFilter;
+use holdpoint_core::{EngineError, Scope};
+use holdpoint_protocol::{
+    Actor, CallVerdict, DecidedBy, EventPayload, GateResult, Hold, PolicyLayer, Source,
+};
+use holdpoint_test_support::{TestEngine, admin, agent, approval, gate};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use uuid::Uuid;
+
+const BASE: &str = r#"
+mode = "manual"
+mode_floor = "manual"
+
+[[rules]]
+name = "pushing needs two"
+tools = ["shell_cmd"]
+action = "ask"
+command = { program = "git", args = ["push"] }
+quorum = 2
+locked = true
+
+[[rules]]
+name = "no rm"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "rm" }
+locked = true
+
+[[rules]]
+name = "ls is fine"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "ls" }
+"#;
+
+/// Tries every way to loosen the base: a broader allow, a lower quorum, a looser mode.
+const LOOSE_WORLD: &str = r#"
+mode = "auto_approve"
+
+[[rules]]
+name = "all shell"
+tools = ["shell_cmd"]
+action = "allow"
+
+[[rules]]
+name = "push with one"
+tools = ["shell_cmd"]
+action = "ask"
+command = { program = "git", args = ["push"] }
+quorum = 1
+on_timeout = "approve"
+"#;
+
+async fn engine() -> TestEngine {
+    TestEngine::new(Policy::from_toml(BASE).unwrap()).await
+}
+
+async fn shell(t: &TestEngine, world: &str, command: &str) -> GateResult {
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate(
+                world,
+                None,
+                vec![approval("shell_cmd", json!({ "command": command }))],
+            ),
+        )
+        .await
+        .unwrap();
+    res.results.into_iter().next().unwrap()
+}
+
+async fn tool(t: &TestEngine, world: &str, name: &str) -> GateResult {
+    let res = t
+        .engine
+        .gate(
+            &agent("bot"),
+            gate(world, None, vec![approval(name, json!({}))]),
+        )
+        .await
+        .unwrap();
+    res.results.into_iter().next().unwrap()
+}
+
+fn held(r: GateResult) -> Hold {
+    match r {
+        GateResult::Held { hold } => *hold,
+        other => panic!("expected a hold, got {other:?}"),
+    }
+}
+
+fn rule_of(r: &GateResult) -> Option<(String, Option<PolicyLayer>)> {
+    let by = match r {
+        GateResult::Allowed { decided_by, .. } | GateResult::Denied { decided_by, .. } => {
+            decided_by
+        }
+        GateResult::Held { hold } => {
+            return hold.rule.as_ref().map(|r| (r.name.clone(), r.layer));
+        }
+        GateResult::Invalid { .. } => return None,
+    };
+    match by {
+        DecidedBy::Rule { rule } => Some((rule.name.clone(), rule.layer)),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_worlds_policy_applies_to_that_world_only() {
+    let t = engine().await;
+    let (mine, other) = (Uuid::now_v7(), Uuid::now_v7());
+    t.engine
+        .set_world_policy(&admin("root"), mine, LOOSE_WORLD)
+        .await
+        .unwrap();
+    let (mine, other) = (mine.to_string(), other.to_string());
+
+    let r = shell(&t, &mine, "cat notes.txt").await;
+    assert!(matches!(r, GateResult::Allowed { .. }), "{r:?}");
+    assert_eq!(
+        rule_of(&r),
+        Some(("all shell".into(), Some(PolicyLayer::World)))
+    );
+
+    // The other world has no policy of its own: the base applies whole.
+    let r = shell(&t, &other, "cat notes.txt").await;
+    assert!(matches!(r, GateResult::Held { .. }), "{r:?}");
+    let r = shell(&t, &other, "ls").await;
+    assert_eq!(rule_of(&r), Some(("ls is fine".into(), None)));
+    // …and the base's unlocked rule is not in force in the world that replaced it.
+    let r = shell(&t, &mine, "ls").await;
+    assert_eq!(
+        rule_of(&r),
+        Some(("all shell".into(), Some(PolicyLayer::World)))
+    );
+}
+
+#[tokio::test]
+async fn a_locked_rule_cannot_be_loosened_by_a_worlds_policy() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    t.engine
+        .set_world_policy(&admin("root"), world, LOOSE_WORLD)
+        .await
+        .unwrap();
+    let world = world.to_string();
+
+    // A broader allow and a lower quorum (with a looser timeout): the locked ask stands.
+    let hold = held(shell(&t, &world, "git push origin main").await);
+    assert_eq!(hold.quorum, 2);
+    let rule = hold.rule.clone().unwrap();
+    assert_eq!(
+        (rule.name.as_str(), rule.layer),
+        ("pushing needs two", Some(PolicyLayer::Base))
+    );
+    assert_eq!(hold.on_timeout, holdpoint_protocol::OnTimeout::Deny);
+
+    // A locked deny stays a deny, also inside a line the world allows.
+    let r = shell(&t, &world, "ls && rm -rf build").await;
+    assert!(matches!(r, GateResult::Denied { .. }), "{r:?}");
+    assert_eq!(rule_of(&r), Some(("no rm".into(), Some(PolicyLayer::Base))));
+
+    // A mode change: auto_approve is below the floor, so what no rule matches is asked.
+    let r = tool(&t, &world, "fs__write_file").await;
+    assert!(matches!(r, GateResult::Held { .. }), "{r:?}");
+
+    // Explain names the layer that decided.
+    let args = json!({"command": "git push origin main"});
+    let e = t
+        .engine
+        .explain(&world, None, &Call::new("shell_cmd", &args));
+    assert_eq!(e.decision, CallVerdict::Ask);
+    assert_eq!(e.layer, PolicyLayer::Base);
+    let args = json!({"command": "cat x"});
+    let e = t
+        .engine
+        .explain(&world, None, &Call::new("shell_cmd", &args));
+    assert_eq!(
+        (e.decision, e.layer),
+        (CallVerdict::Allow, PolicyLayer::World)
+    );
+    let e = t
+        .engine
+        .explain(&world, None, &Call::new("fs__write_file", &json!({})));
+    assert_eq!((e.decision, e.layer), (CallVerdict::Ask, PolicyLayer::Base));
+}
+
+#[tokio::test]
+async fn an_invalid_policy_is_refused_with_every_problem_and_the_old_one_stays() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let v1 = r#"
+[[rules]]
+name = "cat is fine"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "cat" }
+"#;
+    t.engine
+        .set_world_policy(&admin("root"), world, v1)
+        .await
+        .unwrap();
+    let broken = r#"
+[[rules]]
+name = "bad"
+tools = ["shell_cmd"]
+action = "allow"
+args = [{ pointer = "/command", regex = "([" }]
+
+[[rules]]
+name = "pretends"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "curl" }
+must_match = [{ tool = "shell_cmd", args = { command = "wget x" } }]
+locked = true
+"#;
+    let err = t
+        .engine
+        .set_world_policy(&admin("root"), world, broken)
+        .await
+        .unwrap_err();
+    let EngineError::InvalidPolicy(problems) = err else {
+        panic!("expected an invalid policy, got {err:?}");
+    };
+    let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["rules[0].args[0].regex"], "{problems}");
+
+    // Once it parses, the examples run, and the lock is refused: both named.
+    let examples = broken.replace("regex = \"([\"", "prefix = \"x\"");
+    let err = t
+        .engine
+        .set_world_policy(&admin("root"), world, &examples)
+        .await
+        .unwrap_err();
+    let EngineError::InvalidPolicy(problems) = err else {
+        panic!("expected an invalid policy, got {err:?}");
+    };
+    let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["rules[1].must_match[0]"], "{problems}");
+    let locks = examples.replace(
+        "must_match = [{ tool = \"shell_cmd\", args = { command = \"wget x\" } }]\n",
+        "",
+    );
+    let err = t
+        .engine
+        .set_world_policy(&admin("root"), world, &locks)
+        .await
+        .unwrap_err();
+    let EngineError::InvalidPolicy(problems) = err else {
+        panic!("expected an invalid policy, got {err:?}");
+    };
+    let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["rules[1].locked"], "{problems}");
+
+    let state = t.engine.world_policy(world).await.unwrap();
+    assert_eq!(state.current.unwrap().version, 1);
+    let r = shell(&t, &world.to_string(), "cat x").await;
+    assert!(matches!(r, GateResult::Allowed { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_change_applies_to_the_next_call_and_pending_holds_keep_their_version() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let w = world.to_string();
+    let asks = "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"ask\"\n";
+    let allows = "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"allow\"\n";
+
+    let before = held(shell(&t, &w, "cat x").await);
+    assert_eq!(before.policy.as_ref().unwrap().world, None);
+    let v1 = t
+        .engine
+        .set_world_policy(&admin("root"), world, asks)
+        .await
+        .unwrap();
+    let pending = held(shell(&t, &w, "cat x").await);
+    assert_eq!(pending.policy.as_ref().unwrap().world, Some(1));
+    let v2 = t
+        .engine
+        .set_world_policy(&admin("carol"), world, allows)
+        .await
+        .unwrap();
+    assert_eq!((v1.version, v2.version), (1, 2));
+    let r = shell(&t, &w, "cat x").await;
+    assert!(matches!(r, GateResult::Allowed { .. }), "{r:?}");
+
+    let still = t.engine.hold(pending.id, &Scope::any()).await.unwrap();
+    assert!(still.is_open());
+    assert_eq!(still.policy, pending.policy);
+    assert_eq!(still.policy.unwrap().base, t.engine.layers().base_digest());
+
+    let history = t.engine.world_policy_history(world).await.unwrap();
+    let versions: Vec<(u64, &str)> = history
+        .iter()
+        .map(|p| (p.version, p.by.name.as_deref().unwrap_or("")))
+        .collect();
+    assert_eq!(versions, [(1, "root"), (2, "carol")]);
+
+    // Every change is in the audit log with who made it and the digest of its text.
+    let events = t
+        .engine
+        .store()
+        .all_events(&EventFilter {
+            world: Some(w.clone()),
+            ..EventFilter::default()
+        })
+        .await
+        .unwrap();
+    let changes: Vec<(Option<String>, Option<u64>, String)> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::PolicyChanged {
+                version, digest, ..
+            } => Some((e.actor.name.clone(), *version, digest.clone())),
+            _ => None,
+        })
+        .collect();
+    let sha = |t: &str| holdpoint_core::canonical::sha256_hex(t.as_bytes());
+    assert_eq!(
+        changes,
+        [
+            (Some("root".into()), Some(1), sha(asks)),
+            (Some("carol".into()), Some(2), sha(allows)),
+        ]
+    );
+    assert!(t.engine.verify_audit().await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn world_policies_are_in_force_again_after_a_restart() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let allows = "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"allow\"\n";
+    t.engine
+        .set_world_policy(&admin("root"), world, allows)
+        .await
+        .unwrap();
+    let (dir, clock) = t.shut_down().await;
+    let store = std::sync::Arc::new(
+        holdpoint_store::SqliteStore::open(dir.path().join(holdpoint_store::DATABASE_FILE))
+            .unwrap(),
+    );
+    let t = TestEngine::on(
+        holdpoint_test_support::TempStore { store, dir },
+        Policy::from_toml(BASE).unwrap(),
+        clock,
+    )
+    .await;
+    let r = shell(&t, &world.to_string(), "cat x").await;
+    assert!(matches!(r, GateResult::Allowed { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_base_reload_rebuilds_every_world_and_is_recorded() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    t.engine
+        .set_world_policy(&admin("root"), world, LOOSE_WORLD)
+        .await
+        .unwrap();
+    let w = world.to_string();
+    assert!(matches!(
+        shell(&t, &w, "curl x").await,
+        GateResult::Allowed { .. }
+    ));
+    let stricter = format!(
+        "{BASE}\n[[rules]]\nname = \"no curl\"\ntools = [\"shell_cmd\"]\naction = \"deny\"\ncommand = {{ program = \"curl\" }}\nlocked = true\n"
+    );
+    let system = Actor::of(Source::System);
+    let r = t
+        .engine
+        .reload_policy(system.clone(), Policy::from_toml(&stricter).unwrap())
+        .await
+        .unwrap();
+    assert!(r.changed);
+    assert!(matches!(
+        shell(&t, &w, "curl x").await,
+        GateResult::Denied { .. }
+    ));
+    let again = t
+        .engine
+        .reload_policy(system, Policy::from_toml(&stricter).unwrap())
+        .await
+        .unwrap();
+    assert!(!again.changed);
+    let events = t
+        .engine
+        .store()
+        .all_events(&EventFilter::default())
+        .await
+        .unwrap();
+    let reloads = events
+        .iter()
+        .filter(|e| matches!(&e.payload, EventPayload::PolicyChanged { world: None, digest, .. } if *digest == r.digest))
+        .count();
+    assert_eq!(reloads, 1);
+}

@@ -1,0 +1,83 @@
+//! Policies in layers: the server's base policy and each world's own, versioned.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Actor, Timestamp};
+
+/// Which layer of policy a rule belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyLayer {
+    /// The server's policy file (its locked rules and mode floor bind every world).
+    Base,
+    /// A world's own policy, set through the API.
+    World,
+}
+
+impl PolicyLayer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyLayer::Base => "base",
+            PolicyLayer::World => "world",
+        }
+    }
+}
+
+/// The policy in force when a hold was raised: the base file by the SHA-256 of its text, and
+/// the world's own policy by its version (absent when the world had none).
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PolicyVersion {
+    /// SHA-256 (hex) of the base policy file's text; empty when the server runs without one.
+    pub base: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<u64>,
+}
+
+/// A new version of a world's policy (`PUT /api/v1/worlds/{world}/policy`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPolicy {
+    /// The policy's TOML text (docs/policy.md); checked, examples and checks run, before it
+    /// applies.
+    pub text: String,
+}
+
+/// One version of a world's policy.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorldPolicy {
+    /// The world's id.
+    pub world: String,
+    /// 1 for the first policy the world was given, then one more for each change.
+    pub version: u64,
+    /// SHA-256 (hex) of `text`.
+    pub digest: String,
+    pub text: String,
+    /// Who set it.
+    pub by: Actor,
+    pub at: Timestamp,
+}
+
+/// A world's policy as it stands (`GET /api/v1/worlds/{world}/policy`): its own version, if
+/// it has one, and the base it lies on.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorldPolicyState {
+    /// The world's own policy; absent when the base alone applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<WorldPolicy>,
+    /// SHA-256 (hex) of the base policy's text; empty without a policy file.
+    pub base_digest: String,
+    /// Rules of the base that no world can loosen, by name.
+    pub locked: Vec<String>,
+    /// The least strict mode a world may use, when the base sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_floor: Option<String>,
+}
+
+/// The base policy after a reload (`POST /api/v1/policy/reload`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PolicyReloaded {
+    /// SHA-256 (hex) of the text now in force.
+    pub digest: String,
+    /// Whether the text differs from the one in force before.
+    pub changed: bool,
+}

@@ -1,0 +1,76 @@
+//! Worlds' own policies (read, set, their versions) and reloading the base policy file.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use holdpoint_protocol::{ErrorBody, PolicyReloaded, SetPolicy, WorldPolicy, WorldPolicyState};
+
+use crate::app::App;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::Body;
+
+/// A world's own policy (absent when the base alone applies), the digest of the base it lies
+/// on, the base's locked rules and its mode floor (people only).
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/policy", tag = "policy", params(("world" = String, Path, description = "The world's id or name")),
+    responses((status = 200, body = WorldPolicyState), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn world_policy(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<WorldPolicyState>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(app.engine().world_policy(*w.id.as_uuid()).await?))
+}
+
+/// Gives a world a new version of its own policy (admins). The text is checked whole — parsed,
+/// its `must_match`/`must_not_match` examples and `[[checks]]` run — before it applies; an
+/// invalid one is refused with every problem in `details.problems` (`path`, `message`) and the
+/// policy in force stays. The change is recorded in the audit log (`policy.changed`, with who
+/// made it and the SHA-256 of the text) and applies to the next call; pending holds keep the
+/// version that raised them.
+#[utoipa::path(put, path = "/api/v1/worlds/{world}/policy", tag = "policy", params(("world" = String, Path, description = "The world's id or name")), request_body = SetPolicy,
+    responses((status = 200, body = WorldPolicy), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Another change was made meanwhile (code `policy_changed`)", body = ErrorBody),
+        (status = 422, description = "The policy is invalid (code `invalid_policy`, `details.problems`), or the body is", body = ErrorBody)))]
+pub async fn set_world_policy(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(req): Body<SetPolicy>,
+) -> Result<Json<WorldPolicy>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(
+        app.engine()
+            .set_world_policy(&caller.principal, *w.id.as_uuid(), &req.text)
+            .await?,
+    ))
+}
+
+/// Every version of a world's policy, oldest first, with who set each and when (people only).
+#[utoipa::path(get, path = "/api/v1/worlds/{world}/policy/history", tag = "policy", params(("world" = String, Path, description = "The world's id or name")),
+    responses((status = 200, body = Vec<WorldPolicy>), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn history(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+) -> Result<Json<Vec<WorldPolicy>>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    Ok(Json(
+        app.engine().world_policy_history(*w.id.as_uuid()).await?,
+    ))
+}
+
+/// Reads the server's policy file again (admins), with the checks of a start: an invalid file
+/// is refused with every problem named (`details.problems`) and the policy in force stays. A
+/// changed text is recorded in the audit log (`policy.changed` without a world).
+#[utoipa::path(post, path = "/api/v1/policy/reload", tag = "policy",
+    responses((status = 200, body = PolicyReloaded), (status = 403, body = ErrorBody),
+        (status = 409, description = "The server runs without a policy file (code `no_policy_file`)", body = ErrorBody),
+        (status = 422, description = "The file is invalid or unreadable (code `invalid_policy`, `details.problems`)", body = ErrorBody)))]
+pub async fn reload(
+    State(app): State<App>,
+    caller: Caller,
+) -> Result<Json<PolicyReloaded>, ApiError> {
+    let actor = holdpoint_core::roles::actor_of(&caller.principal);
+    Ok(Json(app.reload_policy(actor).await?))
+}
