@@ -319,6 +319,7 @@ fn decision(hold: &Hold, answer: Answer) -> Option<Decision> {
             match content.get("decision").and_then(Value::as_str) {
                 Some("approve") => Some(Decision::Approve {
                     scope: ApproveScope::Once,
+                    expires_in: None,
                     // Bound to the arguments shown.
                     digest: Some(a.digest.clone()),
                     reason,

@@ -42,6 +42,12 @@ pub enum Decision {
     Approve {
         #[serde(default)]
         scope: ApproveScope,
+        /// With `chat`, `always_args` or `always_tool`: the grant lasts this long (`"10m"`,
+        /// `"1h"`), then stops matching and the call is asked again. Without it, a grant
+        /// lasts until it is revoked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<String>)]
+        expires_in: Option<crate::Deadline>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         digest: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,5 @@
-//! Grants: approvals remembered from "for this chat" and "always" decisions.
+//! Grants: approvals remembered from "for this chat" and "always" decisions, for good or
+//! for a while.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,4 +36,10 @@ pub struct Grant {
     pub from_hold: HoldId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// When the grant stops matching (from "approve for N minutes"); absent: until revoked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    /// Whether `expires_at` has passed (set when grants are listed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
 }

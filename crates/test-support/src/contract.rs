@@ -649,6 +649,8 @@ pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {
         created_at: START,
         from_hold: HoldId::random(),
         revoked_at: None,
+        expires_at: None,
+        expired: false,
     };
     let (g1, g2) = (grant("w"), grant("x"));
     for g in [&g1, &g2] {

@@ -219,6 +219,7 @@ async fn resumes_after_its_decision(others: usize) {
             hold,
             Decision::Approve {
                 scope: ApproveScope::Once,
+                expires_in: None,
                 digest: None,
                 reason: None,
             },

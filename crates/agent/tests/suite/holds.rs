@@ -16,6 +16,7 @@ const ASK_ALL: &str = "mode = \"manual\"";
 fn approve(scope: ApproveScope) -> Decision {
     Decision::Approve {
         scope,
+        expires_in: None,
         digest: None,
         reason: None,
     }

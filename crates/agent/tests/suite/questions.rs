@@ -177,6 +177,7 @@ async fn create_agent_always_asks() {
         &hold,
         Decision::Approve {
             scope: ApproveScope::Once,
+            expires_in: None,
             digest: None,
             reason: None,
         },

@@ -122,6 +122,10 @@ pub struct ApproveArgs {
     /// How far the approval reaches.
     #[arg(long, default_value = "once", value_parser = ["once", "chat", "always-args", "always-tool"])]
     scope: String,
+    /// With --scope chat, always-args or always-tool: the grant lasts this long ("10m",
+    /// "2h"), then the call is asked again.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    for_: Option<holdpoint_protocol::Deadline>,
     /// Approve only if the arguments' digest is this one (as `holds show` prints it).
     #[arg(long)]
     digest: Option<String>,
@@ -179,6 +183,16 @@ pub struct WatchArgs {
     common: Common,
 }
 
+/// A duration such as "10m" or "2h" (not "never": a grant for good is one without --for).
+fn parse_duration(text: &str) -> Result<holdpoint_protocol::Deadline, String> {
+    match text.parse::<holdpoint_protocol::Deadline>() {
+        Ok(holdpoint_protocol::Deadline::Never) | Err(_) => Err(format!(
+            "{text:?} is not a duration such as \"10m\" or \"2h\""
+        )),
+        Ok(d) => Ok(d),
+    }
+}
+
 pub fn run(cmd: HoldsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
@@ -193,6 +207,7 @@ pub fn run(cmd: HoldsCommand) -> Result<(), Failure> {
                 };
                 let decision = Decision::Approve {
                     scope,
+                    expires_in: a.for_,
                     digest: a.digest,
                     reason: a.reason,
                 };

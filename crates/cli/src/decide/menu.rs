@@ -113,6 +113,7 @@ pub fn batch_menu(approvals: &[&Hold]) -> Vec<(&'static str, Option<Decision>)> 
             "approve all once",
             Some(Decision::Approve {
                 scope: ApproveScope::Once,
+                expires_in: None,
                 digest: None,
                 reason: None,
             }),

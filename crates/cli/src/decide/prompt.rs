@@ -249,6 +249,7 @@ impl Decider<'_> {
         Ok(Some(match chosen {
             [Choice::Approve(scope)] => Decision::Approve {
                 scope: *scope,
+                expires_in: None,
                 digest,
                 reason: None,
             },

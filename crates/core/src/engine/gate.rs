@@ -28,6 +28,7 @@ struct CallDecision {
 }
 
 impl Engine {
+    #[allow(clippy::too_many_arguments)]
     fn decide_call(
         &self,
         policy: &Policy,
@@ -36,6 +37,7 @@ impl Engine {
         call: &Call<'_>,
         digest: &str,
         always_ask: bool,
+        now: holdpoint_protocol::Timestamp,
     ) -> CallDecision {
         let eval = policy.evaluate(call);
         let decided_by = policy.decided_by(&eval);
@@ -54,7 +56,7 @@ impl Engine {
                 ask_rule,
             };
         }
-        if let Some(grant) = read(&self.inner.grants).find(world, chat, call.tool, digest) {
+        if let Some(grant) = read(&self.inner.grants).find(world, chat, call.tool, digest, now) {
             return CallDecision {
                 action: Action::Allow,
                 decided_by: DecidedBy::Grant { grant },
@@ -72,7 +74,7 @@ impl Engine {
     pub fn explain(&self, world: &str, chat: Option<&str>, call: &Call<'_>) -> Explanation {
         let (policy, _) = self.policy_for(world);
         let digest = canonical::digest(call.arguments);
-        let d = self.decide_call(&policy, world, chat, call, &digest, false);
+        let d = self.decide_call(&policy, world, chat, call, &digest, false, self.now());
         let (eval, matched) = policy.explain(call);
         let layer = match d.decided_by {
             DecidedBy::Grant { .. } => PolicyLayer::World,
@@ -249,7 +251,15 @@ impl Engine {
             arguments: &a.arguments,
             annotations: a.annotations.as_ref(),
         };
-        let d = self.decide_call(policy, ctx.world, ctx.chat, &call, &digest, a.always_ask);
+        let d = self.decide_call(
+            policy,
+            ctx.world,
+            ctx.chat,
+            &call,
+            &digest,
+            a.always_ask,
+            ctx.now,
+        );
         let call_event = |payload| EventDraft {
             at: ctx.now,
             world: Some(ctx.world.to_owned()),

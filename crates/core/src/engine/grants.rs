@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use holdpoint_protocol::{Grant, GrantId, GrantScope};
+use holdpoint_protocol::{Grant, GrantId, GrantScope, Timestamp};
 
 #[derive(Debug, Default)]
 pub(crate) struct GrantIndex {
@@ -43,16 +43,19 @@ impl GrantIndex {
         }
     }
 
-    /// A grant that allows `tool` with arguments of `digest` in `world` / `chat`.
+    /// A grant that allows `tool` with arguments of `digest` in `world` / `chat` at `now`
+    /// (a grant for a while matches until the instant it expires, not at it).
     pub(crate) fn find(
         &self,
         world: &str,
         chat: Option<&str>,
         tool: &str,
         digest: &str,
+        now: Timestamp,
     ) -> Option<GrantId> {
         let list = self.by_world.get(world)?.get(tool)?;
         list.iter()
+            .filter(|g| g.expires_at.is_none_or(|end| now < end))
             .find(|g| match g.scope {
                 GrantScope::AlwaysTool => true,
                 GrantScope::AlwaysArgs => g.digest.as_deref() == Some(digest),
@@ -71,6 +74,21 @@ mod tests {
     use super::*;
     use holdpoint_protocol::{HoldId, Timestamp};
 
+    const T: Timestamp = Timestamp::EPOCH;
+
+    #[test]
+    fn a_grant_for_a_while_matches_until_its_end_exactly() {
+        let mut idx = GrantIndex::default();
+        let mut g = grant(GrantScope::AlwaysTool, None, None);
+        let end = Timestamp::from_millis(600_000);
+        g.expires_at = Some(end);
+        let id = g.id;
+        idx.insert(g);
+        let before = Timestamp::from_millis(599_999);
+        assert_eq!(idx.find("w", None, "t", "d", before), Some(id));
+        assert_eq!(idx.find("w", None, "t", "d", end), None);
+    }
+
     fn grant(scope: GrantScope, chat: Option<&str>, digest: Option<&str>) -> Grant {
         Grant {
             id: GrantId::random(),
@@ -83,6 +101,8 @@ mod tests {
             created_at: Timestamp::EPOCH,
             from_hold: HoldId::random(),
             revoked_at: None,
+            expires_at: None,
+            expired: false,
         }
     }
 
@@ -92,25 +112,33 @@ mod tests {
         let chat = grant(GrantScope::Chat, Some("c1"), Some("d1"));
         let chat_id = chat.id;
         idx.insert(chat);
-        assert_eq!(idx.find("w", Some("c1"), "t", "d1"), Some(chat_id));
-        assert_eq!(idx.find("w", Some("c2"), "t", "d1"), None, "another chat");
+        assert_eq!(idx.find("w", Some("c1"), "t", "d1", T), Some(chat_id));
         assert_eq!(
-            idx.find("w", Some("c1"), "t", "d2"),
+            idx.find("w", Some("c2"), "t", "d1", T),
+            None,
+            "another chat"
+        );
+        assert_eq!(
+            idx.find("w", Some("c1"), "t", "d2", T),
             None,
             "other arguments"
         );
-        assert_eq!(idx.find("w", None, "t", "d1"), None);
-        assert_eq!(idx.find("x", Some("c1"), "t", "d1"), None, "another world");
+        assert_eq!(idx.find("w", None, "t", "d1", T), None);
+        assert_eq!(
+            idx.find("x", Some("c1"), "t", "d1", T),
+            None,
+            "another world"
+        );
         let args = grant(GrantScope::AlwaysArgs, None, Some("d2"));
         let args_id = args.id;
         idx.insert(args);
-        assert_eq!(idx.find("w", Some("c9"), "t", "d2"), Some(args_id));
+        assert_eq!(idx.find("w", Some("c9"), "t", "d2", T), Some(args_id));
         let tool = grant(GrantScope::AlwaysTool, None, None);
         let tool_id = tool.id;
         idx.insert(tool);
-        assert_eq!(idx.find("w", None, "t", "anything"), Some(tool_id));
+        assert_eq!(idx.find("w", None, "t", "anything", T), Some(tool_id));
         idx.remove(tool_id);
-        assert_eq!(idx.find("w", None, "t", "anything"), None);
+        assert_eq!(idx.find("w", None, "t", "anything", T), None);
         idx.remove(chat_id);
         idx.remove(args_id);
         assert!(idx.by_world.is_empty() && idx.locations.is_empty());
@@ -122,6 +150,6 @@ mod tests {
         let mut g = grant(GrantScope::AlwaysTool, None, None);
         g.revoked_at = Some(Timestamp::EPOCH);
         idx.insert(g);
-        assert_eq!(idx.find("w", None, "t", "d"), None);
+        assert_eq!(idx.find("w", None, "t", "d", T), None);
     }
 }

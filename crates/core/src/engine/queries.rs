@@ -138,9 +138,14 @@ impl Engine {
         ))
     }
 
-    /// Active grants of a world (or of all).
+    /// Grants of a world (or of all) not revoked; those whose time is up say `expired`.
     pub async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, EngineError> {
-        Ok(self.inner.store.grants(world).await?)
+        let now = self.now();
+        let mut grants = self.inner.store.grants(world).await?;
+        for g in &mut grants {
+            g.expired = g.expires_at.is_some_and(|end| end <= now);
+        }
+        Ok(grants)
     }
 
     /// Holds not yet resolved, as far as the applied log tells.

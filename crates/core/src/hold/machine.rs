@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 
 use holdpoint_protocol::{
-    Actor, ApprovalSpec, ApproveScope, ChosenOption, DecideOutcome, Decision, EventPayload, Grant,
-    GrantId, GrantScope, Hold, HoldSpec, HoldStatus, OnTimeout, Outcome, OutcomeStatus,
-    PendingAnswer, Principal, QuestionOption, QuestionSpec, Source, Timestamp, Verdict, Vote,
+    Actor, ApprovalSpec, ApproveScope, ChosenOption, Deadline, DecideOutcome, Decision,
+    EventPayload, Grant, GrantId, GrantScope, Hold, HoldSpec, HoldStatus, OnTimeout, Outcome,
+    OutcomeStatus, PendingAnswer, Principal, QuestionOption, QuestionSpec, Source, Timestamp,
+    Verdict, Vote,
 };
 use serde_json::Value;
 
@@ -210,16 +211,18 @@ pub fn decide(
             HoldSpec::Approval(spec),
             Decision::Approve {
                 scope,
+                expires_in,
                 digest,
                 reason,
             },
         ) => {
             check_reason(reason.as_ref(), limits)?;
+            let expires_at = grant_expiry(*scope, *expires_in, now)?;
             approve(
                 hold,
                 spec,
                 who,
-                *scope,
+                (*scope, expires_at),
                 digest.as_deref(),
                 reason.clone(),
                 now,
@@ -274,11 +277,33 @@ fn person_resolution(hold: &Hold, who: &Principal, outcome: Outcome, now: Timest
     )
 }
 
+/// When a grant made by approving with `scope` for `expires_in` stops matching.
+fn grant_expiry(
+    scope: ApproveScope,
+    expires_in: Option<Deadline>,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, EngineError> {
+    let invalid = |m: &str| EngineError::invalid("invalid_input", "expires_in", m);
+    match (scope, expires_in) {
+        (_, None) => Ok(None),
+        (ApproveScope::Once, Some(_)) => Err(invalid(
+            "only a remembered approval expires: give it with scope chat, always_args or always_tool",
+        )),
+        (_, Some(Deadline::Never)) => Err(invalid(
+            "leave expires_in out for a grant that lasts until it is revoked",
+        )),
+        (_, Some(Deadline::After(d))) if d.is_zero() => Err(invalid(
+            "must be a duration longer than zero, such as \"10m\"",
+        )),
+        (_, Some(Deadline::After(d))) => Ok(Some(now.saturating_add(d))),
+    }
+}
+
 fn approve(
     hold: &Hold,
     spec: &ApprovalSpec,
     who: &Principal,
-    scope: ApproveScope,
+    (scope, expires_at): (ApproveScope, Option<Timestamp>),
     digest: Option<&str>,
     reason: Option<String>,
     now: Timestamp,
@@ -330,13 +355,22 @@ fn approve(
             .min_by_key(|s| narrowness(*s))
             .unwrap_or(scope);
         let by = votes.iter().map(|v| v.by.clone()).collect();
-        return Ok(approved(hold, spec, who, narrowest, by, votes, reason, now));
+        return Ok(approved(
+            hold,
+            spec,
+            who,
+            (narrowest, None),
+            by,
+            votes,
+            reason,
+            now,
+        ));
     }
     Ok(approved(
         hold,
         spec,
         who,
-        scope,
+        (scope, expires_at),
         vec![who.name.clone()],
         Vec::new(),
         reason,
@@ -349,7 +383,7 @@ fn approved(
     hold: &Hold,
     spec: &ApprovalSpec,
     who: &Principal,
-    scope: ApproveScope,
+    (scope, expires_at): (ApproveScope, Option<Timestamp>),
     decided_by: Vec<String>,
     votes: Vec<Vote>,
     reason: Option<String>,
@@ -369,7 +403,8 @@ fn approved(
         now,
         EventPayload::HoldDecided { outcome: o },
     );
-    if let Some(grant) = grant_for(hold, spec, scope, who, now) {
+    if let Some(mut grant) = grant_for(hold, spec, scope, who, now) {
+        grant.expires_at = expires_at;
         t.events.push(EventDraft {
             at: now,
             world: Some(grant.world.clone()),
@@ -413,6 +448,8 @@ fn grant_for(
         created_at: now,
         from_hold: hold.id,
         revoked_at: None,
+        expires_at: None,
+        expired: false,
     })
 }
 

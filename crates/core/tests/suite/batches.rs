@@ -48,6 +48,7 @@ async fn decide_all_applies_to_every_approval_seen() {
     let h = batch(&t).await;
     let approve = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: None,
         reason: None,
     };
@@ -200,6 +201,7 @@ async fn decide_all_leaves_holds_decided_before_as_they_are() {
         .unwrap();
     let approve = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: None,
         reason: None,
     };
@@ -219,6 +221,7 @@ async fn decide_all_leaves_holds_decided_before_as_they_are() {
     assert_eq!(r.holds[1].hold.status, HoldStatus::Approved);
     let approve = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: None,
         reason: None,
     };

@@ -32,6 +32,7 @@ async fn thirty_two_racing_decisions_have_one_winner() {
             let decision = if i % 2 == 0 {
                 Decision::Approve {
                     scope: ApproveScope::Once,
+                    expires_in: None,
                     digest: None,
                     reason: Some(format!("from {i}")),
                 }

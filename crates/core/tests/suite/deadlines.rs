@@ -98,6 +98,7 @@ async fn reminders_then_the_fail_closed_timeout() {
             h.id,
             Decision::Approve {
                 scope: ApproveScope::Once,
+                expires_in: None,
                 digest: None,
                 reason: None,
             },

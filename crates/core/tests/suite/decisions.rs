@@ -29,6 +29,7 @@ async fn held(t: &TestEngine, world: &str, items: Vec<HoldRequest>) -> Vec<Hold>
 fn approve() -> Decision {
     Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: None,
         reason: None,
     }

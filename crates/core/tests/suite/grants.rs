@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use holdpoint_core::Scope;
 use holdpoint_core::policy::{Call, Policy};
 use holdpoint_protocol::{
@@ -46,6 +48,7 @@ async fn approve(t: &TestEngine, h: &Hold, scope: ApproveScope) {
             h.id,
             Decision::Approve {
                 scope,
+                expires_in: None,
                 digest: None,
                 reason: None,
             },
@@ -165,4 +168,74 @@ async fn grants_survive_a_restart() {
         call(&t, "c5", json!({"command": "ls"})).await,
         GateResult::Allowed { .. }
     ));
+}
+
+async fn approve_for(
+    t: &TestEngine,
+    h: &Hold,
+    scope: ApproveScope,
+    expires_in: &str,
+) -> Result<(), holdpoint_core::EngineError> {
+    t.engine
+        .decide(
+            &approver("alice"),
+            h.id,
+            Decision::Approve {
+                scope,
+                expires_in: Some(expires_in.parse().unwrap()),
+                digest: None,
+                reason: None,
+            },
+            &Scope::any(),
+            None,
+        )
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test]
+async fn a_grant_for_ten_minutes_allows_at_nine_and_asks_again_at_eleven() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let args = json!({"command": "make test"});
+    let h = held(call(&t, "c1", args.clone()).await);
+    approve_for(&t, &h, ApproveScope::Chat, "10m")
+        .await
+        .unwrap();
+    let grant = t.engine.grants(Some("w")).await.unwrap().remove(0);
+    assert_eq!(
+        grant.expires_at,
+        Some(grant.created_at.saturating_add(Duration::from_secs(600)))
+    );
+    assert!(!grant.expired);
+
+    t.clock.advance(Duration::from_secs(9 * 60));
+    assert!(matches!(
+        call(&t, "c1", args.clone()).await,
+        GateResult::Allowed { .. }
+    ));
+    // Exactly at its end it no longer matches.
+    t.clock.advance(Duration::from_secs(60));
+    held(call(&t, "c1", args.clone()).await);
+    t.clock.advance(Duration::from_secs(60));
+    held(call(&t, "c1", args).await);
+    let listed = t.engine.grants(Some("w")).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|g| (g.id, g.expired)).collect::<Vec<_>>(),
+        [(grant.id, true)]
+    );
+}
+
+#[tokio::test]
+async fn only_remembered_approvals_expire() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let h = held(call(&t, "c1", json!({"command": "make"})).await);
+    let err = approve_for(&t, &h, ApproveScope::Once, "10m")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("expires_in"), "{err}");
+    let err = approve_for(&t, &h, ApproveScope::AlwaysTool, "never")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("expires_in"), "{err}");
+    assert!(t.engine.hold(h.id, &Scope::any()).await.unwrap().is_open());
 }

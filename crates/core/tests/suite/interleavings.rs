@@ -52,6 +52,7 @@ fn decision(hold: &Hold, choice: u8) -> Decision {
     match (&hold.spec, choice) {
         (HoldSpec::Approval(_), 0) => Decision::Approve {
             scope: ApproveScope::Once,
+            expires_in: None,
             digest: None,
             reason: None,
         },
@@ -61,6 +62,7 @@ fn decision(hold: &Hold, choice: u8) -> Decision {
         (HoldSpec::Approval(_), 2) => Decision::DenyStop { reason: None },
         (HoldSpec::Approval(_), _) => Decision::Approve {
             scope: ApproveScope::Chat,
+            expires_in: None,
             digest: None,
             reason: None,
         },

@@ -60,6 +60,7 @@ async fn a_decision_on_another_node_wins_over_what_this_node_remembers() {
     .unwrap();
     let approve = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: None,
         reason: None,
     };

@@ -60,6 +60,7 @@ async fn chain(dir: &std::path::Path, holds: usize) -> (std::path::PathBuf, u64)
                 hold.id,
                 Decision::Approve {
                     scope,
+                    expires_in: None,
                     digest: None,
                     reason: None,
                 },

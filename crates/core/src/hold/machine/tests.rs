@@ -96,6 +96,7 @@ fn run(hold: &Hold, who: &Principal, d: Decision) -> Result<Decided, EngineError
 fn approve(scope: ApproveScope) -> Decision {
     Decision::Approve {
         scope,
+        expires_in: None,
         digest: None,
         reason: None,
     }
@@ -227,6 +228,7 @@ fn the_digest_seen_must_match() {
     let hold = approval();
     let d = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: Some("0".repeat(64)),
         reason: None,
     };
@@ -236,6 +238,7 @@ fn the_digest_seen_must_match() {
     );
     let d = Decision::Approve {
         scope: ApproveScope::Once,
+        expires_in: None,
         digest: hold.digest().map(Into::into),
         reason: None,
     };
