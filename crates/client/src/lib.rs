@@ -11,9 +11,9 @@ use holdpoint_protocol::{
     DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
     GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
     NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, PolicyReloaded,
-    SendMessage, SessionInfo, SetPolicy, StreamParams, TokenId, TokenInfo, Turn, TurnId,
-    TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook, WebhookId, Withdraw, World,
-    WorldChanges, WorldPolicy, WorldPolicyState,
+    SendMessage, SessionInfo, SetPolicy, StreamParams, SuggestedRule, TokenId, TokenInfo, Turn,
+    TurnId, TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook, WebhookId, Withdraw,
+    World, WorldChanges, WorldPolicy, WorldPolicyState,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -554,6 +554,12 @@ impl Client {
     /// Every version of a world's policy, oldest first (people only).
     pub async fn world_policy_history(&self, world: &str) -> Result<Vec<WorldPolicy>, ClientError> {
         self.get(&path::in_world(world, "policy", Some("history")))
+            .await
+    }
+
+    /// The narrowest rule that would have decided a hold's call as it was decided (people).
+    pub async fn suggested_rule(&self, id: HoldId) -> Result<SuggestedRule, ClientError> {
+        self.get(&path::hold(&id.to_string(), Some("suggested-rule")))
             .await
     }
 

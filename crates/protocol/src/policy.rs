@@ -81,3 +81,14 @@ pub struct PolicyReloaded {
     /// Whether the text differs from the one in force before.
     pub changed: bool,
 }
+
+/// A rule made from a hold (`GET /api/v1/holds/{hold}/suggested-rule`): the narrowest rule
+/// that would have decided its call as the person did, in the policy file's format, with the
+/// call as its own `must_match` example.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SuggestedRule {
+    /// `allow` for a hold that was approved (or is still pending), `deny` for one denied.
+    pub action: crate::CallVerdict,
+    /// A `[[rules]]` entry (TOML), to review, edit and add to a world's policy.
+    pub rule: String,
+}

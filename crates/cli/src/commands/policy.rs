@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use holdpoint_core::policy::{Call, Policy};
-use holdpoint_protocol::{SetPolicy, ToolAnnotations};
+use holdpoint_protocol::{HoldId, SetPolicy, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::{Common, print_json, runtime};
@@ -35,6 +35,12 @@ pub enum PolicyCommand {
     /// List every version of a world's policy: who set it, when, and its digest.
     #[command(after_help = "Examples:\n  holdpoint policy history --world lab")]
     History(WorldArgs),
+    /// Print the narrowest rule that would have decided a hold's call as it was decided, with
+    /// the call as its own example: review it, edit it, add it to a world's policy.
+    #[command(
+        after_help = "Examples:\n  holdpoint policy suggest 0193…\n  holdpoint policy suggest 0193… >> lab.toml && holdpoint policy set --world lab lab.toml"
+    )]
+    Suggest(SuggestArgs),
     /// Make the server read its policy file again (admins), with the checks of a start; a
     /// broken file leaves the policy in force. (SIGHUP to the server does the same.)
     #[command(after_help = "Examples:\n  holdpoint policy reload")]
@@ -55,6 +61,14 @@ pub struct WorldArgs {
     /// The world (id or name).
     #[arg(long, value_name = "WORLD")]
     world: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct SuggestArgs {
+    /// The hold's id.
+    hold: String,
     #[command(flatten)]
     common: Common,
 }
@@ -102,6 +116,7 @@ pub fn run(cmd: PolicyCommand) -> Result<(), Failure> {
         },
         PolicyCommand::Set(args) => set(args),
         PolicyCommand::History(args) => history(args),
+        PolicyCommand::Suggest(args) => suggest(args),
         PolicyCommand::Reload(common) => reload(common),
     }
 }
@@ -171,6 +186,22 @@ fn history(a: WorldArgs) -> Result<(), Failure> {
             p.digest
         );
     }
+    Ok(())
+}
+
+fn suggest(a: SuggestArgs) -> Result<(), Failure> {
+    let id: HoldId = a
+        .hold
+        .parse()
+        .map_err(|_| Failure::Usage(format!("{:?} is not a hold id", clean(&a.hold))))?;
+    let client = a.common.client()?;
+    let s = runtime()?
+        .block_on(client.suggested_rule(id))
+        .map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&s);
+    }
+    print!("{}", clean(&s.rule));
     Ok(())
 }
 

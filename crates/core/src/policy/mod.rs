@@ -13,6 +13,7 @@ mod file;
 mod layers;
 mod matcher;
 pub mod shell;
+pub mod suggest;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

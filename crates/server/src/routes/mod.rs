@@ -100,6 +100,7 @@ fn declare() -> Routes {
         .add(Roles(ADMINS), routes!(policy::set_world_policy))
         .add(Roles(PEOPLE), routes!(policy::history))
         .add(Roles(ADMINS), routes!(policy::reload))
+        .add(Roles(PEOPLE), routes!(policy::suggested_rule))
         .add(Roles(ADMINS), routes!(hooks::list))
         .add(Roles(ADMINS), routes!(hooks::create))
         .add(Roles(ADMINS), routes!(hooks::delete))

@@ -1,8 +1,13 @@
-//! Worlds' own policies (read, set, their versions) and reloading the base policy file.
+//! Worlds' own policies (read, set, their versions), reloading the base policy file, and
+//! rules suggested from holds.
 
 use axum::Json;
 use axum::extract::{Path, State};
-use holdpoint_protocol::{ErrorBody, PolicyReloaded, SetPolicy, WorldPolicy, WorldPolicyState};
+use holdpoint_core::policy::{Action, suggest};
+use holdpoint_protocol::{
+    ErrorBody, HoldId, HoldSpec, PolicyReloaded, SetPolicy, SuggestedRule, Verdict, WorldPolicy,
+    WorldPolicyState,
+};
 
 use crate::app::App;
 use crate::auth::Caller;
@@ -73,4 +78,37 @@ pub async fn reload(
 ) -> Result<Json<PolicyReloaded>, ApiError> {
     let actor = holdpoint_core::roles::actor_of(&caller.principal);
     Ok(Json(app.reload_policy(actor).await?))
+}
+
+/// The narrowest rule that would have decided this hold's call as it was decided — `allow` for
+/// an approval (or a pending hold), `deny` for a denial — as a `[[rules]]` entry with the call
+/// as its own `must_match` example, to review, edit and add to the world's policy (people
+/// only). A question has no call to make a rule from (422).
+#[utoipa::path(get, path = "/api/v1/holds/{hold}/suggested-rule", tag = "policy", params(("hold" = HoldId, Path)),
+    responses((status = 200, body = SuggestedRule), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, description = "A question, or arguments a policy file cannot write (a null)", body = ErrorBody)))]
+pub async fn suggested_rule(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<SuggestedRule>, ApiError> {
+    let id = super::holds::hold_id(&id)?;
+    let hold = app.engine().hold(id, &caller.scope()).await?;
+    let HoldSpec::Approval(spec) = &hold.spec else {
+        return Err(ApiError::field(
+            "hold",
+            "a question has no call to make a rule from",
+        ));
+    };
+    let denied = hold
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.verdict == Some(Verdict::Deny));
+    let action = if denied { Action::Deny } else { Action::Allow };
+    let rule = suggest::rule_for(&spec.tool, &spec.arguments, action)
+        .map_err(|e| ApiError::field("arguments", e.0))?;
+    Ok(Json(SuggestedRule {
+        action: action.verdict(),
+        rule,
+    }))
 }

@@ -202,3 +202,64 @@ async fn reload_reads_the_file_again_and_keeps_the_old_policy_when_it_is_broken(
     let r = raise(&bot, "lab", vec![shell("rm x")]).await;
     assert_eq!(r["results"][0]["result"], "allowed", "{r}");
 }
+
+#[tokio::test]
+async fn a_rule_suggested_from_a_decision_allows_that_call_and_not_its_neighbours() {
+    let t = TestServer::with("mode = \"manual\"\n", |_| {}).await;
+    t.world("lab").await;
+    let bot = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let r = raise(&bot, "lab", vec![shell("git push origin main")]).await;
+    let hold = r["results"][0]["hold"]["id"].as_str().unwrap().to_owned();
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "approve"}),
+        )
+        .await
+        .expect(200);
+    bot.get(&format!("/api/v1/holds/{hold}/suggested-rule"))
+        .await
+        .error(403);
+    let s = alice
+        .get(&format!("/api/v1/holds/{hold}/suggested-rule"))
+        .await
+        .expect(200);
+    assert_eq!(s["action"], "allow");
+    let rule = s["rule"].as_str().unwrap();
+    assert!(
+        rule.contains(r#"command = { program = "git", args = ["push", "origin", "main"] }"#),
+        "{rule}"
+    );
+
+    // Added to the world's policy in one step, it is checked by its own example and decides
+    // the next call; a neighbouring call is still asked.
+    t.api
+        .put(
+            "/api/v1/worlds/lab/policy",
+            json!({ "text": format!("mode = \"manual\"\n\n{rule}") }),
+        )
+        .await
+        .expect(200);
+    let r = raise(
+        &bot,
+        "lab",
+        vec![shell("git push origin main"), shell("git push --force")],
+    )
+    .await;
+    assert_eq!(r["results"][0]["result"], "allowed", "{r}");
+    assert_eq!(r["results"][1]["result"], "held", "{r}");
+
+    let q = raise(
+        &bot,
+        "lab",
+        vec![json!({"kind": "question", "question": "Go?", "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]})],
+    )
+    .await;
+    let question = q["results"][0]["hold"]["id"].as_str().unwrap();
+    let (code, _) = alice
+        .get(&format!("/api/v1/holds/{question}/suggested-rule"))
+        .await
+        .error(422);
+    assert_eq!(code, "invalid_input");
+}
