@@ -3,12 +3,22 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use holdpoint_core::policy::{Call, Policy};
-use holdpoint_protocol::ToolAnnotations;
+use holdpoint_core::policy::{Call, Layers, Policy, replay};
+use holdpoint_protocol::{
+    Actor, BatchId, DecidedBy, Event, EventPayload, Hold, HoldId, Source, Timestamp,
+    ToolAnnotations,
+};
 use serde_json::{Value, json};
 
 /// A policy of 100 rules: shell commands, argument tests, MCP globs and annotations.
 pub fn hundred_rules() -> Policy {
+    match Policy::from_toml(&hundred_rules_text()) {
+        Ok(p) => p,
+        Err(e) => panic!("the benchmark policy is invalid: {e}"),
+    }
+}
+
+fn hundred_rules_text() -> String {
     let mut text = String::from("mode = \"manual\"\n");
     let git_allow = [
         "status", "log", "diff", "show", "branch", "fetch", "blame", "grep", "describe", "shortlog",
@@ -54,10 +64,85 @@ pub fn hundred_rules() -> Policy {
     for i in 0..20 {
         text.push_str(&format!("[[rules]]\nname = \"files {i}\"\ntools = [\"*_file{i}\"]\naction = \"ask\"\nargs = [{{ pointer = \"/mode\", equals = {i} }}]\n"));
     }
-    match Policy::from_toml(&text) {
-        Ok(p) => p,
-        Err(e) => panic!("the benchmark policy is invalid: {e}"),
+    text
+}
+
+/// A base of five locked rules and a mode floor, under which a world runs `hundred_rules`.
+fn layered() -> Policy {
+    let mut base = String::from("mode = \"manual\"\nmode_floor = \"manual\"\n");
+    for prog in ["rm", "dd", "mkfs*", "shutdown", "curl"] {
+        base.push_str(&format!("[[rules]]\ntools = [\"shell_cmd\"]\naction = \"deny\"\nlocked = true\ncommand = {{ program = \"{prog}\" }}\n"));
     }
+    let base = match Policy::from_toml(&base) {
+        Ok(p) => p,
+        Err(e) => panic!("the benchmark base policy is invalid: {e}"),
+    };
+    Layers::new(base).effective(&hundred_rules())
+}
+
+/// `n` recorded calls as the log holds them: allowed and denied calls, and holds approved.
+fn recorded(n: usize) -> Vec<Event> {
+    let samples = calls();
+    let mut out = Vec::with_capacity(n * 2);
+    for i in 0..n {
+        let s = &samples[i % samples.len()];
+        let (payload, hold) = match i % 3 {
+            0 => (
+                EventPayload::CallAllowed {
+                    tool: s.tool.clone(),
+                    digest: String::new(),
+                    arguments: Some(s.args.clone()),
+                    annotations: s.annotations,
+                    tool_call_id: None,
+                    decided_by: DecidedBy::Mode {
+                        mode: "auto_approve".into(),
+                    },
+                },
+                None,
+            ),
+            1 => (
+                EventPayload::CallDenied {
+                    tool: s.tool.clone(),
+                    digest: String::new(),
+                    arguments: Some(s.args.clone()),
+                    annotations: s.annotations,
+                    tool_call_id: None,
+                    decided_by: DecidedBy::Mode {
+                        mode: "auto_deny".into(),
+                    },
+                },
+                None,
+            ),
+            _ => {
+                let hold: Hold = serde_json::from_value(json!({
+                    "id": HoldId::random(), "batch": BatchId::random(), "world": "w",
+                    "requested_by": "bench", "created_at": Timestamp::EPOCH, "deadline": null,
+                    "on_timeout": {"action": "deny"}, "quorum": 1, "offers": ["approve_once", "deny"],
+                    "spec": {"kind": "approval", "tool": s.tool, "arguments": s.args, "digest": ""},
+                    "status": "pending", "version": 1
+                }))
+                .unwrap_or_else(|e| panic!("the benchmark hold does not read: {e}"));
+                let id = hold.id;
+                (
+                    EventPayload::HoldCreated {
+                        hold: Box::new(hold),
+                    },
+                    Some(id),
+                )
+            }
+        };
+        out.push(Event {
+            seq: out.len() as u64 + 1,
+            at: Timestamp::EPOCH,
+            world: Some("w".into()),
+            chat: None,
+            hold,
+            actor: Actor::of(Source::Policy),
+            payload,
+            hash: String::new(),
+        });
+    }
+    out
 }
 
 struct Sample {
@@ -164,5 +249,26 @@ pub fn run(seconds: f64) {
             1e9 / per_s
         );
     }
+    let (n, took) = measure(&policy, &all, seconds);
+    let single = n as f64 / took.as_secs_f64();
+    let world = layered();
+    let (n, took) = measure(&world, &all, seconds);
+    let per_s = n as f64 / took.as_secs_f64();
+    println!(
+        "  {:<40} {per_s:>12.0} decisions/s  ({:.0} ns each; {:+.1}% against one policy)",
+        "mixed calls, a world's layer over a base",
+        1e9 / per_s,
+        (single / per_s - 1.0) * 100.0
+    );
+    let events = recorded(100_000);
+    let start = Instant::now();
+    let report = replay::replay(&world, events.iter(), 5);
+    let took = start.elapsed();
+    println!(
+        "  replay of a candidate over {} recorded calls: {:.0} ms ({} decided differently)",
+        report.calls,
+        took.as_secs_f64() * 1000.0,
+        report.calls - report.unchanged
+    );
     println!();
 }

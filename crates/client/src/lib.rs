@@ -11,9 +11,9 @@ use holdpoint_protocol::{
     DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
     GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
     NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, PolicyReloaded,
-    SendMessage, SessionInfo, SetPolicy, StreamParams, SuggestedRule, TokenId, TokenInfo, Turn,
-    TurnId, TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook, WebhookId, Withdraw,
-    World, WorldChanges, WorldPolicy, WorldPolicyState,
+    ReplayReport, ReplayRequest, SendMessage, SessionInfo, SetPolicy, StreamParams, SuggestedRule,
+    TokenId, TokenInfo, Turn, TurnId, TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook,
+    WebhookId, Withdraw, World, WorldChanges, WorldPolicy, WorldPolicyState,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -561,6 +561,16 @@ impl Client {
     pub async fn suggested_rule(&self, id: HoldId) -> Result<SuggestedRule, ClientError> {
         self.get(&path::hold(&id.to_string(), Some("suggested-rule")))
             .await
+    }
+
+    /// What a candidate policy would have decided for a world's recorded calls (people).
+    pub async fn replay_policy(
+        &self,
+        world: &str,
+        body: &ReplayRequest,
+    ) -> Result<ReplayReport, ClientError> {
+        let path = path::in_world(world, "policy", Some("replay"));
+        self.with_body(Method::POST, &path, body, None).await
     }
 
     /// Reads the server's policy file again (admins).

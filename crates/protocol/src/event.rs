@@ -2,11 +2,12 @@
 //! webhooks and a hold's history.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::{
     Actor, Agent, AgentId, Chat, ChatId, Grant, GrantId, Hold, HoldId, Message, Outcome,
-    PendingAnswer, RuleRef, Timestamp, TokenInfo, ToolCall, ToolResult, TurnId, Vote, Webhook,
-    World, WorldId,
+    PendingAnswer, RuleRef, Timestamp, TokenInfo, ToolAnnotations, ToolCall, ToolResult, TurnId,
+    Vote, Webhook, World, WorldId,
 };
 
 /// One entry of the log, as committed.
@@ -61,6 +62,12 @@ pub enum EventPayload {
     CallAllowed {
         tool: String,
         digest: String,
+        /// The call's arguments, so a candidate policy can be replayed over recorded calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        arguments: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        annotations: Option<ToolAnnotations>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
         decided_by: DecidedBy,
@@ -70,6 +77,12 @@ pub enum EventPayload {
     CallDenied {
         tool: String,
         digest: String,
+        /// The call's arguments, so a candidate policy can be replayed over recorded calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        arguments: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        annotations: Option<ToolAnnotations>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
         decided_by: DecidedBy,

@@ -43,8 +43,8 @@ pub use ids::{
 pub use markdown::MarkdownNode;
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
 pub use policy::{
-    PolicyLayer, PolicyReloaded, PolicyVersion, SetPolicy, SuggestedRule, WorldPolicy,
-    WorldPolicyState,
+    PolicyLayer, PolicyReloaded, PolicyVersion, ReplayChange, ReplayExample, ReplayReport,
+    ReplayRequest, SetPolicy, SuggestedRule, WorldPolicy, WorldPolicyState,
 };
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{

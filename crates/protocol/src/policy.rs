@@ -92,3 +92,51 @@ pub struct SuggestedRule {
     /// A `[[rules]]` entry (TOML), to review, edit and add to a world's policy.
     pub rule: String,
 }
+
+/// A candidate policy to replay over a world's recorded calls
+/// (`POST /api/v1/worlds/{world}/policy/replay`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// The candidate policy's TOML text, as it would be set for the world.
+    pub text: String,
+    /// Only calls recorded this recently (`"7d"`, `"24h"`); all of them when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub since: Option<crate::Deadline>,
+}
+
+/// What a candidate policy would have decided differently over recorded calls.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReplayReport {
+    /// Calls replayed.
+    pub calls: u64,
+    /// Calls the candidate decides as they were decided.
+    pub unchanged: u64,
+    /// The calls decided differently, by what happened then and what the candidate decides.
+    pub changes: Vec<ReplayChange>,
+}
+
+/// One kind of difference: `count` calls that were `before` and would now be `after`.
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReplayChange {
+    /// What happened: `allowed` or `denied` by policy (or a grant), or asked and then
+    /// `approved` or `denied_by_person`, `timed_out`, `withdrawn`, or still `pending`.
+    pub before: String,
+    /// What the candidate decides (grants aside).
+    pub after: crate::CallVerdict,
+    pub count: u64,
+    /// The first few such calls.
+    pub examples: Vec<ReplayExample>,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReplayExample {
+    pub at: Timestamp,
+    pub tool: String,
+    #[schema(value_type = Object)]
+    pub arguments: serde_json::Value,
+    /// The hold the call raised, when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<crate::HoldId>,
+}

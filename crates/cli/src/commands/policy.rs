@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use holdpoint_core::policy::{Call, Policy};
-use holdpoint_protocol::{HoldId, SetPolicy, ToolAnnotations};
+use holdpoint_protocol::{HoldId, ReplayRequest, SetPolicy, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::{Common, print_json, runtime};
@@ -41,6 +41,12 @@ pub enum PolicyCommand {
         after_help = "Examples:\n  holdpoint policy suggest 0193…\n  holdpoint policy suggest 0193… >> lab.toml && holdpoint policy set --world lab lab.toml"
     )]
     Suggest(SuggestArgs),
+    /// Show what a candidate policy, as a world's, would have decided differently for the
+    /// calls recorded in the world: counts and examples of each difference. Changes nothing.
+    #[command(
+        after_help = "Examples:\n  holdpoint policy replay --world lab --policy new.toml\n  holdpoint policy replay --world lab --policy new.toml --since 7d --json"
+    )]
+    Replay(ReplayArgs),
     /// Make the server read its policy file again (admins), with the checks of a start; a
     /// broken file leaves the policy in force. (SIGHUP to the server does the same.)
     #[command(after_help = "Examples:\n  holdpoint policy reload")]
@@ -61,6 +67,21 @@ pub struct WorldArgs {
     /// The world (id or name).
     #[arg(long, value_name = "WORLD")]
     world: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The world (id or name).
+    #[arg(long, value_name = "WORLD")]
+    world: String,
+    /// The candidate policy file (TOML).
+    #[arg(long, value_name = "FILE")]
+    policy: PathBuf,
+    /// Only calls recorded this recently ("7d", "24h") [default: all].
+    #[arg(long, value_name = "DURATION")]
+    since: Option<holdpoint_protocol::Deadline>,
     #[command(flatten)]
     common: Common,
 }
@@ -117,6 +138,7 @@ pub fn run(cmd: PolicyCommand) -> Result<(), Failure> {
         PolicyCommand::Set(args) => set(args),
         PolicyCommand::History(args) => history(args),
         PolicyCommand::Suggest(args) => suggest(args),
+        PolicyCommand::Replay(args) => replay(args),
         PolicyCommand::Reload(common) => reload(common),
     }
 }
@@ -185,6 +207,40 @@ fn history(a: WorldArgs) -> Result<(), Failure> {
             clean(by),
             p.digest
         );
+    }
+    Ok(())
+}
+
+fn replay(a: ReplayArgs) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(&a.policy).map_err(|e| {
+        Failure::Usage(format!(
+            "cannot read the policy file {}: {e}",
+            a.policy.display()
+        ))
+    })?;
+    let client = a.common.client()?;
+    let body = ReplayRequest {
+        text,
+        since: a.since,
+    };
+    let r = runtime()?
+        .block_on(client.replay_policy(&a.world, &body))
+        .map_err(client_failure)?;
+    if a.common.json {
+        return print_json(&r);
+    }
+    println!(
+        "{} calls replayed: {} decided the same, {} differently.",
+        r.calls,
+        r.unchanged,
+        r.calls - r.unchanged
+    );
+    for c in &r.changes {
+        println!("  {} {} -> {}", c.count, c.before, c.after.as_str());
+        for e in &c.examples {
+            let args = serde_json::to_string(&e.arguments).unwrap_or_default();
+            println!("      {} {} {}", e.at, clean(&e.tool), clean(&args));
+        }
     }
     Ok(())
 }

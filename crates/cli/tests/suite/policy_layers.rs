@@ -99,3 +99,43 @@ async fn a_worlds_policy_is_set_shown_and_listed_from_the_terminal() {
     let reloaded = json(&lab, &["policy", "reload"]).await;
     assert_eq!(reloaded["changed"], false);
 }
+
+#[tokio::test]
+async fn replay_shows_what_a_candidate_would_change() {
+    let lab = Lab::with_policy(vec![], Some("mode = \"manual\"\n")).await;
+    let file = lab.dir.path().join("lab.toml");
+    let allows =
+        "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"ls\" }\n";
+    std::fs::write(&file, allows).unwrap();
+    let (code, _, err) = run(
+        &lab,
+        &lab.token,
+        &["policy", "set", "--world", "lab", file.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(shell(&lab.admin, "lab", "ls -la").await, "allowed");
+
+    let candidate = lab.dir.path().join("candidate.toml");
+    std::fs::write(&candidate, "mode = \"auto_deny\"\n").unwrap();
+    let args = [
+        "policy",
+        "replay",
+        "--world",
+        "lab",
+        "--policy",
+        candidate.to_str().unwrap(),
+        "--since",
+        "7d",
+    ];
+    let (code, out, err) = run(&lab, &lab.token, &args).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("1 calls replayed: 0 decided the same, 1 differently.")
+            && out.contains("1 allowed -> deny")
+            && out.contains("ls -la"),
+        "{out}"
+    );
+    let report = json(&lab, &args).await;
+    assert_eq!(report["changes"][0]["before"], "allowed");
+}

@@ -273,6 +273,8 @@ impl Engine {
                 let payload = EventPayload::CallAllowed {
                     tool: a.tool.clone(),
                     digest: digest.clone(),
+                    arguments: Some(a.arguments.clone()),
+                    annotations: a.annotations,
                     tool_call_id: a.tool_call_id.clone(),
                     decided_by: d.decided_by.clone(),
                 };
@@ -286,6 +288,8 @@ impl Engine {
                 let payload = EventPayload::CallDenied {
                     tool: a.tool.clone(),
                     digest: digest.clone(),
+                    arguments: Some(a.arguments.clone()),
+                    annotations: a.annotations,
                     tool_call_id: a.tool_call_id.clone(),
                     decided_by: d.decided_by.clone(),
                 };

@@ -213,3 +213,38 @@ impl Engine {
         Ok(PolicyReloaded { digest, changed })
     }
 }
+
+/// Examples shown for each kind of difference a replay finds.
+const REPLAY_EXAMPLES: usize = 5;
+
+impl Engine {
+    /// What `text`, as the world's policy, would have decided for the calls recorded in the
+    /// world (those of the last `since`, or all), against what happened. The text is checked
+    /// as [`Engine::set_world_policy`] checks it; nothing changes.
+    pub async fn replay_world_policy(
+        &self,
+        world: Uuid,
+        text: &str,
+        since: Option<std::time::Duration>,
+    ) -> Result<holdpoint_protocol::ReplayReport, EngineError> {
+        let own = Policy::from_toml(text).map_err(EngineError::InvalidPolicy)?;
+        own.check_world_layer()
+            .map_err(EngineError::InvalidPolicy)?;
+        let candidate = self.layers().effective(&own);
+        let filter = crate::store::EventFilter {
+            world: Some(world.to_string()),
+            ..Default::default()
+        };
+        let events = self.inner.store.all_events(&filter).await?;
+        let from = since.map(|d| self.now().saturating_sub(d));
+        let recent = events
+            .iter()
+            .map(|e| &**e)
+            .filter(|e| from.is_none_or(|from| e.at >= from));
+        Ok(crate::policy::replay::replay(
+            &candidate,
+            recent,
+            REPLAY_EXAMPLES,
+        ))
+    }
+}

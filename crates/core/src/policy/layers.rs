@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use holdpoint_protocol::{PolicyLayer, PolicyVersion};
 
-use super::matcher::ToolIndex;
+use super::matcher::{Pointer, ToolIndex};
 use super::{Mode, Policy, PolicyError, PolicyErrors};
 use crate::canonical;
 
@@ -182,13 +182,27 @@ impl Policy {
 /// `own` under the base's locked rules and mode floor.
 fn layered(base: &Policy, own: &Policy) -> Policy {
     let mut rules = Vec::with_capacity(own.rules.len());
-    // The base's rules read their command lines through slots after the world's own.
-    let shift = own.command_pointers;
+    // A command line is read once per pointer per call: the base's rules share the world's
+    // slot for the same pointer, and take new slots after the world's for others.
+    let mut slots: Vec<(Pointer, usize)> = own
+        .rules
+        .iter()
+        .filter_map(|r| r.command.as_ref())
+        .map(|c| (c.pointer.clone(), c.slot))
+        .collect();
+    let mut command_pointers = own.command_pointers;
     for r in base.rules.iter().filter(|r| r.locked) {
         let mut r = r.clone();
         r.layer = Some(PolicyLayer::Base);
         if let Some(c) = &mut r.command {
-            c.slot += shift;
+            c.slot = match slots.iter().find(|(p, _)| *p == c.pointer) {
+                Some((_, slot)) => *slot,
+                None => {
+                    slots.push((c.pointer.clone(), command_pointers));
+                    command_pointers += 1;
+                    command_pointers - 1
+                }
+            };
         }
         rules.push(r);
     }
@@ -218,7 +232,7 @@ fn layered(base: &Policy, own: &Policy) -> Policy {
         mode_layer: Some(mode_layer),
         rules,
         index,
-        command_pointers: own.command_pointers + base.command_pointers,
+        command_pointers,
         ..own.clone()
     }
 }

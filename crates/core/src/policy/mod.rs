@@ -12,6 +12,7 @@ mod describe;
 mod file;
 mod layers;
 mod matcher;
+pub mod replay;
 pub mod shell;
 pub mod suggest;
 

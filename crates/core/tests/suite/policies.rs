@@ -402,3 +402,113 @@ async fn a_base_reload_rebuilds_every_world_and_is_recorded() {
         .count();
     assert_eq!(reloads, 1);
 }
+
+#[tokio::test]
+async fn replay_gives_exactly_the_differences_over_recorded_calls() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let w = world.to_string();
+    let now = "[[rules]]\nname = \"ls\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"ls\" }\n";
+    t.engine
+        .set_world_policy(&admin("root"), world, now)
+        .await
+        .unwrap();
+    // The fixture: one call of each fate.
+    assert!(matches!(
+        shell(&t, &w, "ls").await,
+        GateResult::Allowed { .. }
+    ));
+    assert!(matches!(
+        shell(&t, &w, "rm x").await,
+        GateResult::Denied { .. }
+    ));
+    let approved = held(shell(&t, &w, "cat a").await);
+    let refused = held(shell(&t, &w, "cat b").await);
+    held(shell(&t, &w, "make").await);
+    let decide = |h: &Hold, d: holdpoint_protocol::Decision| {
+        let engine = t.engine.clone();
+        let id = h.id;
+        async move {
+            engine
+                .decide(
+                    &holdpoint_test_support::approver("ana"),
+                    id,
+                    d,
+                    &Scope::any(),
+                    None,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    decide(
+        &approved,
+        holdpoint_protocol::Decision::Approve {
+            scope: Default::default(),
+            expires_in: None,
+            digest: None,
+            reason: None,
+        },
+    )
+    .await;
+    decide(
+        &refused,
+        holdpoint_protocol::Decision::Deny { reason: None },
+    )
+    .await;
+
+    // The candidate asks for ls (no rule), allows cat, and cannot unlock rm.
+    let candidate = "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"cat\" }\n[[rules]]\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"rm\" }\n";
+    let report = t
+        .engine
+        .replay_world_policy(world, candidate, None)
+        .await
+        .unwrap();
+    assert_eq!((report.calls, report.unchanged), (5, 2));
+    let changes: Vec<(&str, CallVerdict, u64, Vec<String>)> = report
+        .changes
+        .iter()
+        .map(|c| {
+            (
+                c.before.as_str(),
+                c.after,
+                c.count,
+                c.examples
+                    .iter()
+                    .map(|e| e.arguments["command"].as_str().unwrap().to_owned())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("allowed", CallVerdict::Ask, 1, vec!["ls".to_owned()]),
+            ("approved", CallVerdict::Allow, 1, vec!["cat a".to_owned()]),
+            (
+                "denied_by_person",
+                CallVerdict::Allow,
+                1,
+                vec!["cat b".to_owned()]
+            ),
+        ]
+    );
+    assert_eq!(report.changes[1].examples[0].hold, Some(approved.id));
+
+    // Only the recent calls, with since; and an invalid candidate is refused.
+    t.clock.advance(std::time::Duration::from_secs(3600));
+    assert!(matches!(
+        shell(&t, &w, "ls").await,
+        GateResult::Allowed { .. }
+    ));
+    let recent = t
+        .engine
+        .replay_world_policy(world, candidate, Some(std::time::Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!((recent.calls, recent.changes[0].count), (1, 1));
+    assert!(matches!(
+        t.engine.replay_world_policy(world, "mode = 3", None).await,
+        Err(EngineError::InvalidPolicy(_))
+    ));
+}

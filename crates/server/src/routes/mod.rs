@@ -101,6 +101,7 @@ fn declare() -> Routes {
         .add(Roles(PEOPLE), routes!(policy::history))
         .add(Roles(ADMINS), routes!(policy::reload))
         .add(Roles(PEOPLE), routes!(policy::suggested_rule))
+        .add(Roles(PEOPLE), routes!(policy::replay))
         .add(Roles(ADMINS), routes!(hooks::list))
         .add(Roles(ADMINS), routes!(hooks::create))
         .add(Roles(ADMINS), routes!(hooks::delete))

@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use holdpoint_core::policy::{Action, suggest};
 use holdpoint_protocol::{
-    ErrorBody, HoldId, HoldSpec, PolicyReloaded, SetPolicy, SuggestedRule, Verdict, WorldPolicy,
-    WorldPolicyState,
+    Deadline, ErrorBody, HoldId, HoldSpec, PolicyReloaded, ReplayReport, ReplayRequest, SetPolicy,
+    SuggestedRule, Verdict, WorldPolicy, WorldPolicyState,
 };
 
 use crate::app::App;
@@ -111,4 +111,35 @@ pub async fn suggested_rule(
         action: action.verdict(),
         rule,
     }))
+}
+
+/// What a candidate policy, as the world's, would have decided for the calls recorded in the
+/// world's log (of the last `since`, or all), against what happened: counts and the first
+/// examples of each difference (allowed → ask, approved by a person → allow, …). Nothing
+/// changes (people only).
+#[utoipa::path(post, path = "/api/v1/worlds/{world}/policy/replay", tag = "policy", params(("world" = String, Path, description = "The world's id or name")), request_body = ReplayRequest,
+    responses((status = 200, body = ReplayReport), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, description = "The candidate is invalid (code `invalid_policy`, `details.problems`), or `since` is", body = ErrorBody)))]
+pub async fn replay(
+    State(app): State<App>,
+    caller: Caller,
+    Path(world): Path<String>,
+    Body(req): Body<ReplayRequest>,
+) -> Result<Json<ReplayReport>, ApiError> {
+    let w = app.world(&caller, &world).await?;
+    let since = match req.since {
+        None => None,
+        Some(Deadline::After(d)) => Some(d),
+        Some(Deadline::Never) => {
+            return Err(ApiError::field(
+                "since",
+                "a duration such as \"7d\"; leave it out for every recorded call",
+            ));
+        }
+    };
+    Ok(Json(
+        app.engine()
+            .replay_world_policy(*w.id.as_uuid(), &req.text, since)
+            .await?,
+    ))
 }
