@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical;
 
+pub mod state;
+
 /// The `prev` of the first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -110,6 +112,9 @@ pub struct AuditHead {
 pub struct VerifyReport {
     pub events: u64,
     pub head: Option<AuditHead>,
+    /// Whether the stored holds and grants are what the events say (see [`state`]).
+    #[serde(default)]
+    pub state: state::StateReport,
 }
 
 /// The first place the chain is broken.
@@ -121,7 +126,7 @@ pub struct ChainError {
 }
 
 /// Checks rows in order, one at a time, so a chain of any length is verified in bounded memory.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ChainVerifier {
     prev_seq: u64,
     prev_hash: String,
@@ -141,8 +146,8 @@ impl ChainVerifier {
         Self::default()
     }
 
-    /// Checks the next row.
-    pub fn push(&mut self, row: &RawEvent) -> Result<(), ChainError> {
+    /// Checks the next row, and gives back its event.
+    pub fn push(&mut self, row: &RawEvent) -> Result<EventDraft, ChainError> {
         let expected = self.prev_seq + 1;
         let fail = |reason: String| ChainError {
             seq: expected.min(row.seq),
@@ -173,7 +178,7 @@ impl ChainVerifier {
                 "the event does not follow the previous event's hash (an earlier event was edited, deleted or reordered)".into(),
             ));
         }
-        let hold = body.event.hold.map(|h| h.to_string());
+        let hold = body.event.hold.as_ref().map(|h| h.to_string());
         let columns = [
             (
                 "type",
@@ -196,7 +201,7 @@ impl ChainVerifier {
         }
         self.prev_seq = row.seq;
         self.prev_hash = row.hash.clone();
-        Ok(())
+        Ok(body.event)
     }
 
     /// Ends the walk: the head record must name the last row.
@@ -231,6 +236,7 @@ impl ChainVerifier {
         Ok(VerifyReport {
             events: self.prev_seq,
             head: last,
+            state: state::StateReport::default(),
         })
     }
 }

@@ -315,6 +315,32 @@ pub struct AuditReport {
     pub first_bad_event: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Holds whose stored state was compared with what the log says of them.
+    #[serde(default)]
+    pub holds_checked: u64,
+    /// Active grants the store serves, each compared with the log (and every grant the log
+    /// has active looked for among them).
+    #[serde(default)]
+    pub grants_checked: u64,
+    /// What the store serves that the log does not say (at most 100 listed; `intact` is then
+    /// false).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<AuditMismatch>,
+    /// How many mismatches were found in all, listed or not.
+    #[serde(default)]
+    pub mismatched: u64,
+}
+
+/// Something the store serves that differs from what the audit log says of it: an edit made
+/// to the stored state behind Holdpoint's back.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditMismatch {
+    /// `hold` or `grant`.
+    pub kind: String,
+    /// The hold's or grant's id.
+    pub id: String,
+    /// What differs.
+    pub reason: String,
 }
 
 /// A webhook subscription.

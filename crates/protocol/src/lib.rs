@@ -20,11 +20,11 @@ pub mod sse;
 mod time;
 
 pub use api::{
-    ActivePolicy, ApplyDefault, ArgCondition, AskInfo, AuditReport, ChatMessage, CommandCondition,
-    CreatedToken, CreatedWebhook, DeliveriesPage, DeliveryStatus, ErrorBody, ErrorDetail,
-    EventsPage, ExplainRequest, Explanation, Health, HoldDetail, MatchedRule, MessagesPage,
-    NewHolds, NewToken, NewWebhook, PolicyRule, RuleAsk, SendMessage, SessionInfo, TokenInfo,
-    TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
+    ActivePolicy, ApplyDefault, ArgCondition, AskInfo, AuditMismatch, AuditReport, ChatMessage,
+    CommandCondition, CreatedToken, CreatedWebhook, DeliveriesPage, DeliveryStatus, ErrorBody,
+    ErrorDetail, EventsPage, ExplainRequest, Explanation, Health, HoldDetail, MatchedRule,
+    MessagesPage, NewHolds, NewToken, NewWebhook, PolicyRule, RuleAsk, SendMessage, SessionInfo,
+    TokenInfo, TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw, error_chain,
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,

@@ -13,7 +13,8 @@ use crate::{Failure, paths};
 #[derive(Subcommand)]
 pub enum AuditCommand {
     /// Walk the whole audit chain and report the first event that was edited, deleted or
-    /// reordered. Reads only; safe while the server runs.
+    /// reordered; then check that the holds and grants the store serves are what the events
+    /// say, naming each that differs. Reads only; safe while the server runs.
     #[command(
         after_help = "Examples:\n  holdpoint audit verify\n  holdpoint audit verify --data /var/lib/holdpoint --json\n  holdpoint audit verify --expect-head 1042:9f2c…   (compare with a head recorded earlier)"
     )]
@@ -114,10 +115,35 @@ async fn verify(a: VerifyArgs) -> Result<(), Failure> {
             )));
         }
     }
+    let state = &report.state;
+    if state.mismatched > 0 {
+        let summary = format!(
+            "the audit chain is intact ({} events), but {} of the holds and grants the store serves differ from what its events say",
+            report.events, state.mismatched
+        );
+        if a.data.json {
+            println!(
+                "{}",
+                json!({"intact": false, "events": report.events, "head": report.head,
+                       "reason": summary, "mismatches": state.mismatches,
+                       "mismatched": state.mismatched})
+            );
+        } else {
+            for m in &state.mismatches {
+                eprintln!("{} {}: {}", m.kind, m.id, m.reason);
+            }
+            let unlisted = state.mismatched - state.mismatches.len() as u64;
+            if unlisted > 0 {
+                eprintln!("… and {unlisted} more");
+            }
+        }
+        return Err(Failure::Check(summary));
+    }
     if a.data.json {
         println!(
             "{}",
-            json!({"intact": true, "events": report.events, "head": report.head})
+            json!({"intact": true, "events": report.events, "head": report.head,
+                   "holds": state.holds, "grants": state.grants})
         );
     } else {
         match &report.head {
@@ -127,6 +153,10 @@ async fn verify(a: VerifyArgs) -> Result<(), Failure> {
             ),
             None => println!("audit chain intact: no events yet"),
         }
+        println!(
+            "stored state matches the log: {} holds, {} active grants",
+            state.holds, state.grants
+        );
     }
     Ok(())
 }

@@ -62,6 +62,11 @@ fn an_intact_chain_verifies() {
         "{}",
         stdout(&out)
     );
+    assert!(
+        stdout(&out).contains("\nstored state matches the log: 3 holds, 0 active grants\n"),
+        "{}",
+        stdout(&out)
+    );
     let out = verify(dir.path(), &["--json"]);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
@@ -94,6 +99,46 @@ fn an_edited_event_is_named_and_exits_1() {
     assert_eq!(
         (v["intact"].clone(), v["first_bad_event"].clone()),
         (json!(false), json!(4))
+    );
+}
+
+#[test]
+fn an_outcome_edited_in_the_holds_table_is_named_and_exits_1() {
+    let dir = data_dir();
+    let conn = Connection::open(dir.path().join("holdpoint.db")).unwrap();
+    let hold: String = conn
+        .query_row(
+            "SELECT json_extract(data, '$.id') FROM holds ORDER BY position LIMIT 1 OFFSET 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE holds SET status = 'approved', data = replace(data, '\"denied\"', '\"approved\"')
+         WHERE json_extract(data, '$.id') = ?",
+        [&hold],
+    )
+    .unwrap();
+    drop(conn);
+    let out = verify(dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "hold {hold}: its status is approved but the log says denied; its outcome differs"
+        )) && err.contains("1 of the holds and grants the store serves differ"),
+        "{err}"
+    );
+    let out = verify(dir.path(), &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (
+            v["intact"].clone(),
+            v["mismatched"].clone(),
+            v["mismatches"][0]["id"].clone()
+        ),
+        (json!(false), json!(1), json!(hold))
     );
 }
 
@@ -138,10 +183,14 @@ fn a_recorded_head_catches_a_rewritten_chain() {
     conn.execute("UPDATE audit_head SET hash = ?", [&prev])
         .unwrap();
     drop(conn);
-    assert_eq!(
-        verify(dir.path(), &[]).status.code(),
-        Some(0),
-        "a full rewrite passes the chain alone"
+    // The chain alone passes; the holds table, left as it was, no longer matches the
+    // rewritten decision.
+    let out = verify(dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("its outcome differs from the one the log recorded"),
+        "{}",
+        stderr(&out)
     );
     let out = verify(dir.path(), &["--expect-head", &head]);
     assert_eq!(out.status.code(), Some(1));

@@ -1,4 +1,5 @@
 mod access;
+mod audit_state;
 mod browser;
 mod catalog;
 mod client;
