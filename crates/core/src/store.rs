@@ -376,4 +376,13 @@ pub trait Store: Send + Sync + 'static {
     /// Committed events, in log order, from now on. A receiver that falls behind gets
     /// `Lagged` and must read what it missed with [`Store::events`].
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
+
+    /// A read barrier for a store that other processes (nodes) write too: reads the log's
+    /// head and returns it once every event up to it is published to this process's
+    /// subscribers, so what a subscriber keeps in memory can be brought up to everything
+    /// committed anywhere before the call. A store with no other writer returns `None` at
+    /// once, at no cost: every commit of its own is published before the commit returns.
+    async fn catch_up(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
 }

@@ -28,7 +28,7 @@ pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut la
                     engine.apply(&event);
                 }
                 // A gap or a lag: read what was missed from the log.
-                Ok(_) | Err(RecvError::Lagged(_)) => last = engine.catch_up(last).await,
+                Ok(_) | Err(RecvError::Lagged(_)) => last = engine.read_missed(last).await,
                 Err(RecvError::Closed) => return,
             }
             received = match rx.try_recv() {
@@ -43,7 +43,7 @@ pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut la
 }
 
 impl Engine {
-    async fn catch_up(&self, mut last: u64) -> u64 {
+    async fn read_missed(&self, mut last: u64) -> u64 {
         loop {
             match self
                 .inner

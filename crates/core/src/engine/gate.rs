@@ -163,6 +163,15 @@ impl Engine {
             return Ok(r);
         }
 
+        // Grants are consulted in memory: first bring them up to what other nodes committed
+        // (a grant revoked there must not allow a call here).
+        if req
+            .items
+            .iter()
+            .any(|i| matches!(i, HoldRequest::Approval(_)))
+        {
+            self.catch_up().await?;
+        }
         let (policy, version) = self.policy_for(&req.world);
         let now = self.now();
         let batch = BatchId::random();

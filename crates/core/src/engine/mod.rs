@@ -297,6 +297,18 @@ impl Engine {
         self.inner.clock.now()
     }
 
+    /// A read barrier: on a store other nodes write too, waits until this node's follower has
+    /// applied everything committed anywhere before the call (one round trip to read the
+    /// log's head, and a read of the log when this node has not published up to it yet).
+    /// What is decided from memory afterwards (grants) is as exact as a read of the database.
+    /// On a store with no other writer it returns at once.
+    pub async fn catch_up(&self) -> Result<(), StoreError> {
+        if let Some(head) = self.inner.store.catch_up().await? {
+            self.inner.progress.reached(head).await;
+        }
+        Ok(())
+    }
+
     /// Commits, then waits until the follower has applied the committed events, so that what
     /// a caller did is in force for its next call (a grant allows the next gate, say). The
     /// holds written are remembered for the hot path.

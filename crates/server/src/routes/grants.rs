@@ -62,6 +62,8 @@ pub async fn explain(
         arguments: &arguments,
         annotations: req.annotations.as_ref(),
     };
+    // The grants it consults are in memory: up to what other nodes committed first.
+    app.engine().catch_up().await?;
     Ok(Json(app.engine().explain(
         &world.id.to_string(),
         req.chat.as_deref(),

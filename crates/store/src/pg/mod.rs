@@ -133,6 +133,15 @@ impl PgStore {
         }
     }
 
+    /// Stops following what other nodes commit, as if every notification were lost and the
+    /// poll never came: for tests of what must hold without the tail.
+    #[doc(hidden)]
+    pub fn stop_tail(&self) {
+        if let Some(t) = &self.tail {
+            t.abort();
+        }
+    }
+
     async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
         self.readers.get().await
     }
@@ -247,5 +256,26 @@ impl Store for PgStore {
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.publisher.subscribe()
+    }
+
+    /// Reads the head (one round trip) and, when the tail has not published up to it yet,
+    /// publishes the rest from the log itself rather than wait for the tail's wake-up or poll.
+    async fn catch_up(&self) -> Result<Option<u64>, StoreError> {
+        let conn = self.conn().await?;
+        let head = reader::audit_head(&conn).await?.map_or(0, |h| h.seq);
+        if self.publisher.published() >= head {
+            return Ok(Some(head));
+        }
+        let mut publishing = self.publisher.lock().await;
+        publishing
+            .read_log(&conn.client, Some(head))
+            .await
+            .map_err(StoreError::new)?;
+        match publishing.published() {
+            p if p >= head => Ok(Some(head)),
+            p => Err(StoreError(format!(
+                "the event after {p} in the log is unreadable, so what was committed up to {head} cannot be published"
+            ))),
+        }
     }
 }

@@ -19,7 +19,7 @@ pub(super) struct Publisher {
     /// The last sequence number published; held while publishing.
     published: Mutex<u64>,
     /// The same number, for a look without waiting (the tail skipping a notification of
-    /// what is already published).
+    /// what is already published, a read barrier finding nothing to do).
     seen: AtomicU64,
     /// The backend process of this process's writer connection: its notifications are of
     /// commits the writer publishes itself.
@@ -50,6 +50,11 @@ impl Publisher {
         }
     }
 
+    /// How far publishing has got, without waiting for the lock.
+    pub(super) fn published(&self) -> u64 {
+        self.seen.load(Ordering::Relaxed)
+    }
+
     pub(super) fn set_writer_pid(&self, pid: i32) {
         self.writer_pid.store(pid, Ordering::Relaxed);
     }
@@ -69,6 +74,11 @@ pub(super) struct Publishing<'a> {
 }
 
 impl Publishing<'_> {
+    /// The last sequence number published.
+    pub(super) fn published(&self) -> u64 {
+        *self.published
+    }
+
     /// Publishes `event` unless it was published already. One beyond the next (the log
     /// could not be read to fill the gap) is published all the same: subscribers read a
     /// gap from the log.

@@ -1,15 +1,19 @@
 //! What is particular to PostgreSQL: several stores (nodes) on one database keep one chain
-//! and see each other's events, and connection errors say what to fix.
+//! and see each other's events, grants changed on one node are in force on every node, and
+//! connection errors say what to fix.
 
 use std::sync::Arc;
 
 use holdpoint_core::audit::EventDraft;
 use holdpoint_core::store::{PreparedEvent, Store, Transaction};
-use holdpoint_core::verify;
-use holdpoint_protocol::{Actor, Event, EventPayload, GrantId, Source};
+use holdpoint_core::{Engine, Scope, verify};
+use holdpoint_protocol::{
+    Actor, ApproveScope, Decision, Event, EventPayload, GateResult, GrantId, Source,
+};
 use holdpoint_store::PgStore;
 use holdpoint_test_support::pg::{Relay, TempSchema, test_database_url};
-use holdpoint_test_support::{PATIENCE, START};
+use holdpoint_test_support::{PATIENCE, RecordingChannel, START, agent, approval, approver, gate};
+use serde_json::json;
 use tokio::sync::broadcast;
 
 fn marker(world: &str) -> PreparedEvent {
@@ -193,4 +197,74 @@ async fn a_store_opened_read_only_reads_and_refuses_to_write() {
             .is_err()
     );
     writer.close().await;
+}
+
+/// A node on `store`: an engine whose default policy asks for every call.
+async fn node(store: &Arc<PgStore>) -> Engine {
+    Engine::builder(store.clone())
+        .channel(Arc::new(RecordingChannel::default()))
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Gates one call to `tool` as an agent.
+async fn call(node: &Engine, tool: &str) -> GateResult {
+    let req = gate("w", None, vec![approval(tool, json!({"to": "prod"}))]);
+    node.gate(&agent("bot"), req)
+        .await
+        .unwrap()
+        .results
+        .remove(0)
+}
+
+/// Grants `tool` for good through `node`: asks, and approves always for the tool.
+async fn grant(node: &Engine, tool: &str) -> GrantId {
+    let GateResult::Held { hold } = call(node, tool).await else {
+        panic!("{tool} was not asked")
+    };
+    let approve = Decision::Approve {
+        scope: ApproveScope::AlwaysTool,
+        digest: None,
+        reason: None,
+        expires_in: None,
+    };
+    let who = approver("alice");
+    node.decide(&who, hold.id, approve, &Scope::any(), None)
+        .await
+        .unwrap();
+    let grants = node.grants(Some("w")).await.unwrap();
+    grants.iter().find(|g| g.tool == tool).unwrap().id
+}
+
+/// Each node keeps grants in memory, fed by its tail. A gate first brings them up to the
+/// log's head, so a grant revoked through one node allows nothing on another at once, even
+/// one whose tail has not heard of the revocation (here: never will, it is stopped); and a
+/// grant made through one node allows the call on another at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_changed_on_one_node_are_in_force_on_another_for_the_next_call() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let (store_a, store_b) = (schema.store().await, schema.store().await);
+    let (a, b) = (node(&store_a).await, node(&store_b).await);
+    let deploy = grant(&a, "deploy").await;
+    b.catch_up().await.unwrap();
+    assert!(
+        matches!(call(&b, "deploy").await, GateResult::Allowed { .. }),
+        "the grant allows the call on the other node"
+    );
+
+    store_b.stop_tail();
+    let who = approver("alice");
+    a.revoke_grant(&who, deploy, &Scope::any()).await.unwrap();
+    assert!(
+        matches!(call(&b, "deploy").await, GateResult::Held { .. }),
+        "a grant revoked on one node must not allow a call on another"
+    );
+    grant(&a, "backup").await;
+    assert!(
+        matches!(call(&b, "backup").await, GateResult::Allowed { .. }),
+        "a grant made on one node allows the call on another at once"
+    );
 }
