@@ -11,46 +11,16 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use super::serve::{Served, admin, held_turn, wait_until_in_flight};
+use super::cluster::{Nodes, Running};
+use super::serve::{held_turn, wait_until_in_flight};
 
-/// Three nodes on one database schema, each with a data directory of its own; `admins[i]`
-/// talks to node `i` with the admin token the first node made.
-struct Nodes {
-    served: Vec<Served>,
-    admins: Vec<Api>,
-    _data: Vec<TempDir>,
-}
-
-impl Nodes {
-    /// The first node starts alone (it makes the admin token), then the two others.
-    async fn start(schema: &TempSchema) -> Nodes {
-        let data: Vec<TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let args = ["--database-url", schema.url.as_str()];
-        let mut served = vec![Served::spawn(data[0].path(), &args)];
-        let first = served[0].url().await;
-        let admin_a = admin(data[0].path(), &first);
-        let mut admins = vec![admin_a.clone()];
-        for d in &data[1..] {
-            let mut node = Served::spawn(d.path(), &args);
-            let url = node.url().await;
-            admins.push(admin(data[0].path(), &url));
-            served.push(node);
-        }
-        for a in &admins {
-            a.get("/readyz").await.expect(200);
-        }
-        Nodes {
-            served,
-            admins,
-            _data: data,
-        }
-    }
-
-    async fn stop(self) {
-        for node in self.served {
-            assert!(node.terminate().await.success());
-        }
-    }
+/// Three nodes on one database schema, ready; the directory they share.
+async fn three(schema: &TempSchema) -> (TempDir, Running) {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = Nodes::new(dir.path(), &schema.url, None)
+        .start_ready(3)
+        .await;
+    (dir, nodes)
 }
 
 /// World `lab` and an agent token for it, made on `api`.
@@ -114,7 +84,7 @@ async fn a_hold_raised_on_one_node_is_seen_decided_and_waited_on_across_nodes() 
         Step::text("Done."),
     ])
     .await;
-    let nodes = Nodes::start(&schema).await;
+    let (_dir, nodes) = three(&schema).await;
     let [a, b, c] = [0, 1, 2].map(|i| nodes.admins[i].clone());
     // Opened before the world exists (it is made with the turn), so unfiltered.
     let mut on_b = b.events("", None).await;
@@ -168,7 +138,7 @@ async fn thirty_two_decisions_racing_on_three_nodes_have_one_winner() {
     let Some(schema) = TempSchema::new().await else {
         return;
     };
-    let nodes = Nodes::start(&schema).await;
+    let (_dir, nodes) = three(&schema).await;
     let agent = nodes.admins[0].as_token(&lab_agent(&nodes.admins[0]).await);
     let hold = raise(&agent).await;
     let mut racers = Vec::new();
@@ -226,7 +196,7 @@ async fn a_token_revoked_on_one_node_is_refused_by_another_on_the_next_request()
     let Some(schema) = TempSchema::new().await else {
         return;
     };
-    let nodes = Nodes::start(&schema).await;
+    let (_dir, nodes) = three(&schema).await;
     let (a, b) = (&nodes.admins[0], &nodes.admins[1]);
     let (secret, id) = token(a, "alice", "approver", None).await;
     let alice_on_b = b.as_token(&secret);
@@ -246,7 +216,7 @@ async fn an_idempotency_key_gets_the_same_answer_on_every_node() {
     let Some(schema) = TempSchema::new().await else {
         return;
     };
-    let nodes = Nodes::start(&schema).await;
+    let (_dir, nodes) = three(&schema).await;
     let secret = lab_agent(&nodes.admins[0]).await;
     let agents: Vec<Api> = nodes.admins.iter().map(|a| a.as_token(&secret)).collect();
     let raise_with = |api: &Api, key: &str, body: Value| {

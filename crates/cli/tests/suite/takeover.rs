@@ -6,7 +6,7 @@
 //! scheduled once.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,53 +16,11 @@ use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::pg::TempSchema;
 use serde_json::{Value, json};
 
-use super::serve::{Served, admin, held_turn, wait_until_in_flight};
+use super::cluster::Nodes;
+use super::serve::{held_turn, wait_until_in_flight};
 
 /// The nodes' turn lease: short, so that a takeover comes soon.
 const LEASE: Duration = Duration::from_secs(1);
-
-/// Nodes sharing one data directory (the admin token, the worlds' directories, as a shared
-/// volume would) and one database schema.
-struct Nodes {
-    data: PathBuf,
-    args: Vec<String>,
-}
-
-impl Nodes {
-    fn new(dir: &Path, database_url: &str) -> Nodes {
-        let config = dir.join("holdpoint.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nturn_lease = \"{}s\"\n[log]\nlevel = \"warn\"\n",
-                LEASE.as_secs()
-            ),
-        )
-        .unwrap();
-        let args = vec![
-            "--database-url".to_owned(),
-            database_url.to_owned(),
-            "--config".to_owned(),
-            config.display().to_string(),
-        ];
-        Nodes {
-            data: dir.join("data"),
-            args,
-        }
-    }
-
-    /// A node, started and listening; its URL.
-    async fn start(&self) -> (Served, String) {
-        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let mut node = Served::spawn(&self.data, &args);
-        let url = node.url().await;
-        (node, url)
-    }
-
-    fn admin(&self, url: &str) -> Api {
-        admin(&self.data, url)
-    }
-}
 
 /// Waits until the turn has ended, reading it on `api`; the turn as it ended.
 async fn ended_turn(api: &Api, turn: &str) -> Value {
@@ -99,7 +57,7 @@ async fn a_turn_whose_node_was_killed_finishes_on_another_node_and_its_tool_runs
         Step::text("Done."),
     ])
     .await;
-    let nodes = Nodes::new(dir.path(), &schema.url);
+    let nodes = Nodes::new(dir.path(), &schema.url, Some(LEASE));
     // The first node alone makes the admin token; then the others join.
     let (a, url_a) = nodes.start().await;
     let (b, url_b) = nodes.start().await;
@@ -267,7 +225,7 @@ async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_d
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let nodes = Nodes::new(dir.path(), &schema.url);
+    let nodes = Nodes::new(dir.path(), &schema.url, Some(LEASE));
     let live = Live::default();
     let mut served = Vec::new();
     let mut urls = Vec::new();
@@ -628,7 +586,7 @@ async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_no
     const HOLDS: usize = 60;
     let pg = OwnPostgres::start();
     let dir = tempfile::tempdir().unwrap();
-    let nodes = Nodes::new(dir.path(), &pg.url());
+    let nodes = Nodes::new(dir.path(), &pg.url(), Some(LEASE));
     let live = Live::default();
     let mut served = Vec::new();
     let mut urls = Vec::new();
@@ -860,7 +818,7 @@ async fn webhooks_are_sent_by_one_node_and_by_another_once_it_died() {
     };
     const HOLDS: usize = 6;
     let dir = tempfile::tempdir().unwrap();
-    let nodes = Nodes::new(dir.path(), &schema.url);
+    let nodes = Nodes::new(dir.path(), &schema.url, Some(LEASE));
     // The first node takes the webhooks lease at its start, before the others exist.
     let mut served = Vec::new();
     let mut apis = Vec::new();
