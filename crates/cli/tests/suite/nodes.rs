@@ -1,7 +1,8 @@
 //! Several `holdpoint serve` processes on one PostgreSQL database are one service: what is
 //! raised on one node is seen, decided and waited on from the others, the 32-way decision
 //! race has one winner across nodes, a token revoked on one node is refused by the others,
-//! and an idempotency key means the same request on every node.
+//! an idempotency key means the same request on every node, and a world's policy set through
+//! one node is in force on the others for their next call.
 
 use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::{Api, Sse, SseMessage};
@@ -255,5 +256,66 @@ async fn an_idempotency_key_gets_the_same_answer_on_every_node() {
     assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
     let pending = nodes.admins[1].get("/api/v1/holds").await.expect(200);
     assert_eq!(pending["items"].as_array().unwrap().len(), 2, "{pending}");
+    nodes.stop().await;
+}
+
+/// A world policy denying `deploy` (the rule named `rule`) and leaving other tools to ask.
+fn deny_deploy(rule: &str) -> Value {
+    json!({"text": format!("[[rules]]\nname = \"{rule}\"\ntools = [\"deploy\"]\naction = \"deny\"\n")})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worlds_policy_set_on_one_node_is_in_force_on_another_for_the_next_call() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = Nodes::new(dir.path(), &schema.url, None)
+        .start_ready(2)
+        .await;
+    let [a, b] = [0, 1].map(|i| nodes.admins[i].clone());
+    let agent_on_b = b.as_token(&lab_agent(&a).await);
+    let build = json!({"items": [{"kind": "approval", "tool": "build", "arguments": {}}]});
+    // B has gated a call in the world, with the base alone, before any change.
+    raise(&agent_on_b).await;
+
+    // Each version set through A denies, on B, the very next call its rule names (B's gate
+    // reads up to the log's head first, and its follower installs the version on the way),
+    // and a hold raised on B records that version.
+    for (version, rule) in [(1, "no deploys"), (2, "still no deploys")] {
+        let set = a
+            .put("/api/v1/worlds/lab/policy", deny_deploy(rule))
+            .await
+            .expect(200);
+        assert_eq!(set["version"], version);
+        let denied = agent_on_b
+            .post("/api/v1/worlds/lab/holds", deploy())
+            .await
+            .expect(200);
+        let result = &denied["results"][0];
+        assert_eq!(result["result"], "denied", "{denied}");
+        assert_eq!(result["decided_by"]["rule"]["layer"], "world", "{denied}");
+        assert_eq!(result["decided_by"]["rule"]["name"], rule, "{denied}");
+        let explained = b
+            .post(
+                "/api/v1/policy/explain",
+                json!({"world": "lab", "tool": "deploy", "arguments": {"env": "prod"}}),
+            )
+            .await
+            .expect(200);
+        assert_eq!(
+            (explained["decision"].as_str(), explained["layer"].as_str()),
+            (Some("deny"), Some("world")),
+            "{explained}"
+        );
+        let held = agent_on_b
+            .post("/api/v1/worlds/lab/holds", build.clone())
+            .await
+            .expect(201);
+        assert_eq!(
+            held["results"][0]["hold"]["policy"]["world"], version,
+            "{held}"
+        );
+    }
     nodes.stop().await;
 }

@@ -1,6 +1,6 @@
 //! Follows the store's committed events (this node's and, on a shared store, every other
-//! node's) and keeps the engine's in-memory views current: waiters, timers, grants, and the
-//! human channels.
+//! node's) and keeps the engine's in-memory views current: waiters, timers, grants, worlds'
+//! policies, and the human channels.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -25,7 +25,7 @@ pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut la
                 Ok(event) if event.seq <= last => {}
                 Ok(event) if event.seq == last + 1 => {
                     last = event.seq;
-                    engine.apply(&event);
+                    engine.apply(&event).await;
                 }
                 // A gap or a lag: read what was missed from the log.
                 Ok(_) | Err(RecvError::Lagged(_)) => last = engine.read_missed(last).await,
@@ -55,7 +55,7 @@ impl Engine {
                     for event in &page.events {
                         if event.seq > last {
                             last = event.seq;
-                            self.apply(event);
+                            self.apply(event).await;
                         }
                     }
                     if page.events.len() < 1024 {
@@ -70,7 +70,7 @@ impl Engine {
         }
     }
 
-    fn apply(&self, event: &Arc<Event>) {
+    async fn apply(&self, event: &Arc<Event>) {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
                 self.inner.open_holds.fetch_add(1, Ordering::Relaxed);
@@ -102,6 +102,13 @@ impl Engine {
             }
             EventPayload::GrantCreated { grant } => write(&self.inner.grants).insert(grant.clone()),
             EventPayload::GrantRevoked { grant } => write(&self.inner.grants).remove(*grant),
+            // Before the progress this event makes is announced, so neither a commit nor a
+            // read barrier waiting for it returns before the new version is in force.
+            EventPayload::PolicyChanged {
+                world: Some(world),
+                version: Some(version),
+                ..
+            } => self.follow_world_policy(world, *version).await,
             _ => {}
         }
         if event.hold.is_some() {

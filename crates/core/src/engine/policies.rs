@@ -170,11 +170,60 @@ impl Engine {
             }
             Err(e) => return Err(super::decide::commit_error(e)),
         }
-        let mut layers = write(&self.inner.policy);
-        let mut next = Layers::clone(&layers);
-        next.set_world(&key, version, own);
-        *layers = Arc::new(next);
+        // In force here already: the commit returned once this node's follower had applied
+        // the `policy.changed` event (`follow_world_policy`), as every other node's does.
         Ok(value)
+    }
+
+    /// Brings a world's policy up to `version`, the one a `policy.changed` event names,
+    /// from its stored record. Every node does this from the log, the node the change was
+    /// made through included, so a change through any node is in force on every node: on
+    /// this one for its next call after the commit, on another for any call gated after
+    /// its read barrier. A record already newer than `version` is installed as it is (a
+    /// later event finds it in force); a version already in force is not read again.
+    pub(super) async fn follow_world_policy(&self, world: &str, version: u64) {
+        if self
+            .layers()
+            .world(world)
+            .is_some_and(|w| w.version >= version)
+        {
+            return;
+        }
+        let Ok(id) = Uuid::parse_str(world) else {
+            tracing::error!(world, "a policy change names a world that is not an id");
+            return;
+        };
+        let record = loop {
+            match self.inner.store.record(RecordKind::WorldPolicy, id).await {
+                Ok(record) => break record,
+                Err(e) => {
+                    tracing::warn!(error = %e, world, version, "could not read a world's changed policy; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        };
+        // Gone meanwhile (its world deleted): nothing to install.
+        let Some(record) = record else { return };
+        let stored = record.version;
+        let own = record::decode::<WorldPolicy>(record)
+            .map_err(|e| e.to_string())
+            .and_then(|p| Policy::from_toml(&p.text).map_err(|e| e.to_string()));
+        match own {
+            Ok(own) => {
+                let mut layers = write(&self.inner.policy);
+                let mut next = Layers::clone(&layers);
+                next.set_world(world, stored, own);
+                *layers = Arc::new(next);
+            }
+            // It was checked when it was set; a node that reads it differently (a different
+            // Holdpoint) says so loudly rather than stop following the log.
+            Err(e) => tracing::error!(
+                world,
+                version = stored,
+                error = %e,
+                "a world's changed policy does not load on this node; its previous version stays in force"
+            ),
+        }
     }
 
     /// Replaces the base policy with a reloaded one, already checked, and records the change
