@@ -13,6 +13,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::conn::{Conn, sql_error};
+use crate::pages::{self, Part};
 
 type Param = Box<dyn ToSql + Sync + Send>;
 
@@ -43,17 +44,6 @@ pub(super) async fn hold(conn: &Conn, id: HoldId) -> Result<Option<Hold>, StoreE
     row.map(|r| parse("hold", r.get(0))).transpose()
 }
 
-/// Which holds one statement of a listing reads, and in which order (as SQLite's reader).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Open,
-    Resolved,
-    /// Open holds with a deadline, by deadline, then position.
-    Due,
-    /// Open holds without a deadline, by position.
-    Undated,
-}
-
 /// One page of holds. Each shape of filter is an equality prefix of one partial index
 /// followed by `position` (or `deadline, position`), so PostgreSQL walks the index in order
 /// and stops after `limit` rows.
@@ -61,25 +51,10 @@ pub(super) async fn holds(
     conn: &Conn,
     f: &HoldFilter,
 ) -> Result<Vec<Positioned<Hold>>, StoreError> {
-    let open_only = f.status.open_only();
-    let parts: &[Part] = match f.order {
-        Order::Urgent if !open_only => {
-            return Err(StoreError("the urgent order lists open holds only".into()));
-        }
-        Order::Urgent if f.after.is_some() && f.after_deadline.is_none() => &[Part::Undated],
-        Order::Urgent => &[Part::Due, Part::Undated],
-        Order::Oldest | Order::Newest if open_only => &[Part::Open],
-        Order::Oldest | Order::Newest => match f.status {
-            StatusSet::Any => &[Part::Open, Part::Resolved],
-            _ => &[Part::Resolved],
-        },
-    };
+    let parts = pages::parts(f)?;
     let mut out = Vec::new();
     for &part in parts {
-        let limit = match f.order {
-            Order::Urgent => f.limit - out.len(),
-            Order::Oldest | Order::Newest => f.limit,
-        };
+        let limit = pages::part_limit(f, out.len());
         if limit == 0 {
             break;
         }
@@ -91,13 +66,7 @@ pub(super) async fn holds(
             });
         }
     }
-    if parts == [Part::Open, Part::Resolved] {
-        match f.order {
-            Order::Newest => out.sort_by_key(|r| std::cmp::Reverse(r.position)),
-            Order::Oldest | Order::Urgent => out.sort_by_key(|r| r.position),
-        }
-        out.truncate(f.limit);
-    }
+    pages::merge(f, parts, &mut out);
     Ok(out)
 }
 

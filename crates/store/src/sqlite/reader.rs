@@ -14,6 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use tokio::sync::Semaphore;
 
 use super::{connect, key};
+use crate::pages::{self, Part};
 
 pub(super) struct ReaderPool {
     path: PathBuf,
@@ -101,25 +102,6 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
     data.map(|d| parse("hold", &d)).transpose()
 }
 
-/// Which holds one statement of a listing reads, and in which order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Part {
-    /// Open holds, in position order.
-    Open,
-    /// Resolved holds, in position order.
-    Resolved,
-    /// Open holds with a deadline, by deadline, then position: the urgent order's first part.
-    Due,
-    /// Open holds without a deadline, by position: the urgent order's second part.
-    Undated,
-}
-
-impl Part {
-    fn open(self) -> bool {
-        self != Part::Resolved
-    }
-}
-
 /// One page of holds. Each shape of filter is an equality prefix of one index followed by
 /// `position` (or, in the urgent order, by `deadline, position`), so SQLite walks the index
 /// in order and stops after `limit` rows.
@@ -127,28 +109,10 @@ pub(super) fn holds(
     conn: &Connection,
     f: &HoldFilter,
 ) -> Result<Vec<Positioned<Hold>>, StoreError> {
-    let open_only = f.status.open_only();
-    let parts: &[Part] = match f.order {
-        Order::Urgent if !open_only => {
-            return Err(StoreError("the urgent order lists open holds only".into()));
-        }
-        // The page goes on among the holds without a deadline.
-        Order::Urgent if f.after.is_some() && f.after_deadline.is_none() => &[Part::Undated],
-        // Those with a deadline, then (if the page is not full) those without.
-        Order::Urgent => &[Part::Due, Part::Undated],
-        Order::Oldest | Order::Newest if open_only => &[Part::Open],
-        Order::Oldest | Order::Newest => match f.status {
-            // Open and resolved holds sit in two index ranges: read a page of each and merge.
-            StatusSet::Any => &[Part::Open, Part::Resolved],
-            _ => &[Part::Resolved],
-        },
-    };
+    let parts = pages::parts(f)?;
     let mut rows = Vec::new();
     for &part in parts {
-        let limit = match f.order {
-            Order::Urgent => f.limit - rows.len(),
-            Order::Oldest | Order::Newest => f.limit,
-        };
+        let limit = pages::part_limit(f, rows.len());
         if limit == 0 {
             break;
         }
@@ -167,13 +131,7 @@ pub(super) fn holds(
             });
         }
     }
-    if parts == [Part::Open, Part::Resolved] {
-        match f.order {
-            Order::Newest => rows.sort_by_key(|r| std::cmp::Reverse(r.position)),
-            Order::Oldest | Order::Urgent => rows.sort_by_key(|r| r.position),
-        }
-        rows.truncate(f.limit);
-    }
+    pages::merge(f, parts, &mut rows);
     Ok(rows)
 }
 

@@ -4,7 +4,7 @@ use holdpoint_protocol::{BatchId, HoldKind, HoldStatus, Order, Timestamp};
 use super::*;
 
 /// The plan SQLite makes for one part of a listing, its steps joined with ` | `.
-fn plan(conn: &Connection, f: &HoldFilter, part: reader::Part) -> String {
+fn plan(conn: &Connection, f: &HoldFilter, part: crate::pages::Part) -> String {
     let (sql, params) = reader::hold_query(f, part, 50);
     let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
     let plan: Vec<String> = stmt
@@ -71,7 +71,7 @@ fn every_hold_listing_is_served_by_an_index() {
                     status,
                     ..filter.clone()
                 };
-                for part in [reader::Part::Open, reader::Part::Resolved] {
+                for part in [crate::pages::Part::Open, crate::pages::Part::Resolved] {
                     let text = plan(&conn, &f, part);
                     assert!(!text.contains("TEMP B-TREE"), "{f:?} sorts: {text}");
                     assert!(
@@ -121,7 +121,7 @@ fn urgent_listings_walk_the_urgency_index() {
                     after_deadline,
                     ..filter.clone()
                 };
-                for part in [reader::Part::Due, reader::Part::Undated] {
+                for part in [crate::pages::Part::Due, crate::pages::Part::Undated] {
                     let text = plan(&conn, &f, part);
                     if f.batch.is_some() {
                         assert!(
@@ -132,7 +132,7 @@ fn urgent_listings_walk_the_urgency_index() {
                         assert!(!text.contains("TEMP B-TREE"), "{f:?} sorts: {text}");
                         let seek = match (part, after_deadline) {
                             // `deadline IS NOT NULL`, then the cursor row by row.
-                            (reader::Part::Due, _) => "(deadline>?)",
+                            (crate::pages::Part::Due, _) => "(deadline>?)",
                             (_, Some(_)) => "(deadline=?)",
                             (_, None) => "(deadline=? AND position>?)",
                         };
