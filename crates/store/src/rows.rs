@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use holdpoint_core::store::{CommitError, PreparedEvent, StoreError, Transaction, Write};
+use holdpoint_core::store::{
+    CommitError, IdempotentRecord, PreparedEvent, StoreError, Transaction, Write,
+};
 use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
 
@@ -188,5 +190,17 @@ pub(crate) fn prepare(write: Write) -> Result<PreparedWrite, StoreError> {
             at,
         },
         Write::ForgetIdempotent { key, before } => PreparedWrite::ForgetIdempotent { key, before },
+    })
+}
+
+/// An idempotency record from its stored row: the request's fingerprint and the response's
+/// JSON text.
+pub(crate) fn idempotent_record(
+    (fingerprint, response): (String, String),
+) -> Result<IdempotentRecord, StoreError> {
+    let response = serde_json::from_str(&response).map_err(StoreError::new)?;
+    Ok(IdempotentRecord {
+        fingerprint,
+        response,
     })
 }

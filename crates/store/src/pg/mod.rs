@@ -32,7 +32,7 @@ pub use conn::{check_url, redact};
 use publish::Publisher;
 
 use crate::OpenError;
-use crate::rows::{Message, commit_through};
+use crate::rows::{self, Message, commit_through};
 
 /// Connections for reads, each shared by concurrent reads.
 const READERS: usize = 4;
@@ -196,14 +196,7 @@ impl Store for PgStore {
 
     async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError> {
         let row = reader::idempotent(&*self.conn().await?, key).await?;
-        row.map(|(fingerprint, response)| {
-            let response = serde_json::from_str(&response).map_err(StoreError::new)?;
-            Ok(IdempotentRecord {
-                fingerprint,
-                response,
-            })
-        })
-        .transpose()
+        row.map(rows::idempotent_record).transpose()
     }
 
     async fn idempotent_keys_before(

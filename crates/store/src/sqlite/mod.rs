@@ -25,7 +25,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
 
-use crate::rows::{Message, commit_through};
+use crate::rows::{self, Message, commit_through};
 use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
 use writer::Writer;
@@ -303,14 +303,7 @@ impl Store for SqliteStore {
     async fn idempotent(&self, key: &str) -> Result<Option<IdempotentRecord>, StoreError> {
         let key = key.to_owned();
         let row = self.lookup(move |c| reader::idempotent(c, key)).await?;
-        row.map(|(fingerprint, response)| {
-            let response = serde_json::from_str(&response).map_err(StoreError::new)?;
-            Ok(IdempotentRecord {
-                fingerprint,
-                response,
-            })
-        })
-        .transpose()
+        row.map(rows::idempotent_record).transpose()
     }
 
     async fn idempotent_keys_before(
