@@ -134,10 +134,15 @@ impl Runtime {
             }),
         };
         runtime.take_over_turns().await?;
-        tokio::spawn(crate::turn::keep_leases(
-            Arc::downgrade(&runtime.inner),
-            runtime.inner.config.node.renew_every(),
-        ));
+        // A store no other node uses has no one to take a turn from, nor to lose one to:
+        // the turns found at start are all this node's, and renewing their leases would be
+        // one write per turn under way, every few seconds, for nothing.
+        if !runtime.inner.config.node.sole {
+            tokio::spawn(crate::turn::keep_leases(
+                Arc::downgrade(&runtime.inner),
+                runtime.inner.config.node.renew_every(),
+            ));
+        }
         Ok(runtime)
     }
 
