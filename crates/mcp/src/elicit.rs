@@ -19,13 +19,14 @@ use holdpoint_protocol::{
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, ServerRequest,
+    ElicitationSchema, MetaObject, RequestMetaObject, ServerRequest,
 };
 use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::reach::HoldpointError;
+use crate::tasks::Task;
 
 /// The reason recorded when the user declines an elicitation.
 pub const DECLINED: &str = "declined in the MCP client";
@@ -143,8 +144,9 @@ impl Elicitor {
 
     /// Puts `hold` to the user until they answer or `decided` says the hold was decided
     /// elsewhere (then the request is withdrawn). An answer is decided through Holdpoint; a
-    /// cancel leaves the hold pending for the other channels.
-    pub async fn run(&self, hold: Hold, decided: CancellationToken) {
+    /// cancel leaves the hold pending for the other channels. For a call run as `task`, the
+    /// requests are tied to it and it needs input while they wait.
+    pub async fn run(&self, hold: Hold, decided: CancellationToken, task: Option<&Task>) {
         let (message, form) = match &hold.spec {
             HoldSpec::Approval(a) => approval(&hold, a),
             HoldSpec::Question(q) => question(q),
@@ -152,7 +154,7 @@ impl Elicitor {
         let Some(form) = form else {
             return;
         };
-        let Some(answer) = self.ask(message, form, &decided).await else {
+        let Some(answer) = self.ask(message, form, &decided, &hold, task).await else {
             return;
         };
         let Some(decision) = decision(&hold, answer) else {
@@ -174,7 +176,7 @@ impl Elicitor {
             let Some(form) = schema(json!({})) else {
                 return;
             };
-            let confirm = match self.ask(message, form, &decided).await {
+            let confirm = match self.ask(message, form, &decided, &hold, task).await {
                 Some(Answer::Accepted(_)) => Decision::Confirm,
                 Some(Answer::Declined) => Decision::Cancel {
                     reason: Some(DECLINED.into()),
@@ -192,12 +194,30 @@ impl Elicitor {
         message: String,
         schema: ElicitationSchema,
         decided: &CancellationToken,
+        hold: &Hold,
+        task: Option<&Task>,
     ) -> Option<Answer> {
         let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
+            meta: task.map(|t| RequestMetaObject(MetaObject(t.related()))),
             message,
             requested_schema: schema,
         };
+        if let Some(task) = task {
+            task.asking_the_client(hold.id);
+        }
+        let answer = self.send(params, decided).await;
+        if let Some(task) = task {
+            task.asked_the_client(hold.id);
+        }
+        answer
+    }
+
+    /// Sends one elicitation request and waits for its answer, or withdraws it when `decided`.
+    async fn send(
+        &self,
+        params: ElicitRequestParams,
+        decided: &CancellationToken,
+    ) -> Option<Answer> {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         let mut handle = match self
             .peer

@@ -179,6 +179,7 @@ impl Gateway {
             progress: context.meta.get_progress_token().map(|token| Progress {
                 peer: context.peer.clone(),
                 token,
+                meta: None,
             }),
             elicitor: Elicitor::new(&context.peer, self.approver.as_ref()),
             task: None,
@@ -330,7 +331,7 @@ impl Gateway {
                 task.waiting_on(&hold);
             }
             if let Some(elicitor) = &elicitor {
-                elicitor.run(hold, ended.clone()).await;
+                elicitor.run(hold, ended.clone(), task.as_deref()).await;
             }
         };
         tokio::join!(waiting, following).0
@@ -366,6 +367,7 @@ impl Gateway {
             progress: context.meta.get_progress_token().map(|token| Progress {
                 peer: context.peer.clone(),
                 token,
+                meta: Some(task.related()),
             }),
             elicitor: Elicitor::new(&context.peer, self.approver.as_ref()),
             task: Some(task.clone()),
@@ -392,7 +394,7 @@ impl Gateway {
             wire::TASKS_GET => Ok(tasks.get(params.as_ref())?.describe()),
             wire::TASKS_RESULT => tasks.get(params.as_ref())?.result().await,
             wire::TASKS_CANCEL => tasks.get(params.as_ref())?.cancel(),
-            wire::TASKS_LIST => tasks.list(),
+            wire::TASKS_LIST => tasks.list(params.as_ref()),
             other => Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("{other} is not a method of this server"),

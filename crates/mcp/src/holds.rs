@@ -9,7 +9,9 @@ use holdpoint_protocol::{
     DecidedBy, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome, OutcomeStatus, Source,
 };
 use rmcp::RoleServer;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{
+    JsonObject, MetaObject, NotificationMetaObject, ProgressNotificationParam, ProgressToken,
+};
 use rmcp::service::Peer;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +53,8 @@ pub const CANCELED: &str = "the MCP client canceled the call";
 pub struct Progress {
     pub peer: Peer<RoleServer>,
     pub token: ProgressToken,
+    /// The notifications' `_meta`: a task's ties them to it.
+    pub meta: Option<JsonObject>,
 }
 
 /// Holdpoint as the gateway's agent sees it: one world, the holds this gateway waits on.
@@ -128,8 +132,12 @@ impl Holds {
                     "waiting for a person to decide hold {} in Holdpoint",
                     hold.id
                 );
-                let note = ProgressNotificationParam::new(p.token.clone(), f64::from(step))
+                let mut note = ProgressNotificationParam::new(p.token.clone(), f64::from(step))
                     .with_message(message);
+                note.meta = p
+                    .meta
+                    .clone()
+                    .map(|m| NotificationMetaObject(MetaObject(m)));
                 let _ = p.peer.notify_progress(note).await;
                 step += 1;
             }

@@ -7,12 +7,13 @@
 //! is over is kept for its time to live, then forgotten.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use holdpoint_protocol::{Hold, Timestamp};
+use holdpoint_protocol::{Hold, HoldId, Timestamp};
 use rmcp::ErrorData;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,10 @@ const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 const POLL_INTERVAL_MS: u64 = 250;
 /// The most tasks one gateway keeps (over and under way): a client cannot grow it without bound.
 const MAX_TASKS: usize = 1000;
+/// The most tasks one `tasks/list` answer shows; `nextCursor` gives the rest.
+const LIST_PAGE: usize = 100;
+/// The `_meta` key that ties a message to its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// The reason recorded when a client cancels its task.
 pub const CANCELED: &str = "the MCP client canceled the task";
@@ -47,6 +52,8 @@ struct State {
 /// One task: a call under way or over.
 pub struct Task {
     id: String,
+    /// The order of creation in this gateway: `tasks/list`'s order and its cursor.
+    number: u64,
     created: Timestamp,
     ttl: Duration,
     state: Mutex<State>,
@@ -59,6 +66,7 @@ pub struct Task {
 #[derive(Default)]
 pub struct Tasks {
     tasks: Mutex<HashMap<String, Arc<Task>>>,
+    created: AtomicU64,
 }
 
 impl Tasks {
@@ -68,6 +76,7 @@ impl Tasks {
         let now = now();
         let task = Arc::new(Task {
             id: uuid::Uuid::new_v4().to_string(),
+            number: self.created.fetch_add(1, Ordering::Relaxed),
             created: now,
             ttl,
             state: Mutex::new(State {
@@ -105,17 +114,37 @@ impl Tasks {
             .ok_or_else(|| ErrorData::invalid_params(format!("taskId: no task {id:?}"), None))
     }
 
-    /// `tasks/list`: every task kept, oldest first.
-    pub fn list(&self) -> Result<Value, ErrorData> {
+    /// `tasks/list`: the tasks kept, oldest first, a page at a time; `params.cursor` is the
+    /// `nextCursor` of the page before.
+    pub fn list(&self, params: Option<&Value>) -> Result<Value, ErrorData> {
+        let after = match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => None,
+            Some(cursor) => Some(
+                cursor
+                    .as_str()
+                    .and_then(|c| c.parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!("cursor: {cursor} is not a cursor this server gave"),
+                            None,
+                        )
+                    })?,
+            ),
+        };
         let now = now();
         let mut tasks: Vec<Arc<Task>> = lock(&self.tasks)?
             .values()
-            .filter(|t| !t.expired(now))
+            .filter(|t| !t.expired(now) && after.is_none_or(|a| t.number > a))
             .cloned()
             .collect();
-        tasks.sort_by_key(|t| t.created);
-        let tasks: Vec<Value> = tasks.iter().map(|t| t.describe()).collect();
-        Ok(json!({ "tasks": tasks }))
+        tasks.sort_by_key(|t| t.number);
+        let more = tasks.len() > LIST_PAGE;
+        tasks.truncate(LIST_PAGE);
+        let mut page = json!({ "tasks": tasks.iter().map(|t| t.describe()).collect::<Vec<_>>() });
+        if let (true, Some(last)) = (more, tasks.last()) {
+            page["nextCursor"] = json!(last.number.to_string());
+        }
+        Ok(page)
     }
 }
 
@@ -150,7 +179,39 @@ impl Task {
         });
     }
 
-    /// The call is over; a task canceled meanwhile stays canceled.
+    /// The hold is put to the client's user as well (an elicitation tied to this task): the
+    /// task needs their input, unless a person decides elsewhere first.
+    pub fn asking_the_client(&self, hold: HoldId) {
+        self.update(|s| {
+            if s.ending.is_none() {
+                s.status = "input_required";
+                s.message = Some(format!(
+                    "waiting for an answer in this client, or a decision in Holdpoint, on hold {hold}"
+                ));
+            }
+        });
+    }
+
+    /// The client's user answered (or the question was withdrawn): the task works on.
+    pub fn asked_the_client(&self, hold: HoldId) {
+        self.update(|s| {
+            if s.status == "input_required" {
+                s.status = "working";
+                s.message = Some(format!("hold {hold} was answered in this client"));
+            }
+        });
+    }
+
+    /// The `_meta` of every request and notification that belongs to this task.
+    pub fn related(&self) -> JsonObject {
+        let mut meta = JsonObject::new();
+        meta.insert(RELATED_TASK.into(), json!({ "taskId": self.id }));
+        meta
+    }
+
+    /// The call is over; a task canceled meanwhile stays canceled. A result that is an error
+    /// (`isError`) ends the task as failed, as 2025-11-25 has it for tool calls; `tasks/result`
+    /// gives it all the same.
     pub fn finish(&self, result: Result<CallToolResult, ErrorData>) {
         let ending = match result.map(serde_json::to_value) {
             Ok(Ok(value)) => Ending::Completed(value),
@@ -178,11 +239,10 @@ impl Task {
         let mut ended = self.ended.subscribe();
         let _ = ended.wait_for(|over| *over).await;
         let ending = self.state.lock().ok().and_then(|s| s.ending.clone());
-        let related = json!({"io.modelcontextprotocol/related-task": {"taskId": self.id}});
         match ending {
             Some(Ending::Completed(mut result)) => {
                 if let Some(r) = result.as_object_mut() {
-                    r.insert("_meta".into(), related);
+                    r.insert("_meta".into(), Value::Object(self.related()));
                 }
                 Ok(result)
             }
@@ -199,7 +259,8 @@ impl Task {
         let mut recorded = false;
         self.update(|s| {
             if s.ending.is_none() {
-                s.status = match ending {
+                s.status = match &ending {
+                    Ending::Completed(result) if result["isError"] == json!(true) => "failed",
                     Ending::Completed(_) => "completed",
                     Ending::Failed(_) => "failed",
                     Ending::Cancelled => "cancelled",
@@ -236,4 +297,51 @@ fn now() -> Timestamp {
 fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, ErrorData> {
     m.lock()
         .map_err(|_| ErrorData::internal_error("the task table is unusable", None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    #[test]
+    fn tasks_list_pages_with_a_cursor_and_refuses_a_cursor_it_never_gave() {
+        let tasks = Tasks::default();
+        let made: Vec<String> = (0..LIST_PAGE + 5)
+            .map(|_| tasks.create(None).unwrap().id.clone())
+            .collect();
+        let first = tasks.list(None).unwrap();
+        let ids = |page: &Value| -> Vec<String> {
+            page["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["taskId"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(ids(&first), made[..LIST_PAGE]);
+        let cursor = first["nextCursor"].clone();
+        let rest = tasks.list(Some(&json!({ "cursor": cursor }))).unwrap();
+        assert_eq!(ids(&rest), made[LIST_PAGE..]);
+        assert_eq!(rest.get("nextCursor"), None, "{rest}");
+        let refused = tasks.list(Some(&json!({"cursor": "later"}))).unwrap_err();
+        assert_eq!(refused.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(refused.message.contains("cursor"), "{}", refused.message);
+    }
+
+    #[test]
+    fn a_task_needs_input_while_its_client_is_asked_and_fails_with_an_error_result() {
+        let tasks = Tasks::default();
+        let task = tasks.create(None).unwrap();
+        let hold = HoldId::random();
+        task.asking_the_client(hold);
+        assert_eq!(task.describe()["status"], "input_required");
+        task.asked_the_client(hold);
+        assert_eq!(task.describe()["status"], "working");
+        task.finish(Ok(CallToolResult::error(vec![ContentBlock::text("no")])));
+        assert_eq!(task.describe()["status"], "failed");
+        // Over is over: a late answer changes nothing.
+        task.asking_the_client(hold);
+        assert_eq!(task.describe()["status"], "failed");
+    }
 }

@@ -12,7 +12,10 @@
         Prints the server's tasks capability and the tool's `execution` as listed
         ({"declared": {"tasks", "execution"}}), calls the tool as a task (MCP 2025-11-25),
         prints the task, then prints the tool's result from tasks/result and the task's last
-        state from tasks/get. Elicitations that arrive meanwhile are answered as for `call`.
+        state from tasks/get. Elicitations that arrive meanwhile are answered as for `call`;
+        each is printed with the task it says it belongs to (`related`) and that task's state
+        from tasks/get while it is open (`task`). The call asks for progress notifications:
+        those received are printed last ({"progress": [...]}, each with its `_meta`).
     elicit_client.py task-cancel NAME ARGUMENTS_JSON
         Calls the tool as a task, polls tasks/get until the task says it waits for a hold,
         cancels it with tasks/cancel, and prints what tasks/cancel and tasks/get answered.
@@ -67,8 +70,15 @@ async def main() -> None:
     step, name, arguments = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     answers = [a for a in os.environ.get("ELICIT", "").split(";") if a]
 
+    tasks = {}
+
     async def on_elicit(context, params):
-        say({"elicited": {"message": params.message, "schema": params.requested_schema}})
+        elicited = {"message": params.message, "schema": params.requested_schema}
+        related = (dump(params).get("_meta") or {}).get("io.modelcontextprotocol/related-task")
+        if related is not None:
+            elicited["related"] = related["taskId"]
+            elicited["task"] = await tasks["request"]("tasks/get", {"taskId": related["taskId"]})
+        say({"elicited": elicited})
         words = answers.pop(0) if answers else "cancel"
         try:
             if words == "stdin":
@@ -81,10 +91,17 @@ async def main() -> None:
         say({"answered": words})
         return answer_of(words)
 
+    progress = []
+
+    async def on_message(message) -> None:
+        if getattr(message, "method", None) == "notifications/progress":
+            progress.append(dump(message.params))
+
     client = Client(
         gateway,
         client_info=Implementation(name="elicit-test", version="1.2"),
         elicitation_callback=on_elicit if "ELICIT" in os.environ else None,
+        message_handler=on_message,
     )
     async with client:
         session = client.session
@@ -92,6 +109,8 @@ async def main() -> None:
 
         async def request(method: str, params: dict) -> dict:
             return await dispatcher.send_raw_request(method, params, {})
+
+        tasks["request"] = request
 
         if step == "call":
             result = await client.call_tool(name, arguments)
@@ -103,14 +122,16 @@ async def main() -> None:
                 "tasks": dump(client.server_capabilities).get("tasks"),
                 "execution": dump(execution) if execution else None,
             }})
-            created = await request(
-                "tools/call", {"name": name, "arguments": arguments, "task": {"ttl": 600000}}
-            )
+            created = await request("tools/call", {
+                "name": name, "arguments": arguments, "task": {"ttl": 600000},
+                "_meta": {"progressToken": "task-progress"},
+            })
             say({"created": created})
             task_id = created["task"]["taskId"]
             result = await request("tasks/result", {"taskId": task_id})
             say({"result": result})
             say({"task": await request("tasks/get", {"taskId": task_id})})
+            say({"progress": progress})
         elif step == "task-cancel":
             created = await request(
                 "tools/call", {"name": name, "arguments": arguments, "task": {"ttl": 600000}}

@@ -41,6 +41,25 @@ async fn approved_through_the_api(gw: &Gateway) {
     let task = printed(&mut out, "task").await;
     assert_eq!(task["status"], "completed", "{task}");
     assert_eq!(gw.upstream_calls().len(), 1);
+    // The wait was reported under the call's progress token, tied to the task.
+    let progress = printed(&mut out, "progress").await;
+    let first = &progress[0];
+    assert_eq!(first["progressToken"], "task-progress", "{progress}");
+    let hold_id = hold["id"].as_str().unwrap();
+    assert!(
+        first["message"].as_str().unwrap().contains(hold_id),
+        "{progress}"
+    );
+    assert_eq!(
+        first["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], created["task"]["taskId"],
+        "{progress}"
+    );
+}
+
+#[tokio::test]
+async fn a_call_as_a_task_answers_at_once_and_tasks_result_gives_the_upstream_result() {
+    let gw = Gateway::start("").await;
+    approved_through_the_api(&gw).await;
 }
 
 #[tokio::test]
@@ -49,10 +68,9 @@ async fn over_http_a_call_as_a_task_answers_at_once_and_tasks_result_gives_the_u
     approved_through_the_api(&gw).await;
 }
 
-#[tokio::test]
-async fn over_http_tasks_cancel_withdraws_the_hold_and_the_upstream_never_runs() {
-    let gw = Gateway::served("").await;
-    let mut child = client(&gw, &["task-cancel", "up__write_note", NOTE], None, false);
+/// A task canceled while its hold waits: the hold is withdrawn, and the call never runs.
+async fn canceled(gw: &Gateway) {
+    let mut child = client(gw, &["task-cancel", "up__write_note", NOTE], None, false);
     let mut out = stdout(&mut child);
     let canceled = printed(&mut out, "canceled").await;
     assert_eq!(canceled["status"], "cancelled", "{canceled}");
@@ -66,6 +84,18 @@ async fn over_http_tasks_cancel_withdraws_the_hold_and_the_upstream_never_runs()
         "the MCP client canceled the task"
     );
     assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn tasks_cancel_withdraws_the_hold_and_the_upstream_never_runs() {
+    let gw = Gateway::start("").await;
+    canceled(&gw).await;
+}
+
+#[tokio::test]
+async fn over_http_tasks_cancel_withdraws_the_hold_and_the_upstream_never_runs() {
+    let gw = Gateway::served("").await;
+    canceled(&gw).await;
 }
 
 /// A task whose hold is approved in the client: the call runs, recorded as alice's via the
@@ -83,9 +113,13 @@ async fn approved_in_the_client(gw: &Gateway) {
     let elicited = printed(&mut out, "elicited").await;
     let message = elicited["message"].as_str().unwrap();
     assert!(message.contains("up__write_note"), "{message}");
+    // The elicitation belongs to the task, which needs input while it is open.
+    assert_eq!(elicited["related"], created["task"]["taskId"], "{elicited}");
+    assert_eq!(elicited["task"]["status"], "input_required", "{elicited}");
     let result = printed(&mut out, "result").await;
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(text(&result), "wrote a: hello");
+    assert_eq!(printed(&mut out, "task").await["status"], "completed");
     let hold = gw.first_hold().await;
     let id = hold["id"].as_str().unwrap();
     let events = resolutions(gw, id).await;
@@ -128,6 +162,8 @@ async fn decided_through_the_api_first(gw: &Gateway) {
         text(&result).contains("denied by alice: not now"),
         "{result}"
     );
+    // A tool call whose result is an error ends its task as failed (2025-11-25).
+    assert_eq!(printed(&mut out, "task").await["status"], "failed");
     let events = resolutions(gw, hold["id"].as_str().unwrap()).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["actor"]["via"], Value::Null, "{events:?}");
