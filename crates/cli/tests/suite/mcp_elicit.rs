@@ -1,6 +1,6 @@
-//! `holdpoint mcp` putting holds to its client as elicitations, and serving calls as MCP tasks:
-//! the official Python SDK's client (`tests/mcp/elicit_client.py`) with an elicitation
-//! callback, against the gateway of `mcp.rs` and its upstream.
+//! `holdpoint mcp` putting holds to its client as elicitations: the official Python SDK's
+//! client (`tests/mcp/elicit_client.py`) with an elicitation callback, against the gateway of
+//! `mcp.rs` and its upstream. Calls as tasks are `mcp_tasks.rs`'s, with the same client.
 
 use std::process::Stdio;
 
