@@ -62,6 +62,14 @@ export function when(iso) {
 }
 
 // A message for a person, from an error thrown by api.js or elsewhere.
+// Who did something (an event's actor), in words: "alice (approver) via CLIENT", "deadline".
+export function actorName(actor) {
+  if (!actor) return "someone";
+  const via = actor.via ? ` via ${actor.via}` : "";
+  if (actor.name) return (actor.role ? `${actor.name} (${actor.role})` : actor.name) + via;
+  return actor.source + via;
+}
+
 export function problem(error) {
   return h("p", { class: "error", role: "alert" }, error.message || String(error));
 }

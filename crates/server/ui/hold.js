@@ -2,7 +2,7 @@
 // the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
 import { agents, getHold, messages, worlds } from "./api.js";
 import { card, outcomeWords, resolvedVia, ruleName } from "./card.js";
-import { h, problem, relative, replace, when } from "./dom.js";
+import { actorName, h, problem, relative, replace, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
 // Events of a hold's history that the page follows as they happen.
@@ -68,7 +68,7 @@ function entry(event, hold) {
   let text;
   switch (p.type) {
     case "hold.created":
-      text = `Raised by ${actor(event.actor)}${hold.rule ? `; ${ruleName(hold.rule)} asked` : ""}`;
+      text = `Raised by ${actorName(event.actor)}${hold.rule ? `; ${ruleName(hold.rule)} asked` : ""}`;
       break;
     case "hold.reminded":
       text = `Reminder sent: the deadline is ${when(p.deadline)}`;
@@ -83,7 +83,8 @@ function entry(event, hold) {
     case "hold.expired":
     case "hold.withdrawn":
       text = outcomeWords({ ...hold, outcome: p.outcome });
-      if (event.actor && event.actor.via) text += ` (${actor(event.actor)})`;
+      // The words name who decided; the client they decided in is added.
+      if (event.actor && event.actor.via) text += ` (via ${event.actor.via})`;
       break;
     case "grant.created":
       text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} for ${p.grant.tool}`;
@@ -101,13 +102,6 @@ const GRANT = {
   always_args: "these arguments are not asked again in this world",
   always_tool: "the tool is not asked again in this world",
 };
-
-function actor(a) {
-  if (!a) return "someone";
-  const via = a.via ? ` via ${a.via}` : "";
-  if (a.name) return (a.role ? `${a.name} (${a.role})` : a.name) + via;
-  return a.source + via;
-}
 
 function showResult(section, result) {
   const words = {

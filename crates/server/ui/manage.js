@@ -3,7 +3,7 @@
 // the roles the API lets do it (the access table in the server's `routes/mod.rs`); anyone else
 // is told so instead of being shown forms the server would refuse.
 import * as api from "./api.js";
-import { h, problem, relative, replace, when } from "./dom.js";
+import { actorName, h, problem, relative, replace, when } from "./dom.js";
 
 const ADMINS = ["admin"];
 const PEOPLE = ["admin", "approver"];
@@ -662,20 +662,13 @@ function verifier() {
     button, result);
 }
 
-function actorText(actor) {
-  if (!actor) return "";
-  const via = actor.via ? ` via ${actor.via}` : "";
-  if (actor.name) return (actor.role ? `${actor.name} (${actor.role})` : actor.name) + via;
-  return actor.source + via;
-}
-
 function auditEntry(e) {
   const about = e.hold ? h("a", { href: `/holds/${encodeURIComponent(e.hold)}` }, "hold") : null;
   return h("li", { class: "audit-event", dataset: { seq: e.seq, type: e.payload.type } },
     h("div", { class: "audit-head" },
       h("span", { class: "seq" }, `#${e.seq}`),
       h("strong", {}, e.payload.type),
-      h("span", {}, actorText(e.actor)),
+      h("span", {}, actorName(e.actor)),
       h("time", { datetime: e.at, title: when(e.at) }, relative(e.at)),
       about),
     h("details", {}, h("summary", {}, "Details"), h("pre", {}, JSON.stringify(e, null, 2))));
