@@ -322,6 +322,14 @@ pub struct AuditReport {
     /// has active looked for among them).
     #[serde(default)]
     pub grants_checked: u64,
+    /// Messages of the chats the store serves (what each agent was told, tool results among
+    /// them), each matched with the event that created it.
+    #[serde(default)]
+    pub messages_checked: u64,
+    /// Turns the store serves, each compared with the log: its calls' recorded results and how
+    /// it ended.
+    #[serde(default)]
+    pub turns_checked: u64,
     /// What the store serves that the log does not say (at most 100 listed; `intact` is then
     /// false).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -335,9 +343,9 @@ pub struct AuditReport {
 /// to the stored state behind Holdpoint's back.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditMismatch {
-    /// `hold` or `grant`.
+    /// `hold`, `grant`, `message` or `turn`.
     pub kind: String,
-    /// The hold's or grant's id.
+    /// The hold's, grant's, message's or turn's id.
     pub id: String,
     /// What differs.
     pub reason: String,

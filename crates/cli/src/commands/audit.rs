@@ -13,8 +13,8 @@ use crate::{Failure, paths};
 #[derive(Subcommand)]
 pub enum AuditCommand {
     /// Walk the whole audit chain and report the first event that was edited, deleted or
-    /// reordered; then check that the holds and grants the store serves are what the events
-    /// say, naming each that differs. Reads only; safe while the server runs.
+    /// reordered; then check that the holds, grants, messages and turns the store serves are
+    /// what the events say, naming each that differs. Reads only; safe while the server runs.
     #[command(
         after_help = "Examples:\n  holdpoint audit verify\n  holdpoint audit verify --data /var/lib/holdpoint --json\n  holdpoint audit verify --expect-head 1042:9f2c…   (compare with a head recorded earlier)"
     )]
@@ -118,7 +118,7 @@ async fn verify(a: VerifyArgs) -> Result<(), Failure> {
     let state = &report.state;
     if state.mismatched > 0 {
         let summary = format!(
-            "the audit chain is intact ({} events), but {} of the holds and grants the store serves differ from what its events say",
+            "the audit chain is intact ({} events), but {} of the holds, grants, messages and turns the store serves differ from what its events say",
             report.events, state.mismatched
         );
         if a.data.json {
@@ -143,7 +143,8 @@ async fn verify(a: VerifyArgs) -> Result<(), Failure> {
         println!(
             "{}",
             json!({"intact": true, "events": report.events, "head": report.head,
-                   "holds": state.holds, "grants": state.grants})
+                   "holds": state.holds, "grants": state.grants,
+                   "messages": state.messages, "turns": state.turns})
         );
     } else {
         match &report.head {
@@ -154,8 +155,8 @@ async fn verify(a: VerifyArgs) -> Result<(), Failure> {
             None => println!("audit chain intact: no events yet"),
         }
         println!(
-            "stored state matches the log: {} holds, {} active grants",
-            state.holds, state.grants
+            "stored state matches the log: {} holds, {} active grants, {} messages, {} turns",
+            state.holds, state.grants, state.messages, state.turns
         );
     }
     Ok(())

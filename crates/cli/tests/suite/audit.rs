@@ -63,7 +63,9 @@ fn an_intact_chain_verifies() {
         stdout(&out)
     );
     assert!(
-        stdout(&out).contains("\nstored state matches the log: 3 holds, 0 active grants\n"),
+        stdout(&out).contains(
+            "\nstored state matches the log: 3 holds, 0 active grants, 0 messages, 0 turns\n"
+        ),
         "{}",
         stdout(&out)
     );
@@ -126,7 +128,7 @@ fn an_outcome_edited_in_the_holds_table_is_named_and_exits_1() {
     assert!(
         err.starts_with(&format!(
             "hold {hold}: its status is approved but the log says denied; its outcome differs"
-        )) && err.contains("1 of the holds and grants the store serves differ"),
+        )) && err.contains("1 of the holds, grants, messages and turns the store serves differ"),
         "{err}"
     );
     let out = verify(dir.path(), &["--json"]);

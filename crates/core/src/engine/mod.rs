@@ -19,6 +19,7 @@ mod retention;
 mod stream;
 mod timer_loop;
 mod timers;
+mod verify;
 mod waiting;
 
 use std::collections::HashMap;
@@ -28,8 +29,8 @@ use holdpoint_protocol::{Event, Hold, HoldId, Outcome};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-pub use queries::verify;
 pub use stream::EventStream;
+pub use verify::verify;
 
 use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;

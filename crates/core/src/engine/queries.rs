@@ -1,5 +1,5 @@
 //! Reading what the engine knows: holds, pages of holds, a hold's history, event streams,
-//! grants, counts, and the audit chain's check.
+//! grants and counts.
 
 use std::sync::Arc;
 
@@ -7,11 +7,9 @@ use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Order, Page, Sta
 
 use super::cursor::Cursor;
 use super::{Engine, EventStream, Scope, lock};
-use crate::audit::state::StateCheck;
-use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::limits::{DEFAULT_PAGE, page_size};
-use crate::store::{EventFilter, HoldFilter, StatusSet, Store, StoreError};
+use crate::store::{EventFilter, HoldFilter, StatusSet};
 
 impl Engine {
     /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
@@ -105,11 +103,6 @@ impl Engine {
         Ok(self.inner.store.all_events(&filter).await?)
     }
 
-    /// Walks the whole audit chain.
-    pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
-        Ok(verify(self.inner.store.as_ref()).await?)
-    }
-
     /// Whether new user messages to the chat are refused (a hold is open in it).
     pub async fn chat_locked(&self, world: &str, chat: &str) -> Result<bool, EngineError> {
         Ok(self.inner.store.chat_has_open_hold(world, chat).await?)
@@ -159,117 +152,5 @@ impl Engine {
     /// Open holds whose deadlines the timers track (for metrics and tests).
     pub fn tracked_timers(&self) -> usize {
         lock(&self.inner.timers).len()
-    }
-}
-
-/// Walks a store's audit chain in pages, then checks that the holds and grants the store
-/// serves are what the chain's events say (through the store's own reads, so one check serves
-/// every store).
-pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError>, StoreError> {
-    let mut walk = Walk {
-        chain: ChainVerifier::new(),
-        state: StateCheck::new(),
-        at: 0,
-    };
-    if let Err(e) = walk.follow(store).await? {
-        return Ok(Err(e));
-    }
-    let head = store.audit_head().await?;
-    let mut report = match walk.chain.clone().finish(head) {
-        Ok(r) => r,
-        Err(e) => return Ok(Err(e)),
-    };
-    let mut suspects = Vec::new();
-    let mut holds = 0;
-    let mut filter = HoldFilter {
-        status: StatusSet::Any,
-        order: Order::Oldest,
-        limit: PAGE,
-        ..HoldFilter::default()
-    };
-    loop {
-        let page = store.holds(&filter).await?;
-        holds += page.len() as u64;
-        for h in &page {
-            if walk.state.hold_differs(&h.item).is_some() {
-                suspects.push(h.item.id);
-            }
-        }
-        match page.last() {
-            Some(last) if page.len() == PAGE => filter.after = Some(last.position),
-            _ => break,
-        }
-    }
-    let mut grants = store.grants(None).await?;
-    // On a live store, holds and grants read after the walk may have changed since (their
-    // events are past the walk's end): follow the log on and look again, a few times, before
-    // calling a difference an edit.
-    for _ in 0..RECHECKS {
-        if suspects.is_empty() && walk.state.grants_differ(&grants).is_empty() {
-            break;
-        }
-        let before = walk.at;
-        if let Err(e) = walk.follow(store).await? {
-            return Ok(Err(e));
-        }
-        if walk.at == before {
-            break;
-        }
-        let mut still = Vec::new();
-        for id in suspects {
-            match store.hold(id).await? {
-                Some(h) if walk.state.hold_differs(&h).is_none() => {}
-                _ => still.push(id),
-            }
-        }
-        suspects = still;
-        grants = store.grants(None).await?;
-    }
-    for id in suspects {
-        let reason = match store.hold(id).await? {
-            Some(h) => walk.state.hold_differs(&h),
-            None => None,
-        };
-        if let Some(reason) = reason {
-            walk.state.mismatch("hold", id.to_string(), reason);
-        }
-    }
-    let differ = walk.state.grants_differ(&grants);
-    let checked = grants.len() as u64;
-    for (id, reason) in differ {
-        walk.state.mismatch("grant", id.to_string(), reason);
-    }
-    report.state = walk.state.finish(holds, checked);
-    Ok(Ok(report))
-}
-
-/// Rows read per page.
-const PAGE: usize = 1024;
-/// How many times a difference is looked at again after following the log on.
-const RECHECKS: usize = 3;
-
-/// The chain and the state it describes, as far as the log has been read.
-struct Walk {
-    chain: ChainVerifier,
-    state: StateCheck,
-    at: u64,
-}
-
-impl Walk {
-    /// Reads the log from where the walk stands to its end.
-    async fn follow(&mut self, store: &dyn Store) -> Result<Result<(), ChainError>, StoreError> {
-        loop {
-            let rows = store.raw_events(self.at, PAGE).await?;
-            for row in &rows {
-                match self.chain.push(row) {
-                    Ok(event) => self.state.observe(row.seq, &event),
-                    Err(e) => return Ok(Err(e)),
-                }
-                self.at = row.seq;
-            }
-            if rows.len() < PAGE {
-                return Ok(Ok(()));
-            }
-        }
     }
 }

@@ -61,12 +61,14 @@ pub async fn verify(State(app): State<App>) -> Result<Json<AuditReport>, ApiErro
             first_bad_event: None,
             reason: (r.state.mismatched > 0).then(|| {
                 format!(
-                    "the audit chain is intact, but {} of the holds and grants the store serves differ from what its events say",
+                    "the audit chain is intact, but {} of the holds, grants, messages and turns the store serves differ from what its events say",
                     r.state.mismatched
                 )
             }),
             holds_checked: r.state.holds,
             grants_checked: r.state.grants,
+            messages_checked: r.state.messages,
+            turns_checked: r.state.turns,
             mismatches: r.state.mismatches,
             mismatched: r.state.mismatched,
         },
@@ -79,6 +81,8 @@ pub async fn verify(State(app): State<App>) -> Result<Json<AuditReport>, ApiErro
             reason: Some(broken.reason),
             holds_checked: 0,
             grants_checked: 0,
+            messages_checked: 0,
+            turns_checked: 0,
             mismatches: Vec::new(),
             mismatched: 0,
         },

@@ -1,0 +1,262 @@
+//! `audit verify`: the chain walked in pages, then what the store serves (holds, grants, and
+//! each chat's messages and turns) compared with what the chain's events say, through the
+//! store's own reads, so one check serves every store.
+//!
+//! On a live store, what is read after the walk may have changed since (its events are past
+//! the walk's end): a difference is looked at again after following the log on, a few times,
+//! before it is called an edit.
+
+use holdpoint_protocol::{ChatId, HoldId, Message, Order, Turn};
+use uuid::Uuid;
+
+use super::Engine;
+use crate::audit::state::{Checked, StateCheck};
+use crate::audit::{ChainError, ChainVerifier, VerifyReport};
+use crate::error::EngineError;
+use crate::record::decode;
+use crate::store::{HoldFilter, Record, RecordKind, StatusSet, Store, StoreError};
+
+/// Rows read per page.
+const PAGE: usize = 1024;
+/// How many times a difference is looked at again after following the log on.
+const RECHECKS: usize = 3;
+
+impl Engine {
+    /// Walks the whole audit chain, and checks the store's state against it.
+    pub async fn verify_audit(&self) -> Result<Result<VerifyReport, ChainError>, EngineError> {
+        Ok(verify(self.inner.store.as_ref()).await?)
+    }
+}
+
+/// Walks a store's audit chain, then checks that what it serves is what the chain says.
+pub async fn verify(store: &dyn Store) -> Result<Result<VerifyReport, ChainError>, StoreError> {
+    let mut walk = Walk {
+        chain: ChainVerifier::new(),
+        state: StateCheck::new(),
+        at: 0,
+    };
+    if let Err(e) = walk.follow(store).await? {
+        return Ok(Err(e));
+    }
+    let head = store.audit_head().await?;
+    let mut report = match walk.chain.clone().finish(head) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e)),
+    };
+    let mut checked = Checked::default();
+    if let Err(e) = walk.holds_and_grants(store, &mut checked).await? {
+        return Ok(Err(e));
+    }
+    if let Err(e) = walk.conversations(store, &mut checked).await? {
+        return Ok(Err(e));
+    }
+    report.state = walk.state.finish(checked);
+    Ok(Ok(report))
+}
+
+/// The chain and the state it describes, as far as the log has been read.
+struct Walk {
+    chain: ChainVerifier,
+    state: StateCheck,
+    at: u64,
+}
+
+/// A message the log did not account for, kept to be looked at again.
+struct OddMessage {
+    chat: String,
+    id: Uuid,
+    message: Message,
+}
+
+impl Walk {
+    /// Reads the log from where the walk stands to its end.
+    async fn follow(&mut self, store: &dyn Store) -> Result<Result<(), ChainError>, StoreError> {
+        loop {
+            let rows = store.raw_events(self.at, PAGE).await?;
+            for row in &rows {
+                match self.chain.push(row) {
+                    Ok(event) => self.state.observe(row.seq, &event),
+                    Err(e) => return Ok(Err(e)),
+                }
+                self.at = row.seq;
+            }
+            if rows.len() < PAGE {
+                return Ok(Ok(()));
+            }
+        }
+    }
+
+    /// Follows the log on; whether it went further (something changed while the store was
+    /// read), or the chain's error.
+    async fn moved_on(
+        &mut self,
+        store: &dyn Store,
+    ) -> Result<Result<bool, ChainError>, StoreError> {
+        let before = self.at;
+        Ok(self.follow(store).await?.map(|()| self.at != before))
+    }
+
+    async fn holds_and_grants(
+        &mut self,
+        store: &dyn Store,
+        checked: &mut Checked,
+    ) -> Result<Result<(), ChainError>, StoreError> {
+        let mut suspects = Vec::new();
+        let mut filter = HoldFilter {
+            status: StatusSet::Any,
+            order: Order::Oldest,
+            limit: PAGE,
+            ..HoldFilter::default()
+        };
+        loop {
+            let page = store.holds(&filter).await?;
+            checked.holds += page.len() as u64;
+            for h in &page {
+                if self.state.hold_differs(&h.item).is_some() {
+                    suspects.push(h.item.id);
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => filter.after = Some(last.position),
+                _ => break,
+            }
+        }
+        let mut grants = store.grants(None).await?;
+        for _ in 0..RECHECKS {
+            if suspects.is_empty() && self.state.grants_differ(&grants).is_empty() {
+                break;
+            }
+            match self.moved_on(store).await? {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Ok(Err(e)),
+            }
+            let mut still = Vec::new();
+            for id in suspects {
+                match store.hold(id).await? {
+                    Some(h) if self.state.hold_differs(&h).is_none() => {}
+                    _ => still.push(id),
+                }
+            }
+            suspects = still;
+            grants = store.grants(None).await?;
+        }
+        for id in suspects {
+            self.hold_mismatch(store, id).await?;
+        }
+        let differ = self.state.grants_differ(&grants);
+        checked.grants = grants.len() as u64;
+        for (id, reason) in differ {
+            self.state.mismatch("grant", id.to_string(), reason);
+        }
+        Ok(Ok(()))
+    }
+
+    async fn hold_mismatch(&mut self, store: &dyn Store, id: HoldId) -> Result<(), StoreError> {
+        let reason = match store.hold(id).await? {
+            Some(h) => self.state.hold_differs(&h),
+            None => None,
+        };
+        if let Some(reason) = reason {
+            self.state.mismatch("hold", id.to_string(), reason);
+        }
+        Ok(())
+    }
+
+    /// Every chat's messages and turns (the tool results the LLM was given, each call's
+    /// recorded result, how each turn ended), world by world.
+    async fn conversations(
+        &mut self,
+        store: &dyn Store,
+        checked: &mut Checked,
+    ) -> Result<Result<(), ChainError>, StoreError> {
+        let mut odd_messages = Vec::new();
+        let mut odd_turns = Vec::new();
+        for world in store.all_records(RecordKind::World, None).await? {
+            for chat in store.all_records(RecordKind::Chat, Some(world.id)).await? {
+                let name = ChatId::from_uuid(chat.id).to_string();
+                let mut after = None;
+                loop {
+                    let page = store
+                        .records(RecordKind::Message, Some(chat.id), after, PAGE)
+                        .await?;
+                    checked.messages += page.len() as u64;
+                    for record in &page {
+                        self.message(&name, &record.item, &mut odd_messages);
+                    }
+                    match page.last() {
+                        Some(last) if page.len() == PAGE => after = Some(last.position),
+                        _ => break,
+                    }
+                }
+                for record in store.all_records(RecordKind::Turn, Some(chat.id)).await? {
+                    checked.turns += 1;
+                    if self.turn_differs(record).is_some() {
+                        odd_turns.push(chat.id);
+                    }
+                }
+            }
+        }
+        odd_turns.dedup();
+        for _ in 0..RECHECKS {
+            if odd_messages.is_empty() && odd_turns.is_empty() {
+                break;
+            }
+            match self.moved_on(store).await? {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Ok(Err(e)),
+            }
+            odd_messages.retain(|m| self.state.message_differs(&m.chat, &m.message).is_some());
+            let mut still = Vec::new();
+            for chat in odd_turns {
+                for record in store.all_records(RecordKind::Turn, Some(chat)).await? {
+                    if self.turn_differs(record).is_some() {
+                        still.push(chat);
+                        break;
+                    }
+                }
+            }
+            odd_turns = still;
+        }
+        for m in odd_messages {
+            if let Some(reason) = self.state.message_differs(&m.chat, &m.message) {
+                self.state.mismatch("message", m.id.to_string(), reason);
+            }
+        }
+        for chat in odd_turns {
+            for record in store.all_records(RecordKind::Turn, Some(chat)).await? {
+                let id = record.id;
+                if let Some(reason) = self.turn_differs(record) {
+                    self.state.mismatch("turn", id.to_string(), reason);
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Takes a served message into the check; one the log does not account for (yet) is kept.
+    fn message(&mut self, chat: &str, record: &Record, odd: &mut Vec<OddMessage>) {
+        match decode::<Message>(record.clone()) {
+            Ok(message) => {
+                if self.state.message_differs(chat, &message).is_some() {
+                    odd.push(OddMessage {
+                        chat: chat.to_owned(),
+                        id: record.id,
+                        message,
+                    });
+                }
+            }
+            Err(e) => self
+                .state
+                .mismatch("message", record.id.to_string(), e.to_string()),
+        }
+    }
+
+    fn turn_differs(&self, record: Record) -> Option<String> {
+        match decode::<Turn>(record) {
+            Ok(turn) => self.state.turn_differs(&turn),
+            Err(e) => Some(e.to_string()),
+        }
+    }
+}
