@@ -3,7 +3,7 @@
 //! with a node killed and restarted loses nothing and does nothing twice; and a database that
 //! crashes and comes back under load keeps everything acknowledged, the nodes recovering by
 //! themselves; and webhooks, sent by one node, are sent by another once it died, each event
-//! scheduled once.
+//! scheduled once. A node that stopped while its tool ran and lost its lease saves nothing.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -96,6 +96,98 @@ async fn a_turn_whose_node_was_killed_finishes_on_another_node_and_its_tool_runs
     for node in [b, c] {
         assert!(node.terminate().await.success());
     }
+}
+
+/// A node that stops (SIGSTOP) while its tool runs, for longer than its lease, loses the turn:
+/// another node takes it over and reports the call interrupted, without running it again; the
+/// first, woken, finishes its tool but saves nothing of it, and asks the LLM nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_lease_while_its_tool_ran_saves_nothing_and_the_call_runs_once() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (effect, go) = (dir.path().join("effect"), dir.path().join("go"));
+    // The tool starts, then waits for the test to let it end.
+    let command = format!(
+        "echo started >> {e}; while [ ! -e {g} ]; do sleep 0.05; done; echo ended >> {e}",
+        e = effect.display(),
+        g = go.display()
+    );
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "shell_cmd", json!({ "command": command }))]),
+        Step::text("Done."),
+    ])
+    .await;
+    let nodes = Nodes::new(dir.path(), &schema.url, Some(LEASE));
+    let (a, url_a) = nodes.start().await;
+    let (b, url_b) = nodes.start().await;
+    let on_a = nodes.admin(&url_a);
+    let on_b = nodes.admin(&url_b);
+    let (turn, hold) = held_turn(&on_a, &llm, "run it").await;
+    let mut events = on_b.events("?world=lab", None).await;
+    on_a.post(
+        &format!("/api/v1/holds/{hold}/decision"),
+        json!({"action": "approve"}),
+    )
+    .await
+    .expect(200);
+    events.next_of("turn.tool_started").await;
+
+    // The node running the tool stops answering: its lease runs out, and the other node takes
+    // the turn over, reporting the call that was running as interrupted.
+    a.signal(rustix::process::Signal::STOP);
+    let requests = llm.wait_for_requests(2).await;
+    let result = requests[1].tool_result("c1").unwrap();
+    assert_eq!(result["status"], "interrupted", "{result}");
+    let ended = ended_turn(&on_b, &turn).await;
+    assert_eq!(ended["status"], "finished", "{ended}");
+
+    // Woken, the first node finds its lease taken (and stops the tool), or its tool ends
+    // first: either way the turn is no longer its own, and it saves nothing. Once it has
+    // stopped, whatever it was going to do is done.
+    a.signal(rustix::process::Signal::CONT);
+    std::fs::write(&go, "").unwrap();
+    assert!(a.terminate().await.success());
+    let effect = std::fs::read_to_string(&effect).unwrap();
+    assert_eq!(
+        effect.matches("started").count(),
+        1,
+        "the tool ran once: {effect}"
+    );
+    assert_eq!(
+        llm.requests().len(),
+        2,
+        "the first node asked the LLM again"
+    );
+    let chat = ended["chat"].as_str().unwrap();
+    let messages = on_b
+        .get(&format!("/api/v1/worlds/lab/chats/{chat}/messages"))
+        .await
+        .expect(200);
+    let tool_results: Vec<&Value> = messages["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "tool")
+        .collect();
+    assert_eq!(tool_results.len(), 1, "{messages}");
+    assert!(
+        tool_results[0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{messages}"
+    );
+    assert_eq!(
+        on_b.get(&format!("/api/v1/worlds/lab/turns/{turn}"))
+            .await
+            .expect(200),
+        ended
+    );
+    let report = on_b.get("/api/v1/audit/verify").await.expect(200);
+    assert_eq!(report["intact"], true, "{report}");
+    assert!(b.terminate().await.success());
 }
 
 /// The nodes' URLs as a client knows them: `None` while a node is down.
