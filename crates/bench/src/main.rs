@@ -15,6 +15,7 @@ mod pending;
 mod policy;
 mod stats;
 mod takeover;
+mod verify;
 mod wire;
 
 use std::path::PathBuf;
@@ -104,6 +105,12 @@ enum Bench {
         #[arg(long, default_value_t = 100_000)]
         holds: usize,
     },
+    /// `audit verify` over a log of about this many events (holds raised, then withdrawn):
+    /// the chain and the stored state compared with it, on a store opened afresh.
+    Verify {
+        #[arg(long, default_value_t = 1_000_000)]
+        events: usize,
+    },
     /// The web inbox with many pending holds: the server's time for the first page, and the
     /// time from a hold's creation to its card in a real browser (Chromium and chromedriver,
     /// so it is not part of `all`).
@@ -145,8 +152,8 @@ enum Bench {
     /// The benchmark's upstream MCP server on stdio (started by `mcp`).
     #[command(hide = true)]
     McpUpstream,
-    /// All of the above with their defaults, except `inbox`, `mcp` and `takeover` (and
-    /// `nodes` only with --database-url).
+    /// All of the above with their defaults, except `inbox`, `mcp`, `takeover` and `verify`
+    /// (and `nodes` only with --database-url).
     All,
 }
 
@@ -211,6 +218,7 @@ fn main() -> anyhow::Result<()> {
             seconds,
         } => runtime.block_on(mcp_http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::Verify { events } => runtime.block_on(verify::run(&bench_dir(cli.dir)?, events))?,
         Bench::Inbox {
             holds,
             requests,

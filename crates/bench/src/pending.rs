@@ -11,7 +11,8 @@ use crate::ALLOCATOR;
 use crate::cycle::{Inbox, ask};
 use crate::stats::{Latencies, ms};
 
-fn rss_bytes() -> usize {
+/// The process's resident memory, in bytes.
+pub(crate) fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {

@@ -112,7 +112,8 @@ pub struct AuditHead {
 pub struct VerifyReport {
     pub events: u64,
     pub head: Option<AuditHead>,
-    /// Whether the stored holds and grants are what the events say (see [`state`]).
+    /// Whether the stored holds, grants, messages and turns are what the events say (see
+    /// [`state`]).
     #[serde(default)]
     pub state: state::StateReport,
 }

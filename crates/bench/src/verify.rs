@@ -1,0 +1,108 @@
+//! `audit verify` over a large log: the whole chain walked and the stored state compared with
+//! it, as `holdpoint audit verify` and `GET /audit/verify` do, on a SQLite store.
+//!
+//! The log is made the way a server makes it: holds raised 64 to a request by 16 callers (a
+//! `hold.created` each), then each request's batch withdrawn in one transaction (a
+//! `hold.withdrawn` each), so about two events a hold, every hold resolved and compared.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use holdpoint_core::{Engine, verify};
+use holdpoint_protocol::{Actor, BatchId, GateRequest, Principal, Role, Source};
+use holdpoint_store::SqliteStore;
+
+use crate::cycle::{Inbox, ask};
+
+/// Holds raised per request (one batch each).
+const PER_REQUEST: usize = 64;
+/// Callers raising at once.
+const CALLERS: usize = 16;
+
+/// Raises `holds` holds; their batches.
+async fn raise(engine: &Engine, holds: usize) -> anyhow::Result<Vec<BatchId>> {
+    let requests = holds.div_ceil(PER_REQUEST);
+    let mut callers = Vec::new();
+    for c in 0..CALLERS {
+        let engine = engine.clone();
+        callers.push(tokio::spawn(async move {
+            let agent = Principal::new("bench-agent", Role::Agent);
+            let mut batches = Vec::new();
+            for r in (c..requests).step_by(CALLERS) {
+                let n = PER_REQUEST.min(holds - r * PER_REQUEST);
+                let items = (0..n).flat_map(|_| ask("").items).collect();
+                let request = GateRequest {
+                    world: format!("world-{}", r % 10),
+                    items,
+                    ..ask("")
+                };
+                let response = engine.gate(&agent, request).await?;
+                batches.extend(response.batch);
+            }
+            Ok::<_, anyhow::Error>(batches)
+        }));
+    }
+    let mut batches = Vec::new();
+    for c in callers {
+        batches.extend(c.await??);
+    }
+    Ok(batches)
+}
+
+/// Withdraws every batch, `CALLERS` at a time.
+async fn withdraw(engine: &Engine, batches: Vec<BatchId>) -> anyhow::Result<()> {
+    let batches = Arc::new(batches);
+    let mut callers = Vec::new();
+    for c in 0..CALLERS {
+        let (engine, batches) = (engine.clone(), batches.clone());
+        callers.push(tokio::spawn(async move {
+            let by = Actor::of(Source::System);
+            for batch in batches.iter().skip(c).step_by(CALLERS) {
+                engine.withdraw_batch(*batch, &by, "bench").await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for c in callers {
+        c.await??;
+    }
+    Ok(())
+}
+
+pub async fn run(dir: &tempfile::TempDir, events: usize) -> anyhow::Result<()> {
+    let holds = events / 2;
+    println!("== audit verify over about {events} events ({holds} holds raised and withdrawn)");
+    let path = dir.path().join("verify.db");
+    let store = Arc::new(SqliteStore::open(&path)?);
+    let engine = Engine::builder(store.clone())
+        .channel(Arc::new(Inbox))
+        .start()
+        .await?;
+    let start = Instant::now();
+    let batches = raise(&engine, holds).await?;
+    withdraw(&engine, batches).await?;
+    println!("  log written in {:.1} s", start.elapsed().as_secs_f64());
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    println!("  database: {:.0} MiB", size as f64 / 1048576.0);
+
+    let rss_before = crate::pending::rss_bytes();
+    let start = Instant::now();
+    let report = match verify(store.as_ref()).await? {
+        Ok(report) => report,
+        Err(broken) => anyhow::bail!("the chain does not verify: {broken:?}"),
+    };
+    let took = start.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        report.state.mismatched == 0,
+        "the state does not match: {:?}",
+        report.state.mismatches
+    );
+    println!(
+        "  verified {} events and {} holds in {took:.2} s ({:.0} events/s); RSS grew {:.0} MiB",
+        report.events,
+        report.state.holds,
+        report.events as f64 / took,
+        crate::pending::rss_bytes().saturating_sub(rss_before) as f64 / 1048576.0
+    );
+    Ok(())
+}
