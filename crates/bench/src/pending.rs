@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use holdpoint_core::Engine;
-use holdpoint_protocol::{GateRequest, HoldQuery, Order, Principal, Role};
+use holdpoint_protocol::{BatchId, GateRequest, HoldQuery, Order, Principal, Role};
 use holdpoint_store::SqliteStore;
 
 use crate::ALLOCATOR;
@@ -23,7 +23,9 @@ pub(crate) fn rss_bytes() -> usize {
         .map_or(0, |pages| pages * 4096)
 }
 
-async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
+/// Raises `holds` holds, 64 to a request (one batch each) from 16 callers, spread over ten
+/// worlds and seven agents; their batches.
+pub(crate) async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<Vec<BatchId>> {
     const PER_REQUEST: usize = 64;
     const TASKS: usize = 16;
     let requests = holds.div_ceil(PER_REQUEST);
@@ -32,6 +34,7 @@ async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
         let engine = engine.clone();
         tasks.push(tokio::spawn(async move {
             let agent = Principal::new("bench-agent", Role::Agent);
+            let mut batches = Vec::new();
             for r in (t..requests).step_by(TASKS) {
                 let n = PER_REQUEST.min(holds - r * PER_REQUEST);
                 let mut items = Vec::with_capacity(n);
@@ -44,15 +47,16 @@ async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<()> {
                     items,
                     ..ask("")
                 };
-                engine.gate(&agent, req).await?;
+                batches.extend(engine.gate(&agent, req).await?.batch);
             }
-            Ok::<_, anyhow::Error>(())
+            Ok::<_, anyhow::Error>(batches)
         }));
     }
+    let mut batches = Vec::new();
     for t in tasks {
-        t.await??;
+        batches.extend(t.await??);
     }
-    Ok(())
+    Ok(batches)
 }
 
 /// Times the first page of `query`, which must hold `items` holds.

@@ -2,52 +2,21 @@
 //! it, as `holdpoint audit verify` and `GET /audit/verify` do, on a SQLite store.
 //!
 //! The log is made the way a server makes it: holds raised 64 to a request by 16 callers (a
-//! `hold.created` each), then each request's batch withdrawn in one transaction (a
-//! `hold.withdrawn` each), so about two events a hold, every hold resolved and compared.
+//! `hold.created` each, as `pending` raises them), then each request's batch withdrawn in one
+//! transaction (a `hold.withdrawn` each), so about two events a hold, every hold resolved and
+//! compared.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use holdpoint_core::{Engine, verify};
-use holdpoint_protocol::{Actor, BatchId, GateRequest, Principal, Role, Source};
+use holdpoint_protocol::{Actor, BatchId, Source};
 use holdpoint_store::SqliteStore;
 
-use crate::cycle::{Inbox, ask};
+use crate::cycle::Inbox;
 
-/// Holds raised per request (one batch each).
-const PER_REQUEST: usize = 64;
-/// Callers raising at once.
+/// Callers withdrawing at once.
 const CALLERS: usize = 16;
-
-/// Raises `holds` holds; their batches.
-async fn raise(engine: &Engine, holds: usize) -> anyhow::Result<Vec<BatchId>> {
-    let requests = holds.div_ceil(PER_REQUEST);
-    let mut callers = Vec::new();
-    for c in 0..CALLERS {
-        let engine = engine.clone();
-        callers.push(tokio::spawn(async move {
-            let agent = Principal::new("bench-agent", Role::Agent);
-            let mut batches = Vec::new();
-            for r in (c..requests).step_by(CALLERS) {
-                let n = PER_REQUEST.min(holds - r * PER_REQUEST);
-                let items = (0..n).flat_map(|_| ask("").items).collect();
-                let request = GateRequest {
-                    world: format!("world-{}", r % 10),
-                    items,
-                    ..ask("")
-                };
-                let response = engine.gate(&agent, request).await?;
-                batches.extend(response.batch);
-            }
-            Ok::<_, anyhow::Error>(batches)
-        }));
-    }
-    let mut batches = Vec::new();
-    for c in callers {
-        batches.extend(c.await??);
-    }
-    Ok(batches)
-}
 
 /// Withdraws every batch, `CALLERS` at a time.
 async fn withdraw(engine: &Engine, batches: Vec<BatchId>) -> anyhow::Result<()> {
@@ -79,7 +48,7 @@ pub async fn run(dir: &tempfile::TempDir, events: usize) -> anyhow::Result<()> {
         .start()
         .await?;
     let start = Instant::now();
-    let batches = raise(&engine, holds).await?;
+    let batches = crate::pending::fill(&engine, holds).await?;
     withdraw(&engine, batches).await?;
     println!("  log written in {:.1} s", start.elapsed().as_secs_f64());
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
