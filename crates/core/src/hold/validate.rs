@@ -1,9 +1,11 @@
 //! Validation of what agents and LLMs supply. Errors name the field and say what is allowed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use holdpoint_protocol::{ApprovalRequest, QuestionRequest, QuestionSpec};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::canonical;
 use crate::error::ValidationError;
@@ -105,13 +107,44 @@ pub fn validate_approval(req: &ApprovalRequest, limits: &Limits) -> Result<(), V
     Ok(())
 }
 
+/// Schemas compiled already, by the SHA-256 of their canonical JSON. A tool sends the same
+/// schema with every call, and compiling one (which checks it against its meta-schema first)
+/// costs many times what checking arguments against it does.
+static COMPILED: LazyLock<Mutex<HashMap<[u8; 32], Arc<jsonschema::Validator>>>> =
+    LazyLock::new(Mutex::default);
+/// Past this many schemas the cache starts afresh: a caller sending made-up schemas cannot
+/// grow it without bound.
+const COMPILED_MAX: usize = 1024;
+
+/// `schema`, compiled (or the one compiled before from the same schema).
+fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, ValidationError> {
+    let key: [u8; 32] = Sha256::digest(canonical::to_string(schema).as_bytes()).into();
+    let cache = || {
+        COMPILED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some(validator) = cache().get(&key) {
+        return Ok(validator.clone());
+    }
+    let validator =
+        Arc::new(jsonschema::validator_for(schema).map_err(|e| {
+            ValidationError::new("schema", format!("is not a valid JSON Schema: {e}"))
+        })?);
+    let mut cache = cache();
+    if cache.len() >= COMPILED_MAX {
+        cache.clear();
+    }
+    cache.insert(key, validator.clone());
+    Ok(validator)
+}
+
 /// Checks arguments against a tool's JSON Schema (no remote references are fetched).
 pub(crate) fn check_against_schema(
     schema: &Value,
     arguments: &Value,
 ) -> Result<(), ValidationError> {
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| ValidationError::new("schema", format!("is not a valid JSON Schema: {e}")))?;
+    let validator = compiled(schema)?;
     let problems: Vec<String> = validator
         .iter_errors(arguments)
         .take(5)
@@ -295,6 +328,25 @@ pub fn validate_question(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_is_compiled_once_and_an_invalid_one_is_refused_every_time() {
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        // The same schema, its keys in another order: one compiled validator.
+        let again = json!({"properties": {"path": {"type": "string"}}, "type": "object"});
+        assert!(Arc::ptr_eq(
+            &compiled(&schema).unwrap(),
+            &compiled(&again).unwrap()
+        ));
+        assert!(check_against_schema(&schema, &json!({"path": "a"})).is_ok());
+        let refused = check_against_schema(&schema, &json!({"path": 1})).unwrap_err();
+        assert_eq!(refused.field, "arguments");
+        let invalid = json!({"type": "no such type"});
+        for _ in 0..2 {
+            let e = check_against_schema(&invalid, &json!({})).unwrap_err();
+            assert_eq!(e.field, "schema", "{e:?}");
+        }
+    }
 
     fn question(v: Value) -> Result<QuestionSpec, ValidationError> {
         validate_question(&parse_question(&v)?, &Limits::default())
