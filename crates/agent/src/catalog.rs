@@ -285,6 +285,16 @@ impl Runtime {
             kind: RecordKind::Chat,
             parent: *id.as_uuid(),
         });
+        // The world's own policy and its versions go with it (the audit log keeps every
+        // change): a world made later, even of the same name, starts from the base.
+        writes.push(Write::DeleteRecord {
+            kind: RecordKind::WorldPolicy,
+            id: *id.as_uuid(),
+        });
+        writes.push(Write::DeleteRecords {
+            kind: RecordKind::PolicyHistory,
+            parent: *id.as_uuid(),
+        });
         writes.push(Write::DeleteRecord {
             kind: RecordKind::World,
             id: *id.as_uuid(),

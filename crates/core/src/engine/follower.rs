@@ -109,6 +109,7 @@ impl Engine {
                 version: Some(version),
                 ..
             } => self.follow_world_policy(world, *version).await,
+            EventPayload::WorldDeleted { world } => self.forget_world_policy(&world.to_string()),
             _ => {}
         }
         if event.hold.is_some() {

@@ -226,6 +226,17 @@ impl Engine {
         }
     }
 
+    /// Takes a deleted world's policy out of force (its records went with the world), so
+    /// nothing of it outlives the world on any node.
+    pub(super) fn forget_world_policy(&self, world: &str) {
+        let mut layers = write(&self.inner.policy);
+        if layers.world(world).is_some() {
+            let mut next = Layers::clone(&layers);
+            next.remove_world(world);
+            *layers = Arc::new(next);
+        }
+    }
+
     /// Replaces the base policy with a reloaded one, already checked, and records the change
     /// (by `who`: a person's reload, or Holdpoint's own on a signal) when its text differs.
     pub async fn reload_policy(

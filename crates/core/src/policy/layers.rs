@@ -119,6 +119,11 @@ impl Layers {
         );
     }
 
+    /// Retires a deleted world's policy: a world made later starts from the base.
+    pub fn remove_world(&mut self, world: &str) {
+        self.worlds.remove(world);
+    }
+
     /// The policy `own` would make in force for a world, on this base.
     pub fn effective(&self, own: &Policy) -> Policy {
         layered(&self.base, own)

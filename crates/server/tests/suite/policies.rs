@@ -263,3 +263,31 @@ async fn a_rule_suggested_from_a_decision_allows_that_call_and_not_its_neighbour
         .error(422);
     assert_eq!(code, "invalid_input");
 }
+
+#[tokio::test]
+async fn a_deleted_worlds_policy_goes_with_it() {
+    let t = TestServer::with(BASE, |_| {}).await;
+    let old = t.world("lab").await["id"].as_str().unwrap().to_owned();
+    t.api
+        .put("/api/v1/worlds/lab/policy", json!({ "text": ALLOW_SHELL }))
+        .await
+        .expect(200);
+    let engine = t.server.app().engine();
+    assert_eq!(engine.policy_for(&old).1.world, Some(1));
+
+    t.api.delete("/api/v1/worlds/lab").await.expect(204);
+    // Neither in force nor stored: nothing of it is loaded again or served.
+    assert_eq!(engine.policy_for(&old).1.world, None);
+    let uuid = uuid::Uuid::parse_str(&old).unwrap();
+    let state = engine.world_policy(uuid).await.unwrap();
+    assert!(state.current.is_none(), "{state:?}");
+    assert!(engine.world_policy_history(uuid).await.unwrap().is_empty());
+
+    // A new world of the same name starts from the base.
+    t.world("lab").await;
+    let state = t.api.get("/api/v1/worlds/lab/policy").await.expect(200);
+    assert!(state.get("current").is_none(), "{state}");
+    let bot = t.caller("bot", "agent", None).await;
+    let r = raise(&bot, "lab", vec![shell("cat notes")]).await;
+    assert_eq!(r["results"][0]["result"], "held", "{r}");
+}
