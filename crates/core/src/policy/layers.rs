@@ -4,7 +4,8 @@
 //!
 //! A world's policy in force is one [`Policy`] built when either layer changes: the base's
 //! locked rules first, then the world's rules, under the stricter of the world's mode and the
-//! floor. Strictest-wins then does the rest: a locked `deny` beats any `allow` or `ask`, a
+//! floor, with no deadline longer than the base's `max_deadline` (a longer wait is a looser
+//! bound: the call's timeout outcome comes later, or never). Strictest-wins then does the rest: a locked `deny` beats any `allow` or `ask`, a
 //! locked `ask` beats an `allow` and any `ask` demanding a smaller quorum, and a tie goes to
 //! the earlier rule — the locked one, so a world's rule cannot swap in a longer deadline or
 //! wider offers either. Evaluating a layered policy costs what evaluating one file costs.
@@ -12,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use holdpoint_protocol::{PolicyLayer, PolicyVersion};
+use holdpoint_protocol::{Deadline, PolicyLayer, PolicyVersion};
 
 use super::matcher::{Pointer, ToolIndex};
 use super::{Mode, Policy, PolicyError, PolicyErrors};
@@ -212,10 +213,24 @@ fn layered(base: &Policy, own: &Policy) -> Policy {
         rules.push(r);
     }
     let locked = rules.len();
+    // The base's max_deadline is every world's ceiling: no hold in a world waits longer than
+    // the base allows, whatever the world's own deadlines say.
+    let ceiling = base.max_deadline;
     rules.extend(own.rules.iter().cloned().map(|mut r| {
         r.layer = Some(PolicyLayer::World);
+        r.ask.deadline = r.ask.deadline.map(|d| shorter(d, ceiling));
         r
     }));
+    let tools = own
+        .tools
+        .iter()
+        .map(|(name, t)| {
+            let mut t = t.clone();
+            t.deadline = t.deadline.map(|d| shorter(d, ceiling));
+            (name.clone(), t)
+        })
+        .collect();
+    let max_deadline = shorter(own.max_deadline, ceiling);
     let patterns: Vec<(u32, Vec<String>)> = rules
         .iter()
         .enumerate()
@@ -235,10 +250,21 @@ fn layered(base: &Policy, own: &Policy) -> Policy {
         mode,
         mode_floor: None,
         mode_layer: Some(mode_layer),
+        default_deadline: shorter(own.default_deadline, max_deadline),
+        max_deadline,
+        tools,
         rules,
         index,
         command_pointers,
         ..own.clone()
+    }
+}
+
+/// The shorter of two deadlines (`never` is the longest).
+fn shorter(a: Deadline, b: Deadline) -> Deadline {
+    match (a, b) {
+        (Deadline::After(x), Deadline::After(y)) => Deadline::After(x.min(y)),
+        (Deadline::Never, d) | (d, Deadline::Never) => d,
     }
 }
 

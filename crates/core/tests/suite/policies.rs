@@ -334,6 +334,63 @@ async fn a_change_applies_to_the_next_call_and_pending_holds_keep_their_version(
 }
 
 #[tokio::test]
+async fn a_worlds_deadlines_cannot_be_longer_than_the_bases_max_deadline() {
+    let base = format!("max_deadline = \"1h\"\n{BASE}");
+    let t = TestEngine::new(Policy::from_toml(&base).unwrap()).await;
+    let world = Uuid::now_v7();
+    let longer = r#"
+default_deadline = "never"
+max_deadline = "never"
+
+[tools.deploy]
+deadline = "3d"
+
+[[rules]]
+name = "cat waits long"
+tools = ["shell_cmd"]
+action = "ask"
+command = { program = "cat" }
+deadline = "2d"
+"#;
+    t.engine
+        .set_world_policy(&admin("root"), world, longer)
+        .await
+        .unwrap();
+    let w = world.to_string();
+    let waits = |h: &Hold| h.deadline.map(|d| d.duration_since(h.created_at));
+    let hour = Some(std::time::Duration::from_secs(3600));
+    // The world's default, a tool's deadline and a rule's: each cut to the base's ceiling.
+    assert_eq!(waits(&held(tool(&t, &w, "fs__write_file").await)), hour);
+    assert_eq!(waits(&held(tool(&t, &w, "deploy").await)), hour);
+    assert_eq!(waits(&held(shell(&t, &w, "cat notes").await)), hour);
+    // A request may not ask for longer than the base allows, nor for never.
+    let mut req = approval("shell_cmd", json!({ "command": "cat x" }));
+    if let holdpoint_protocol::HoldRequest::Approval(a) = &mut req {
+        a.deadline = Some(holdpoint_protocol::Deadline::Never);
+    }
+    let res = t
+        .engine
+        .gate(&agent("bot"), gate(&w, None, vec![req]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&res.results[0], GateResult::Invalid { .. }),
+        "{:?}",
+        res.results[0]
+    );
+    // A shorter deadline of the world's own stands.
+    let shorter = "default_deadline = \"10m\"\n";
+    t.engine
+        .set_world_policy(&admin("root"), world, shorter)
+        .await
+        .unwrap();
+    assert_eq!(
+        waits(&held(tool(&t, &w, "fs__write_file").await)),
+        Some(std::time::Duration::from_secs(600))
+    );
+}
+
+#[tokio::test]
 async fn world_policies_are_in_force_again_after_a_restart() {
     let t = engine().await;
     let world = Uuid::now_v7();
