@@ -30,7 +30,7 @@ pub(super) async fn load(store: &dyn Store, mut layers: Layers) -> Result<Layers
         // A stored policy was valid when it was set; one that no longer loads (a newer
         // Holdpoint reads it differently) stops the start rather than leave its world to the
         // base, which may allow more.
-        let own = Policy::from_toml(&stored.text).map_err(|e| {
+        let own = Policy::from_toml_unchecked(&stored.text).map_err(|e| {
             StoreError(format!(
                 "the policy of world {} (version {version}) no longer loads: {e}",
                 stored.world
@@ -49,6 +49,27 @@ fn invalid(path: &str, message: impl Into<String>) -> EngineError {
 }
 
 impl Engine {
+    /// `text` as a world's policy, in force over the base as it would be: parsed, with no
+    /// locks or floor of its own, its examples and checks run against the policy in force
+    /// (the base's locked rules and floor decide there too). Every problem is named.
+    fn checked_world_policy(&self, text: &str) -> Result<Policy, EngineError> {
+        let own = Policy::from_toml_unchecked(text).map_err(EngineError::InvalidPolicy)?;
+        let effective = self.layers().effective(&own);
+        let mut problems = own
+            .check_world_layer()
+            .err()
+            .map(|e| e.0)
+            .unwrap_or_default();
+        if let Err(e) = effective.self_check() {
+            problems.extend(e.0);
+        }
+        if problems.is_empty() {
+            Ok(effective)
+        } else {
+            Err(EngineError::InvalidPolicy(PolicyErrors(problems)))
+        }
+    }
+
     /// A world's own policy now, and the base it lies on.
     pub async fn world_policy(&self, world: Uuid) -> Result<WorldPolicyState, EngineError> {
         let current = match self
@@ -81,8 +102,7 @@ impl Engine {
             .collect::<Result<_, _>>()?)
     }
 
-    /// Checks `text` as a world's policy (parsed, its examples and checks run, no locks or
-    /// floor of its own) and, when it is valid, makes it the world's next version: stored,
+    /// Checks `text` as a world's policy ([`Engine::checked_world_policy`]) and, when it is valid, makes it the world's next version: stored,
     /// recorded in the audit log with `who` and its digest, and in force for the next call.
     /// An invalid text changes nothing and names every problem.
     pub async fn set_world_policy(
@@ -100,10 +120,7 @@ impl Engine {
                 ),
             ));
         }
-        let own = Policy::from_toml(text).map_err(EngineError::InvalidPolicy)?;
-        own.check_world_layer()
-            .map_err(EngineError::InvalidPolicy)?;
-        let effective = self.layers().effective(&own);
+        let effective = self.checked_world_policy(text)?;
         check_reachable(&effective, &self.inner.channels)
             .map_err(|e| invalid("mode", e.to_string()))?;
 
@@ -207,7 +224,7 @@ impl Engine {
         let stored = record.version;
         let own = record::decode::<WorldPolicy>(record)
             .map_err(|e| e.to_string())
-            .and_then(|p| Policy::from_toml(&p.text).map_err(|e| e.to_string()));
+            .and_then(|p| Policy::from_toml_unchecked(&p.text).map_err(|e| e.to_string()));
         match own {
             Ok(own) => {
                 let mut layers = write(&self.inner.policy);
@@ -287,10 +304,7 @@ impl Engine {
         text: &str,
         since: Option<std::time::Duration>,
     ) -> Result<holdpoint_protocol::ReplayReport, EngineError> {
-        let own = Policy::from_toml(text).map_err(EngineError::InvalidPolicy)?;
-        own.check_world_layer()
-            .map_err(EngineError::InvalidPolicy)?;
-        let candidate = self.layers().effective(&own);
+        let candidate = self.checked_world_policy(text)?;
         let filter = crate::store::EventFilter {
             world: Some(world.to_string()),
             ..Default::default()

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
-use holdpoint_protocol::{Deadline, DecisionKind, ToolAnnotations, Verdict};
+use holdpoint_protocol::{Deadline, DecisionKind, PolicyLayer, ToolAnnotations, Verdict};
 use regex::RegexBuilder;
 use serde::Deserialize;
 use serde_json::Value;
@@ -127,7 +127,7 @@ struct RawCommand {
     args: Vec<String>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
 struct RawAnnotations {
     read_only: Option<bool>,
@@ -147,7 +147,7 @@ impl From<RawAnnotations> for ToolAnnotations {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 struct RawExample {
     tool: String,
@@ -156,7 +156,7 @@ struct RawExample {
     annotations: Option<RawAnnotations>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 struct RawCheck {
     tool: String,
@@ -172,7 +172,28 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
-pub(super) fn parse(text: &str) -> Result<Policy, PolicyErrors> {
+/// A policy's tests of itself: its rules' `must_match`/`must_not_match` examples and its
+/// `[[checks]]`, kept with it so they can run against the policy in force — for a world's
+/// policy, the one merged with the base, since the base's locked rules and floor decide too.
+#[derive(Debug, Default)]
+pub(crate) struct SelfTests {
+    examples: Vec<Example>,
+    checks: Vec<RawCheck>,
+}
+
+#[derive(Debug)]
+struct Example {
+    /// Where it is written: `rules[2].must_match[0]`.
+    path: String,
+    /// The rule's position in its own file.
+    rule: usize,
+    /// `must_match` (true) or `must_not_match`.
+    expect: bool,
+    example: RawExample,
+}
+
+/// Reads and compiles a policy without running its examples and checks.
+pub(super) fn parse_unchecked(text: &str) -> Result<Policy, PolicyErrors> {
     let raw = read(text).map_err(|e| PolicyErrors(vec![e]))?;
     let mut errors = Errors::default();
     let policy = build(raw, &mut errors);
@@ -182,6 +203,26 @@ pub(super) fn parse(text: &str) -> Result<Policy, PolicyErrors> {
             ..p
         }),
         _ => Err(PolicyErrors(errors.0)),
+    }
+}
+
+/// Reads a policy and runs its examples and checks against itself.
+pub(super) fn parse(text: &str) -> Result<Policy, PolicyErrors> {
+    let policy = parse_unchecked(text)?;
+    run_self_tests(&policy, &policy.tests)?;
+    Ok(policy)
+}
+
+/// Runs `tests` (a file's own) against `policy`: the file's policy alone, or a world's
+/// policy in force, in which the file's rules are its `world` layer.
+pub(super) fn run_self_tests(policy: &Policy, tests: &SelfTests) -> Result<(), PolicyErrors> {
+    let mut errors = Errors::default();
+    check_examples(policy, &tests.examples, &mut errors);
+    check_checks(policy, &tests.checks, &mut errors);
+    if errors.0.is_empty() {
+        Ok(())
+    } else {
+        Err(PolicyErrors(errors.0))
     }
 }
 
@@ -278,7 +319,17 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
         }
         let mut rule = build_rule(&path, name, &r, &mut command_pointers, errors);
         rule.origin = i;
-        examples.push((path, r.must_match, r.must_not_match));
+        for (expect, list, field) in [
+            (true, r.must_match, "must_match"),
+            (false, r.must_not_match, "must_not_match"),
+        ] {
+            examples.extend(list.into_iter().enumerate().map(|(j, example)| Example {
+                path: format!("{path}.{field}[{j}]"),
+                rule: i,
+                expect,
+                example,
+            }));
+        }
         rules.push(rule);
     }
 
@@ -318,14 +369,13 @@ fn build(raw: RawPolicy, errors: &mut Errors) -> Option<Policy> {
         index,
         command_pointers: command_pointers.len(),
         source: None,
+        tests: std::sync::Arc::new(SelfTests {
+            examples,
+            checks: raw.checks,
+        }),
     };
-    if !errors.0.is_empty() {
-        // Examples and checks only mean something once every rule compiled.
-        return None;
-    }
-    check_examples(&policy, examples, errors);
-    check_checks(&policy, raw.checks, errors);
-    Some(policy)
+    // Examples and checks only mean something once every rule compiled.
+    errors.0.is_empty().then_some(policy)
 }
 
 fn build_rule(
@@ -555,44 +605,41 @@ fn example_call<'a>(tool: &'a str, args: &'a Value, ann: &'a Option<ToolAnnotati
     }
 }
 
-fn check_examples(
-    policy: &Policy,
-    examples: Vec<(String, Vec<RawExample>, Vec<RawExample>)>,
-    errors: &mut Errors,
-) {
-    for (i, (path, must, must_not)) in examples.into_iter().enumerate() {
-        for (expect, list, field) in [
-            (true, must, "must_match"),
-            (false, must_not, "must_not_match"),
-        ] {
-            for (j, ex) in list.into_iter().enumerate() {
-                let p = format!("{path}.{field}[{j}]");
-                if !ex.args.is_object() {
-                    errors.add(format!("{p}.args"), "must be a table of arguments");
-                    continue;
-                }
-                let ann = ex.annotations.map(ToolAnnotations::from);
-                let call = example_call(&ex.tool, &ex.args, &ann);
-                let (_, matched) = policy.explain(&call);
-                let hit = matched.iter().any(|m| m.rule.index == i);
-                if hit != expect {
-                    let args = serde_json::to_string(&ex.args).unwrap_or_default();
-                    let verb = if expect { "does not match" } else { "matches" };
-                    errors.add(
-                        p,
-                        format!(
-                            "the rule {verb} this example: tool {:?}, args {args}",
-                            ex.tool
-                        ),
-                    );
-                }
-            }
+fn check_examples(policy: &Policy, examples: &[Example], errors: &mut Errors) {
+    for ex in examples {
+        let Example {
+            path,
+            rule,
+            expect,
+            example,
+        } = ex;
+        if !example.args.is_object() {
+            errors.add(format!("{path}.args"), "must be a table of arguments");
+            continue;
+        }
+        let ann = example.annotations.map(ToolAnnotations::from);
+        let call = example_call(&example.tool, &example.args, &ann);
+        let (_, matched) = policy.explain(&call);
+        // The file's own rule: in a world's policy in force, not a base rule at that position.
+        let hit = matched
+            .iter()
+            .any(|m| m.rule.index == *rule && m.rule.layer != Some(PolicyLayer::Base));
+        if hit != *expect {
+            let args = serde_json::to_string(&example.args).unwrap_or_default();
+            let verb = if *expect { "does not match" } else { "matches" };
+            errors.add(
+                path.clone(),
+                format!(
+                    "the rule {verb} this example: tool {:?}, args {args}",
+                    example.tool
+                ),
+            );
         }
     }
 }
 
-fn check_checks(policy: &Policy, checks: Vec<RawCheck>, errors: &mut Errors) {
-    for (k, c) in checks.into_iter().enumerate() {
+fn check_checks(policy: &Policy, checks: &[RawCheck], errors: &mut Errors) {
+    for (k, c) in checks.iter().enumerate() {
         let path = format!("checks[{k}]");
         if !c.args.is_object() {
             errors.add(format!("{path}.args"), "must be a table of arguments");

@@ -185,6 +185,8 @@ pub struct Policy {
     command_pointers: usize,
     /// The text it was read from, shown to people as the active policy.
     source: Option<Arc<str>>,
+    /// Its file's examples and checks (a world's policy in force carries the world's).
+    tests: Arc<file::SelfTests>,
 }
 
 impl Default for Policy {
@@ -202,6 +204,7 @@ impl Default for Policy {
             index: ToolIndex::default(),
             command_pointers: 0,
             source: None,
+            tests: Arc::default(),
         }
     }
 }
@@ -219,6 +222,19 @@ impl Policy {
     /// of the offending field (`rules[2].args[0].regex`).
     pub fn from_toml(text: &str) -> Result<Policy, PolicyErrors> {
         file::parse(text)
+    }
+
+    /// Reads a world's policy text without running its examples and checks: they are run on
+    /// the policy in force for the world ([`Policy::self_check`]), where the base's locked
+    /// rules and floor decide too.
+    pub fn from_toml_unchecked(text: &str) -> Result<Policy, PolicyErrors> {
+        file::parse_unchecked(text)
+    }
+
+    /// Runs the examples and checks this policy carries against it (for a world's policy in
+    /// force: the world's file's, against the base and the world together).
+    pub fn self_check(&self) -> Result<(), PolicyErrors> {
+        file::run_self_tests(self, &self.tests)
     }
 
     /// A policy in `mode` with no rules.

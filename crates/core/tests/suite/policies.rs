@@ -243,7 +243,11 @@ locked = true
         panic!("expected an invalid policy, got {err:?}");
     };
     let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
-    assert_eq!(paths, ["rules[1].must_match[0]"], "{problems}");
+    assert_eq!(
+        paths,
+        ["rules[1].locked", "rules[1].must_match[0]"],
+        "{problems}"
+    );
     let locks = examples.replace(
         "must_match = [{ tool = \"shell_cmd\", args = { command = \"wget x\" } }]\n",
         "",
@@ -388,6 +392,80 @@ deadline = "2d"
         waits(&held(tool(&t, &w, "fs__write_file").await)),
         Some(std::time::Duration::from_secs(600))
     );
+}
+
+#[tokio::test]
+async fn a_worlds_checks_and_examples_run_against_the_policy_in_force() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    // Alone, this world allows every shell line; over the base, `git push` still asks (a
+    // locked rule) and `rm` is denied: checks that say otherwise are refused…
+    let wrong = r#"
+[[rules]]
+name = "all shell"
+tools = ["shell_cmd"]
+action = "allow"
+must_match = [{ tool = "shell_cmd", args = { command = "git push" } }]
+
+[[checks]]
+tool = "shell_cmd"
+args = { command = "git push origin main" }
+expect = "allow"
+"#;
+    let Err(EngineError::InvalidPolicy(problems)) = t
+        .engine
+        .set_world_policy(&admin("root"), world, wrong)
+        .await
+    else {
+        panic!("a check the base makes false was accepted");
+    };
+    let paths: Vec<&str> = problems.0.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["checks[0].expect"], "{problems}");
+    assert!(
+        problems.0[0].message.contains("pushing needs two"),
+        "{problems}"
+    );
+    // …and so are they by replay, which checks a candidate alike.
+    assert!(matches!(
+        t.engine.replay_world_policy(world, wrong, None).await,
+        Err(EngineError::InvalidPolicy(_))
+    ));
+
+    // …while checks that hold only because the base decides pass.
+    let right = r#"
+[[rules]]
+name = "all shell"
+tools = ["shell_cmd"]
+action = "allow"
+must_match = [{ tool = "shell_cmd", args = { command = "cat x" } }]
+
+[[checks]]
+tool = "shell_cmd"
+args = { command = "rm -rf build" }
+expect = "deny"
+rule = "no rm"
+
+[[checks]]
+tool = "shell_cmd"
+args = { command = "git push origin main" }
+expect = "ask"
+"#;
+    let v = t
+        .engine
+        .set_world_policy(&admin("root"), world, right)
+        .await
+        .unwrap();
+    assert_eq!(v.version, 1);
+    // A must_match that fails is still found (the world's rule, not the base's at its position).
+    let unmatched = "[[rules]]\nname = \"cat\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"cat\" }\nmust_match = [{ tool = \"shell_cmd\", args = { command = \"git push\" } }]\n";
+    let Err(EngineError::InvalidPolicy(problems)) = t
+        .engine
+        .set_world_policy(&admin("root"), world, unmatched)
+        .await
+    else {
+        panic!("an example its rule does not match was accepted");
+    };
+    assert_eq!(problems.0[0].path, "rules[0].must_match[0]", "{problems}");
 }
 
 #[tokio::test]

@@ -151,8 +151,13 @@ must_not_match = [{ tool = "shell_cmd", args = { command = "curl x" } }]
         .iter()
         .map(|p| p["path"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, ["rules[0].must_not_match[0]"], "{body}");
-    // Fixed examples, then the floor is the base's alone.
+    // Both at once: the floor is the base's alone, and the example fails.
+    assert_eq!(
+        paths,
+        ["mode_floor", "rules[0].must_not_match[0]"],
+        "{body}"
+    );
+    // With the examples fixed, the floor alone.
     let floor = broken.replace("must_not_match", "must_match");
     let reply = t
         .api
