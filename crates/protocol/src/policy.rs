@@ -113,6 +113,11 @@ pub struct ReplayReport {
     pub calls: u64,
     /// Calls the candidate decides as they were decided.
     pub unchanged: u64,
+    /// Calls the candidate's rules would have asked for (or denied by its mode) that a grant
+    /// in force at the time allowed instead, as the gate would have: grants are replayed as
+    /// they stood at each call. Counted among `unchanged` or `changes` as allowed.
+    #[serde(default)]
+    pub granted: u64,
     /// The calls decided differently, by what happened then and what the candidate decides.
     pub changes: Vec<ReplayChange>,
 }
@@ -123,7 +128,7 @@ pub struct ReplayChange {
     /// What happened: `allowed` or `denied` by policy (or a grant), or asked and then
     /// `approved` or `denied_by_person`, `timed_out`, `withdrawn`, or still `pending`.
     pub before: String,
-    /// What the candidate decides (grants aside).
+    /// What the candidate decides, with the grants in force at the time.
     pub after: crate::CallVerdict,
     pub count: u64,
     /// The first few such calls.

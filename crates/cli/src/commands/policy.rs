@@ -235,6 +235,12 @@ fn replay(a: ReplayArgs) -> Result<(), Failure> {
         r.unchanged,
         r.calls - r.unchanged
     );
+    if r.granted > 0 {
+        println!(
+            "{} of them allowed by a grant in force at the time, where the rules would ask.",
+            r.granted
+        );
+    }
     for c in &r.changes {
         println!("  {} {} -> {}", c.count, c.before, c.after.as_str());
         for e in &c.examples {

@@ -29,6 +29,7 @@ use holdpoint_protocol::{Event, Hold, HoldId, Outcome};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
+pub(crate) use grants::GrantIndex;
 pub use stream::EventStream;
 pub use verify::verify;
 
@@ -36,7 +37,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
 use crate::policy::{Layers, Policy};
 use crate::store::{CommitError, Store, StoreError, Transaction, Write};
-use grants::GrantIndex;
 use timers::{TimerKind, TimerQueue};
 
 /// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine

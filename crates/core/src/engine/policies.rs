@@ -293,6 +293,8 @@ impl Engine {
 
 /// Examples shown for each kind of difference a replay finds.
 const REPLAY_EXAMPLES: usize = 5;
+/// Events a replay reads from the log at a time.
+const REPLAY_PAGE: usize = 1000;
 
 impl Engine {
     /// What `text`, as the world's policy, would have decided for the calls recorded in the
@@ -309,16 +311,20 @@ impl Engine {
             world: Some(world.to_string()),
             ..Default::default()
         };
-        let events = self.inner.store.all_events(&filter).await?;
         let from = since.map(|d| self.now().saturating_sub(d));
-        let recent = events
-            .iter()
-            .map(|e| &**e)
-            .filter(|e| from.is_none_or(|from| e.at >= from));
-        Ok(crate::policy::replay::replay(
-            &candidate,
-            recent,
-            REPLAY_EXAMPLES,
-        ))
+        // A page at a time, to the log's end as it is now: the log may hold millions of
+        // events, and replay keeps only what it reports.
+        let mut replay = crate::policy::replay::Replay::new(&candidate, REPLAY_EXAMPLES, from);
+        let mut after = 0;
+        loop {
+            let page = self.inner.store.events(after, &filter, REPLAY_PAGE).await?;
+            for e in &page.events {
+                replay.record(e);
+            }
+            after = page.scanned_to;
+            if page.events.len() < REPLAY_PAGE {
+                return Ok(replay.finish());
+            }
+        }
     }
 }

@@ -647,3 +647,102 @@ async fn replay_gives_exactly_the_differences_over_recorded_calls() {
         Err(EngineError::InvalidPolicy(_))
     ));
 }
+
+#[tokio::test]
+async fn replay_counts_the_grants_in_force_at_each_call() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let w = world.to_string();
+    let now = "[[rules]]\nname = \"ls\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"ls\" }\n";
+    t.engine
+        .set_world_policy(&admin("root"), world, now)
+        .await
+        .unwrap();
+    // `cat a` approved for ten minutes: allowed by the grant at 5, asked again at 11.
+    let first = held(shell(&t, &w, "cat a").await);
+    t.engine
+        .decide(
+            &holdpoint_test_support::approver("ana"),
+            first.id,
+            holdpoint_protocol::Decision::Approve {
+                scope: holdpoint_protocol::ApproveScope::AlwaysArgs,
+                expires_in: Some(holdpoint_protocol::Deadline::After(
+                    std::time::Duration::from_secs(600),
+                )),
+                digest: None,
+                reason: None,
+            },
+            &Scope::any(),
+            None,
+        )
+        .await
+        .unwrap();
+    t.clock.advance(std::time::Duration::from_secs(300));
+    let r = shell(&t, &w, "cat a").await;
+    assert!(
+        matches!(
+            &r,
+            GateResult::Allowed {
+                decided_by: DecidedBy::Grant { .. },
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    assert!(matches!(
+        shell(&t, &w, "ls").await,
+        GateResult::Allowed { .. }
+    ));
+    t.clock.advance(std::time::Duration::from_secs(360));
+    held(shell(&t, &w, "cat a").await);
+
+    // A candidate that asks for everything: the call the grant allowed stays allowed, the
+    // one a rule allowed would now ask, and the holds were asked anyway.
+    let report = t
+        .engine
+        .replay_world_policy(world, "mode = \"manual\"\n", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.calls, report.unchanged, report.granted),
+        (4, 3, 1),
+        "{report:?}"
+    );
+    let changes: Vec<(&str, CallVerdict, u64)> = report
+        .changes
+        .iter()
+        .map(|c| (c.before.as_str(), c.after, c.count))
+        .collect();
+    assert_eq!(changes, [("allowed", CallVerdict::Ask, 1)]);
+    assert_eq!(report.changes[0].examples[0].arguments["command"], "ls");
+}
+
+#[tokio::test]
+async fn replay_reads_the_log_a_page_at_a_time_to_its_end() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    let w = world.to_string();
+    let now = "[[rules]]\nname = \"ls\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"ls\" }\n";
+    t.engine
+        .set_world_policy(&admin("root"), world, now)
+        .await
+        .unwrap();
+    // More calls than one page of the log holds, the last on a later page.
+    let items: Vec<_> = (0..50)
+        .map(|i| approval("shell_cmd", json!({ "command": format!("ls {i}") })))
+        .collect();
+    for _ in 0..25 {
+        t.engine
+            .gate(&agent("bot"), gate(&w, None, items.clone()))
+            .await
+            .unwrap();
+    }
+    let report = t
+        .engine
+        .replay_world_policy(world, "mode = \"manual\"\n", None)
+        .await
+        .unwrap();
+    assert_eq!((report.calls, report.unchanged), (1250, 0));
+    assert_eq!(report.changes[0].count, 1250);
+    assert_eq!(report.changes[0].examples.len(), 5);
+}
