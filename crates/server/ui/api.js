@@ -98,6 +98,11 @@ export const grants = (w) => request("GET", inWorld(w, "grants"));
 export const revokeGrant = (id) => request("DELETE", `/api/v1/grants/${seg(id)}`);
 export const policy = () => request("GET", "/api/v1/policy");
 export const explain = (body) => request("POST", "/api/v1/policy/explain", body);
+export const worldPolicy = (w) => request("GET", `${world(w)}/policy`);
+export const setWorldPolicy = (w, text) => request("PUT", `${world(w)}/policy`, { text });
+export const worldPolicyHistory = (w) => request("GET", `${world(w)}/policy/history`);
+export const replayPolicy = (w, body) => request("POST", `${world(w)}/policy/replay`, body);
+export const suggestedRule = (id) => request("GET", hold(id, "suggested-rule"));
 
 // Tokens, webhooks, audit
 export const tokens = () => request("GET", "/api/v1/tokens");

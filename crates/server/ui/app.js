@@ -12,6 +12,8 @@ const ROUTES = [
   [/^\/worlds$/, "chats.js", "worlds"],
   [/^\/worlds\/([^/]+)$/, "chats.js", "world"],
   [/^\/worlds\/([^/]+)\/chats\/([^/]+)$/, "chats.js", "chat"],
+  [/^\/worlds\/([^/]+)\/policy$/, "policy.js", "worldPolicy"],
+  [/^\/worlds\/([^/]+)\/policy\/from\/([^/]+)$/, "policy.js", "suggestRule"],
   [/^\/manage$/, "manage.js", "manage"],
   [/^\/manage\/([^/]+)$/, "manage.js", "manage"],
 ];

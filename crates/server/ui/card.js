@@ -14,6 +14,16 @@ const APPROVE = {
   approve_always_args: ["always_args", "Always (these arguments)"],
   approve_always_tool: ["always_tool", "Always (this tool)"],
 };
+// How long a grant may last ("approve for N minutes/hours"), for the decisions that make
+// one: the API's `expires_in`; "" makes a grant that lasts until it is revoked.
+const LASTS = [
+  ["", "until revoked"],
+  ["10m", "10 minutes"],
+  ["1h", "1 hour"],
+  ["8h", "8 hours"],
+  ["1d", "1 day"],
+];
+const GRANTS = ["approve_chat", "approve_always_args", "approve_always_tool"];
 const SCOPE_WORDS = {
   once: "once",
   chat: "for this chat",
@@ -453,11 +463,31 @@ function decisions(el, hold, uid) {
   }
 
   const digest = hold.spec.digest;
+  // Where a grant is offered, it may be made for a while: the choice goes with each of them.
+  const lastsId = `${uid}-lasts`;
+  const lasts = GRANTS.some((kind) => offers.has(kind))
+    ? h("div", { class: "lasts" },
+        h("label", { for: lastsId }, "Remember the approval for",
+          h("span", { class: "muted" }, " (for this chat or always)")),
+        h("select", { id: lastsId, name: "expires_in" },
+          LASTS.map(([value, words]) => h("option", { value }, words))))
+    : null;
+  const expiresIn = () => {
+    const value = el.querySelector("select[name=expires_in]")?.value;
+    return value || undefined;
+  };
   const approves = Object.keys(APPROVE).map((kind) =>
     button(kind, APPROVE[kind][1], kind === "approve_once" ? "primary" : "quiet",
-      () => send(el, { action: "approve", scope: APPROVE[kind][0], digest }, form)));
+      () => send(el, {
+        action: "approve",
+        scope: APPROVE[kind][0],
+        digest,
+        expires_in: GRANTS.includes(kind) ? expiresIn() : undefined,
+      }, form)));
   const reasonId = `${uid}-reason`;
   const denies = offers.has("deny") || offers.has("deny_stop");
+  // Chosen first, then the grant it goes with ("for this chat", "always").
+  if (lasts) form.append(lasts);
   form.append(h("div", { class: "buttons" }, approves));
   if (denies) {
     form.append(
@@ -528,7 +558,9 @@ function keep(el) {
   const reason = el.querySelector("input[name=reason]");
   const area = el.querySelector("textarea[name=arguments]");
   const edit = el.querySelector("details.edit");
+  const lasts = el.querySelector("select[name=expires_in]");
   return {
+    lasts: lasts ? lasts.value : "",
     reason: reason ? reason.value : "",
     args: area ? area.value : null,
     editing: edit ? edit.open : false,
@@ -541,6 +573,8 @@ function restore(el, kept, hold) {
   if (!isOpen(hold)) return;
   const reason = el.querySelector("input[name=reason]");
   if (reason) reason.value = kept.reason;
+  const lasts = el.querySelector("select[name=expires_in]");
+  if (lasts) lasts.value = kept.lasts;
   const area = el.querySelector("textarea[name=arguments]");
   if (area && kept.args !== null) area.value = kept.args;
   const edit = el.querySelector("details.edit");

@@ -50,6 +50,7 @@ export async function world(main, [name]) {
     h("p", { class: "crumbs" }, h("a", { href: "/worlds" }, "Worlds")),
     h("h1", {}, w.name),
     w.description ? h("p", { class: "muted" }, w.description) : null,
+    h("p", {}, h("a", { href: `/worlds/${seg(w.name)}/policy`, "data-link": "policy" }, "Policy of this world")),
     h("h2", {}, "Agents"),
     agents.length === 0
       ? h("p", { class: "muted" }, "No agents in this world yet.")

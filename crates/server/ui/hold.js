@@ -28,6 +28,7 @@ export async function hold(main, [id]) {
       const again = await getHold(id);
       current = again.hold;
       drawHistory(again.history);
+      drawSuggest();
     } catch (error) {
       replace(history, problem(error));
     }
@@ -45,6 +46,18 @@ export async function hold(main, [id]) {
     onResync(reread),
   ];
 
+  // A decided call can become a rule of its world's policy, reviewed in the policy's editor.
+  const suggest = h("p", { class: "suggest-rule" });
+  const drawSuggest = () => {
+    const decided = current.spec.kind === "approval" && current.outcome;
+    replace(suggest, decided
+      ? h("a", { href: `/worlds/${encodeURIComponent(current.world)}/policy/from/${encodeURIComponent(current.id)}`, "data-link": "suggest-rule" },
+          "Suggest a rule from this decision")
+      : null);
+    suggest.hidden = !decided;
+  };
+  drawSuggest();
+
   const chatLink = current.chat && current.tool_call_id
     ? h("p", {}, h("a", { href: `/worlds/${encodeURIComponent(current.world)}/chats/${encodeURIComponent(current.chat)}` }, "Open the chat"))
     : null;
@@ -52,6 +65,7 @@ export async function hold(main, [id]) {
     h("h1", {}, current.spec.kind === "approval" ? "Approval" : "Question"),
     card(current, { names, agentName, via: resolvedVia(detail.history) }),
     chatLink,
+    suggest,
     result,
     h("section", { class: "history-section", "aria-labelledby": "history-title" },
       h("h2", { id: "history-title" }, "History"),

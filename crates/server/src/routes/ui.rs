@@ -57,6 +57,7 @@ const ASSETS: &[Asset] = &[
     asset!("hold.js"),
     asset!("chats.js"),
     asset!("manage.js"),
+    asset!("policy.js"),
     asset!("icon.svg"),
 ];
 
@@ -68,6 +69,8 @@ pub const PAGES: &[&str] = &[
     "/worlds",
     "/worlds/{world}",
     "/worlds/{world}/chats/{chat}",
+    "/worlds/{world}/policy",
+    "/worlds/{world}/policy/from/{hold}",
     "/manage",
     "/manage/{section}",
 ];

@@ -562,6 +562,8 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/worlds", "public"),
     ("GET", "/worlds/{world}", "public"),
     ("GET", "/worlds/{world}/chats/{chat}", "public"),
+    ("GET", "/worlds/{world}/policy", "public"),
+    ("GET", "/worlds/{world}/policy/from/{hold}", "public"),
     ("GET", "/manage", "public"),
     ("GET", "/manage/{section}", "public"),
     ("GET", "/signin", "public"),

@@ -221,6 +221,7 @@ const MODULES: &[&str] = &[
     "hold.js",
     "chats.js",
     "manage.js",
+    "policy.js",
 ];
 
 #[tokio::test]

@@ -12,6 +12,7 @@ mod hold;
 mod inbox;
 mod manage;
 mod mcp_card;
+mod policy;
 mod signin;
 
 use std::time::{Duration, Instant};
