@@ -313,18 +313,26 @@ impl Engine {
         };
         let from = since.map(|d| self.now().saturating_sub(d));
         // A page at a time, to the log's end as it is now: the log may hold millions of
-        // events, and replay keeps only what it reports.
+        // events, and replay keeps only what it reports. The next page is read (and decoded,
+        // on the store's own thread) while this one is replayed.
         let mut replay = crate::policy::replay::Replay::new(&candidate, REPLAY_EXAMPLES, from);
-        let mut after = 0;
-        loop {
-            let page = self.inner.store.events(after, &filter, REPLAY_PAGE).await?;
+        let read = |after: u64| {
+            let store = self.inner.store.clone();
+            let filter = filter.clone();
+            tokio::spawn(async move { store.events(after, &filter, REPLAY_PAGE).await })
+        };
+        let mut next = Some(read(0));
+        while let Some(reading) = next.take() {
+            let page = reading.await.map_err(|e| {
+                EngineError::Store(StoreError(format!("a replay's read failed: {e}")))
+            })??;
+            if page.events.len() == REPLAY_PAGE {
+                next = Some(read(page.scanned_to));
+            }
             for e in &page.events {
                 replay.record(e);
             }
-            after = page.scanned_to;
-            if page.events.len() < REPLAY_PAGE {
-                return Ok(replay.finish());
-            }
         }
+        Ok(replay.finish())
     }
 }
