@@ -177,7 +177,10 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.bench {
-        Bench::Policy { seconds } => policy::run(seconds),
+        Bench::Policy { seconds } => {
+            policy::run(seconds);
+            runtime.block_on(policy::replay_stored(&bench_dir(cli.dir)?, 100_000))?;
+        }
         Bench::Cycle {
             concurrency,
             seconds,
@@ -241,6 +244,7 @@ fn main() -> anyhow::Result<()> {
         Bench::McpUpstream => mcp::serve_upstream()?,
         Bench::All => {
             policy::run(POLICY_SECONDS);
+            runtime.block_on(policy::replay_stored(&bench_dir(cli.dir.clone())?, 100_000))?;
             runtime.block_on(cycle::run(
                 &bench_dir(cli.dir.clone())?,
                 cli.database_url.as_deref(),
