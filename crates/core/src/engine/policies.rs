@@ -256,11 +256,29 @@ impl Engine {
 
     /// Replaces the base policy with a reloaded one, already checked, and records the change
     /// (by `who`: a person's reload, or Holdpoint's own on a signal) when its text differs.
+    /// Each world's examples and checks run against the policy it would then have in force, as
+    /// when the world's policy is set: a base that would break one is refused, the world and
+    /// its problems named, and the old base stays in force.
     pub async fn reload_policy(
         &self,
         who: Actor,
         policy: Policy,
     ) -> Result<PolicyReloaded, EngineError> {
+        let next = self.layers().with_base(policy.clone());
+        let mut problems: Vec<PolicyError> = Vec::new();
+        let mut worlds: Vec<_> = next.worlds().collect();
+        worlds.sort_by_key(|(name, _)| name.as_str());
+        for (name, world) in worlds {
+            if let Err(e) = world.effective.self_check() {
+                problems.extend(e.0.into_iter().map(|p| PolicyError {
+                    path: format!("world {name}: {}", p.path),
+                    message: format!("{} (under the new base)", p.message),
+                }));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(EngineError::InvalidPolicy(PolicyErrors(problems)));
+        }
         let digest = policy
             .source()
             .map(|t| canonical::sha256_hex(t.as_bytes()))

@@ -746,3 +746,44 @@ async fn replay_reads_the_log_a_page_at_a_time_to_its_end() {
     assert_eq!(report.changes[0].count, 1250);
     assert_eq!(report.changes[0].examples.len(), 5);
 }
+
+#[tokio::test]
+async fn a_base_reload_that_would_break_a_worlds_checks_is_refused_and_the_old_base_stays() {
+    let t = engine().await;
+    let world = Uuid::now_v7();
+    // The world counts on `rm` being denied, which the base's locked rule says.
+    let counts_on_no_rm = r#"
+[[checks]]
+tool = "shell_cmd"
+args = { command = "rm -rf build" }
+expect = "deny"
+"#;
+    t.engine
+        .set_world_policy(&admin("root"), world, counts_on_no_rm)
+        .await
+        .unwrap();
+    let rm_rule = "[[rules]]\nname = \"no rm\"\ntools = [\"shell_cmd\"]\naction = \"deny\"\ncommand = { program = \"rm\" }\nlocked = true\n";
+    let without_rm = BASE.replace(rm_rule, "");
+    assert_ne!(without_rm, BASE);
+    let Err(EngineError::InvalidPolicy(problems)) = t
+        .engine
+        .reload_policy(
+            Actor::of(Source::System),
+            Policy::from_toml(&without_rm).unwrap(),
+        )
+        .await
+    else {
+        panic!("a base that breaks a world's check was taken");
+    };
+    assert_eq!(problems.0.len(), 1, "{problems}");
+    assert_eq!(
+        problems.0[0].path,
+        format!("world {world}: checks[0].expect"),
+        "{problems}"
+    );
+    // The old base is still in force.
+    assert!(matches!(
+        shell(&t, &world.to_string(), "rm -rf build").await,
+        GateResult::Denied { .. }
+    ));
+}
