@@ -142,6 +142,20 @@ impl Api {
 
     /// Opens `GET /api/v1/events` (with `query`, and `Last-Event-ID` if given).
     pub async fn events(&self, query: &str, last_event_id: Option<u64>) -> Sse {
+        match self.try_events(query, last_event_id).await {
+            Ok(sse) => sse,
+            Err(Refused::Status(reply)) => panic!("the stream was refused: {}", reply.text),
+            Err(Refused::Unreachable(e)) => panic!("the stream request failed: {e}"),
+        }
+    }
+
+    /// Like [`Api::events`], but a server that cannot be reached, or that refuses the
+    /// stream, is an error rather than a panic: for clients that reconnect.
+    pub async fn try_events(
+        &self,
+        query: &str,
+        last_event_id: Option<u64>,
+    ) -> Result<Sse, Refused> {
         let mut r = self.request(Method::GET, &format!("/api/v1/events{query}"));
         if let Some(id) = last_event_id {
             r = r.header("last-event-id", id.to_string());
@@ -149,13 +163,41 @@ impl Api {
         let response = tokio::time::timeout(PATIENCE, r.send())
             .await
             .expect("the stream did not open in time")
-            .expect("the stream request failed");
-        assert_eq!(response.status().as_u16(), 200, "the stream was refused");
-        Sse {
+            .map_err(Refused::Unreachable)?;
+        if response.status().as_u16() != 200 {
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+            return Err(Refused::Status(Reply {
+                status,
+                headers: HeaderMap::new(),
+                body,
+                text,
+            }));
+        }
+        Ok(Sse {
             response,
             frames: SseDecoder::default(),
-        }
+        })
     }
+}
+
+/// Why a stream did not open.
+#[derive(Debug)]
+pub enum Refused {
+    /// The server answered, with another status than 200.
+    Status(Reply),
+    /// No server answered.
+    Unreachable(reqwest::Error),
+}
+
+/// How a stream ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// The server closed it.
+    Closed,
+    /// The connection broke (the server died, say).
+    Broke(reqwest::Error),
 }
 
 /// One server-sent event.
@@ -175,19 +217,32 @@ pub struct Sse {
 impl Sse {
     /// The next message (comments and heartbeats skipped), or `None` when the stream ends.
     pub async fn try_next(&mut self, patience: Duration) -> Option<SseMessage> {
+        match self.read(patience).await {
+            Ok(message) => message,
+            Err(Ended::Closed) => None,
+            Err(Ended::Broke(e)) => panic!("the stream broke: {e}"),
+        }
+    }
+
+    /// The next message; `Ok(None)` when none came within `patience`, `Err` when the stream
+    /// ended or broke.
+    pub async fn read(&mut self, patience: Duration) -> Result<Option<SseMessage>, Ended> {
         loop {
             if let Some(frame) = self.frames.next_frame() {
-                return Some(SseMessage {
+                return Ok(Some(SseMessage {
                     id: frame.id.and_then(|id| id.parse().ok()),
                     event: frame.event,
                     data: serde_json::from_str(&frame.data).unwrap_or(Value::String(frame.data)),
-                });
+                }));
             }
-            let chunk = tokio::time::timeout(patience, self.response.chunk())
-                .await
-                .ok()?
-                .expect("the stream broke")?;
-            self.frames.push(&chunk);
+            let Ok(chunk) = tokio::time::timeout(patience, self.response.chunk()).await else {
+                return Ok(None);
+            };
+            match chunk {
+                Ok(Some(chunk)) => self.frames.push(&chunk),
+                Ok(None) => return Err(Ended::Closed),
+                Err(e) => return Err(Ended::Broke(e)),
+            }
         }
     }
 

@@ -102,9 +102,15 @@ impl Recorded {
     }
 }
 
+/// Answers a request the script has no step for, from the request itself.
+type Responder = Box<dyn Fn(&Recorded) -> Step + Send + Sync>;
+
 #[derive(Default)]
 struct Script {
     steps: Mutex<VecDeque<Step>>,
+    /// For a server that outlives any fixed script (a crash loop, say, where a turn asks
+    /// again after a restart): what to answer once the steps are used up.
+    responder: Option<Responder>,
     requests: Mutex<Vec<Recorded>>,
     arrived: Notify,
 }
@@ -124,10 +130,25 @@ impl Drop for ScriptedLlm {
 
 impl ScriptedLlm {
     pub async fn start(steps: Vec<Step>) -> Self {
-        let script = Arc::new(Script {
+        Self::serve(Script {
             steps: Mutex::new(steps.into()),
             ..Script::default()
-        });
+        })
+        .await
+    }
+
+    /// A server that answers every request with what `respond` makes of it: the same
+    /// request gets the same answer however often it is sent.
+    pub async fn answering(respond: impl Fn(&Recorded) -> Step + Send + Sync + 'static) -> Self {
+        Self::serve(Script {
+            responder: Some(Box::new(respond)),
+            ..Script::default()
+        })
+        .await
+    }
+
+    async fn serve(script: Script) -> Self {
+        let script = Arc::new(script);
         let app = Router::new()
             .route("/v1/chat/completions", post(answer))
             .with_state(script.clone());
@@ -186,13 +207,13 @@ impl ScriptedLlm {
 
 async fn answer(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    script
-        .requests
-        .lock()
-        .unwrap()
-        .push(Recorded { headers, body });
+    let recorded = Recorded { headers, body };
+    let step = script.steps.lock().unwrap().pop_front().or_else(|| {
+        let respond = script.responder.as_ref()?;
+        Some(respond(&recorded))
+    });
+    script.requests.lock().unwrap().push(recorded);
     script.arrived.notify_waiters();
-    let step = script.steps.lock().unwrap().pop_front();
     match step {
         Some(step) => respond(step).await,
         None => status(500, "the script has no more steps"),
