@@ -4,6 +4,7 @@
 //! time moves only when a test moves its [`ManualClock`].
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chaos;
 pub mod chromium;
 pub mod contract;
 pub mod http;

@@ -1,5 +1,6 @@
 mod audit;
 mod catalog;
+mod chaos;
 mod cluster;
 mod holds;
 mod lab;

@@ -1,1 +1,2 @@
+mod chaos;
 mod crate_rules;
