@@ -91,8 +91,8 @@ pub async fn run(config: &Config) -> Report {
         config: config_file,
         log: config.dir.join("serve.log"),
     };
-    let mut server = command.spawn();
-    let url = server.listening().await;
+    let mut refusals = Vec::new();
+    let (mut server, url) = start(&command, &mut refusals).await;
     let admin_token = std::fs::read_to_string(command.data.join("admin-token"))
         .unwrap()
         .trim()
@@ -161,8 +161,9 @@ pub async fn run(config: &Config) -> Report {
             tokio::time::sleep(Duration::from_millis(rng.u64(0..300))).await;
             starting.kill().await;
         }
-        server = command.spawn();
-        url_tx.send_replace(Some(server.listening().await));
+        let (started, url) = start(&command, &mut refusals).await;
+        server = started;
+        url_tx.send_replace(Some(url));
         if config.progress > 0 && k % config.progress == 0 {
             println!(
                 "  {k} kills, {:.0?}, {} holds acknowledged",
@@ -181,7 +182,7 @@ pub async fn run(config: &Config) -> Report {
     while let Some(r) = busy.join_next().await {
         r.unwrap();
     }
-    let mut report_notes = Vec::new();
+    let mut report_notes = refusals;
     if let Err(e) = settled(&admin, &load).await {
         report_notes.push(e);
     }
@@ -232,6 +233,33 @@ pub async fn run(config: &Config) -> Report {
         began.elapsed()
     );
     report
+}
+
+/// Starts the server and waits until it listens. A start that fails is retried (up to
+/// [`PATIENCE`]) and noted in `refusals` with the processes that held the database then: a
+/// server that cannot start again after a crash breaks a promise too.
+async fn start(command: &ServeCommand, refusals: &mut Vec<String>) -> (process::Serve, String) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mut server = command.spawn();
+        if let Some(url) = server.listening().await {
+            return (server, url);
+        }
+        let lock = command
+            .data
+            .join(format!("{}.lock", holdpoint_store::DATABASE_FILE));
+        let log = std::fs::read_to_string(&command.log).unwrap_or_default();
+        let last = log.lines().last().unwrap_or("").to_owned();
+        refusals.push(format!(
+            "the server did not start after a kill ({last}); the database's lock was held by {:?}",
+            process::holders(&lock)
+        ));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server could not start again: {refusals:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The tokens the load uses.

@@ -55,22 +55,23 @@ impl ServeCommand {
 }
 
 impl Serve {
-    /// Waits for the banner; the server's URL. Its later output is drained.
-    pub async fn listening(&mut self) -> String {
+    /// Waits for the banner; the server's URL, or `None` if the process ended before it
+    /// listened (its log says why). Its later output is drained.
+    pub async fn listening(&mut self) -> Option<String> {
         let mut lines = self.stdout.take().expect("listening is asked once");
         let banner = async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 if let Some((_, url)) = line.split_once("is listening on ") {
-                    return url.trim().to_owned();
+                    return Some(url.trim().to_owned());
                 }
             }
-            panic!("holdpoint serve ended before it listened (see its log)")
+            None
         };
         let url = tokio::time::timeout(PATIENCE, banner)
             .await
-            .expect("holdpoint serve did not listen in time");
+            .expect("holdpoint serve did not listen in time")?;
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        url
+        Some(url)
     }
 
     /// SIGKILL: the process dies at once, whatever it was doing.
@@ -89,4 +90,32 @@ impl Serve {
             .expect("the server did not stop in time")
             .unwrap()
     }
+}
+
+/// The processes that have `path` open, each as its id and command line: who holds a
+/// database's lock when a server cannot start.
+pub fn holders(path: &std::path::Path) -> Vec<String> {
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let fds = std::fs::read_dir(entry.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        if fds
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|l| l == target)
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push(format!("{pid} {}", cmdline.trim()));
+        }
+    }
+    found
 }
