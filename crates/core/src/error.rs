@@ -65,6 +65,12 @@ pub enum EngineError {
     /// Too many concurrent changes to the same hold; try again (HTTP 503).
     #[error("the hold is changing too quickly; try again")]
     Busy,
+    /// The disk of the store is full: no new holds are raised until space is freed; the
+    /// holds there are can still be read, decided and waited on (HTTP 507).
+    #[error(
+        "the disk holding Holdpoint's data is full: no new holds are taken until space is freed (holds already raised can still be read, decided and waited on)"
+    )]
+    StorageFull,
 }
 
 impl EngineError {
@@ -95,6 +101,7 @@ impl EngineError {
             EngineError::AlreadyDecided { .. } => "already_decided",
             EngineError::Store(_) => "storage_unavailable",
             EngineError::Busy => "busy",
+            EngineError::StorageFull => "storage_full",
             EngineError::InvalidPolicy(_) => "invalid_policy",
         }
     }

@@ -385,4 +385,12 @@ pub trait Store: Send + Sync + 'static {
     async fn catch_up(&self) -> Result<Option<u64>, StoreError> {
         Ok(None)
     }
+
+    /// Whether the store's disk filled up and it now writes into the space it set aside for
+    /// that: the engine then raises no new holds, so that the space left serves deciding,
+    /// expiring and waiting on the holds there are. A store that sets no space aside (or
+    /// whose database sees to its own disk) is never short.
+    fn short_of_space(&self) -> bool {
+        false
+    }
 }

@@ -156,6 +156,9 @@ impl From<EngineError> for ApiError {
             e @ (EngineError::Store(_) | EngineError::Busy) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, e.to_string())
             }
+            e @ EngineError::StorageFull => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, code, e.to_string())
+            }
         }
     }
 }

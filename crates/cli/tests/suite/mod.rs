@@ -2,6 +2,7 @@ mod audit;
 mod catalog;
 mod chaos;
 mod cluster;
+mod disk_full;
 mod holds;
 mod lab;
 mod mcp;

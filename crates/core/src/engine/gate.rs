@@ -225,6 +225,10 @@ impl Engine {
         if tx.events.is_empty() {
             return Ok(response);
         }
+        // On a full disk, the space left is kept for the holds there are.
+        if held && self.inner.store.short_of_space() {
+            return Err(EngineError::StorageFull);
+        }
         if let Some(idem) = &idem {
             tx.writes.push(idem.record(&response, now)?);
         }

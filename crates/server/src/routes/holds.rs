@@ -248,7 +248,8 @@ pub(crate) async fn wait_for(
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/holds", tag = "holds", request_body = NewHolds,
     params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
-        (status = 422, body = ErrorBody)))]
+        (status = 422, body = ErrorBody),
+        (status = 507, description = "The disk holding the data is full (`storage_full`): no new holds until space is freed; holds already raised can still be read, decided and waited on", body = ErrorBody)))]
 pub async fn create(
     State(app): State<App>,
     caller: Caller,

@@ -4,6 +4,7 @@ mod apply;
 pub(crate) mod cache;
 mod checkpointer;
 mod reader;
+mod reserve;
 mod schema;
 mod syncer;
 mod writer;
@@ -84,6 +85,8 @@ pub struct SqliteStore {
     /// Only while this process writes: another writer's changes would not clear it.
     cache: Option<Arc<RecordCache>>,
     events: broadcast::Sender<Arc<Event>>,
+    /// Set while the disk is full and the space set aside for it is in use (`reserve.rs`).
+    short: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -141,8 +144,11 @@ impl SqliteStore {
         wal.push("-wal");
         let syncer = syncer::Syncer::spawn(PathBuf::from(wal), events.clone(), failed.clone())
             .map_err(io)?;
+        let reserve = reserve::Reserve::open(&path);
+        let short = reserve.short();
         let mut writer = Writer {
             conn,
+            reserve,
             _lock: lock,
             head,
             syncer,
@@ -166,6 +172,7 @@ impl SqliteStore {
             writer_thread: Mutex::new(Some(thread)),
             cache: Some(cache),
             events,
+            short,
         })
     }
 
@@ -192,6 +199,7 @@ impl SqliteStore {
             writer_thread: Mutex::new(None),
             cache: None,
             events,
+            short: Arc::default(),
         })
     }
 
@@ -266,6 +274,10 @@ impl Store for SqliteStore {
     async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
         let send = self.writer.as_ref().map(|w| |m| w.send(m).is_ok());
         commit_through(send, tx).await
+    }
+
+    fn short_of_space(&self) -> bool {
+        self.short.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {

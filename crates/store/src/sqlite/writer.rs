@@ -13,7 +13,7 @@
 use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 
 use holdpoint_core::audit::AuditHead;
 use holdpoint_core::store::{CommitError, StoreError};
@@ -21,6 +21,7 @@ use rusqlite::Connection;
 
 use super::cache::RecordCache;
 use super::checkpointer::{self, Checkpointer};
+use super::reserve::{self, Reserve};
 use super::syncer::Syncer;
 use crate::rows::{Job, Message, PreparedWrite};
 
@@ -63,6 +64,8 @@ pub(super) struct Writer {
     pub(super) checkpointer: Checkpointer,
     /// Cleared after each commit that changes a record it keeps.
     pub(super) cache: Arc<RecordCache>,
+    /// The space set aside for a full disk.
+    pub(super) reserve: Reserve,
 }
 
 impl Writer {
@@ -70,8 +73,16 @@ impl Writer {
     pub(super) fn serve(&mut self, rx: Receiver<Message>) {
         let mut next = None;
         loop {
+            // Short of space, the writer looks for room for its reserve now and then, with
+            // or without commits to make.
+            self.reserve.restore_if_due();
             let first = match next.take() {
                 Some(message) => message,
+                None if self.reserve.is_short() => match rx.recv_timeout(reserve::RETRY) {
+                    Ok(message) => message,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
                 None => match rx.recv() {
                     Ok(message) => message,
                     Err(_) => break,
@@ -179,6 +190,9 @@ impl Writer {
                     for job in jobs {
                         self.commit_group(vec![job], busy);
                     }
+                } else if is_disk_full(&e) && self.reserve.release() {
+                    // The space set aside is free now: the commit fits.
+                    self.commit_group(jobs, busy);
                 } else {
                     tracing::error!(error = %e, "a commit failed; nothing of it was applied");
                     let error = StoreError::new(format!("the commit failed: {e}"));
@@ -189,4 +203,9 @@ impl Writer {
             }
         }
     }
+}
+
+/// Whether SQLite failed because the disk is full.
+fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
 }

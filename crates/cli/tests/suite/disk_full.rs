@@ -1,0 +1,148 @@
+//! `holdpoint serve` with its data directory on a small filesystem that fills up: new holds
+//! are refused with a clear error, while holds already raised are still read, decided and
+//! waited on; after space is freed new holds are taken again, and after a restart everything
+//! acknowledged is there and the audit log verifies.
+
+use std::time::Duration;
+
+use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::chaos::process::ServeCommand;
+use holdpoint_test_support::http::{Api, Method};
+use holdpoint_test_support::tmpfs::Tmpfs;
+use serde_json::{Value, json};
+
+/// Raises an approval of `deploy` as `agent`; the reply, within a few seconds (a full disk
+/// must not make a request hang).
+async fn raise(agent: &Api, n: usize) -> holdpoint_test_support::http::Reply {
+    let request = agent
+        .request(Method::POST, "/api/v1/worlds/lab/holds")
+        .json(&json!({"items": [{"kind": "approval", "tool": "deploy", "arguments": {"n": n}}]}));
+    tokio::time::timeout(Duration::from_secs(10), agent.send(request))
+        .await
+        .expect("raising a hold on a full disk hung")
+}
+
+fn hold_id(raised: &Value) -> String {
+    raised["results"][0]["hold"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn token(admin: &Api, name: &str, role: &str) -> String {
+    let body = if role == "agent" {
+        json!({"name": name, "role": role, "world": "lab"})
+    } else {
+        json!({"name": name, "role": role})
+    };
+    admin.post("/api/v1/tokens", body).await.expect(201)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_new_holds_and_keeps_deciding_the_ones_it_has() {
+    let Some(fs) = Tmpfs::mount(32) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("holdpoint.toml");
+    std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
+    let command = ServeCommand {
+        holdpoint: env!("CARGO_BIN_EXE_holdpoint").into(),
+        data: fs.path().join("data"),
+        config,
+        log: dir.path().join("serve.log"),
+    };
+    let mut server = command.spawn();
+    let url = server.listening().await.expect("the server did not start");
+    let admin_token = std::fs::read_to_string(command.data.join("admin-token")).unwrap();
+    let admin = Api::new(&url, Some(admin_token.trim()));
+    admin
+        .post("/api/v1/worlds", json!({"name": "lab"}))
+        .await
+        .expect(201);
+    let agent = admin.as_token(&token(&admin, "bot", "agent").await);
+    let alice = admin.as_token(&token(&admin, "alice", "approver").await);
+    let mut raised = Vec::new();
+    for n in 0..6 {
+        raised.push(hold_id(&raise(&agent, n).await.expect(201)));
+    }
+
+    // The disk fills up (another program's file, say).
+    assert!(fs.fill("ballast") > 0);
+    // The first commit to find the disk full is made in the space set aside for it (it may
+    // be this raise, or the server's own housekeeping); from then on new holds are refused.
+    let first = raise(&agent, 6).await;
+    match first.status {
+        201 => raised.push(hold_id(&first.body)),
+        507 => {}
+        status => panic!("{status}: {}", first.text),
+    }
+    for n in 7..10 {
+        let (code, message) = raise(&agent, n).await.error(507);
+        assert_eq!(code, "storage_full", "{message}");
+        assert!(message.contains("full"), "{message}");
+    }
+    // What is there is still read, decided, and waited on.
+    let pending = alice.get("/api/v1/holds?world=lab").await.expect(200);
+    assert_eq!(pending["items"].as_array().unwrap().len(), raised.len());
+    let mut decided = Vec::new();
+    for (i, id) in raised.iter().enumerate().take(4) {
+        let action = if i % 2 == 0 { "approve" } else { "deny" };
+        let reply = alice
+            .post(
+                &format!("/api/v1/holds/{id}/decision"),
+                json!({"action": action}),
+            )
+            .await
+            .expect(200);
+        decided.push((id.clone(), reply["hold"]["status"].clone()));
+        let waited = agent
+            .get(&format!("/api/v1/holds/{id}/wait?timeout=5s"))
+            .await
+            .expect(200);
+        assert_eq!(waited["decided"], true, "{waited}");
+    }
+    assert_eq!(decided[0].1, "approved");
+    assert_eq!(decided[1].1, "denied");
+
+    // Space is freed: new holds are taken again.
+    std::fs::remove_file(fs.path().join("ballast")).unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let late = loop {
+        let reply = raise(&agent, 100).await;
+        if reply.status == 201 {
+            break hold_id(&reply.body);
+        }
+        assert_eq!(reply.status, 507, "{}", reply.text);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "new holds were still refused after space was freed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    raised.push(late);
+
+    // After a restart, everything acknowledged is there, and the log verifies.
+    assert!(server.terminate().await.success());
+    let mut server = command.spawn();
+    let url = server
+        .listening()
+        .await
+        .expect("the server did not start again");
+    let admin = Api::new(&url, Some(admin_token.trim()));
+    for id in &raised {
+        let hold = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+        let want = decided
+            .iter()
+            .find(|(d, _)| d == id)
+            .map_or(json!("pending"), |(_, s)| s.clone());
+        assert_eq!(hold["hold"]["status"], want, "{hold}");
+    }
+    assert!(server.terminate().await.success());
+    let data = command.data.display().to_string();
+    let out = super::holdpoint(&["audit", "verify", "--data", &data]);
+    assert_eq!(out.status.code(), Some(0), "{}", super::stdout(&out));
+}
