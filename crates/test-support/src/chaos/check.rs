@@ -30,6 +30,18 @@ pub struct Observed {
     /// an outcome.
     pub now: Timestamp,
     pub grace_ms: i64,
+    /// When the server was up: each start (once it listened) to its kill (the last to the
+    /// checks), in milliseconds since the epoch, in order.
+    pub up: Vec<(i64, i64)>,
+}
+
+/// When a deadline had to be applied by: the first moment from the deadline on when the
+/// server was up and stayed up for the grace after it (`None`: it never did).
+fn due(deadline: i64, up: &[(i64, i64)], grace: i64) -> Option<i64> {
+    up.iter()
+        .map(|&(start, end)| (deadline.max(start), end))
+        .find(|&(from, end)| from + grace <= end)
+        .map(|(from, _)| from)
 }
 
 /// The counts of each check (in the order they were made), and what broke a promise.
@@ -196,6 +208,33 @@ fn holds(o: &Observed, r: &mut Report) {
         }
     }
     r.count("holds past their deadline without an outcome", overdue);
+
+    // Each timeout was applied within the grace of when it was due, restarts allowed for.
+    let (mut applied, mut latest) = (0, 0);
+    for (id, hold) in &o.holds {
+        let (Some(deadline), Some(outcome)) = (hold.deadline, &hold.outcome) else {
+            continue;
+        };
+        if hold.status != HoldStatus::TimedOut {
+            continue;
+        }
+        applied += 1;
+        let Some(due) = due(deadline.as_millis(), &o.up, o.grace_ms) else {
+            continue;
+        };
+        let late = outcome.decided_at.as_millis() - due;
+        latest = latest.max(late);
+        if late > o.grace_ms {
+            r.violate(format!(
+                "hold {id} timed out {late} ms after it was due (the server was up)"
+            ));
+        }
+    }
+    r.count("timeouts applied", applied);
+    r.count(
+        "  the latest, ms after it was due (server up)",
+        usize::try_from(latest).unwrap_or(0),
+    );
 }
 
 /// Every acknowledged decision is what the hold's outcome says, and no hold was answered

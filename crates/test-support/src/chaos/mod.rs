@@ -93,6 +93,9 @@ pub async fn run(config: &Config) -> Report {
     };
     let mut refusals = Vec::new();
     let (mut server, url) = start(&command, &mut refusals).await;
+    // When the server was up: (listening, killed), in milliseconds since the epoch.
+    let mut ups: Vec<(i64, i64)> = Vec::new();
+    let mut up_since = millis_now();
     let admin_token = std::fs::read_to_string(command.data.join("admin-token"))
         .unwrap()
         .trim()
@@ -155,6 +158,7 @@ pub async fn run(config: &Config) -> Report {
         tokio::time::sleep(Duration::from_millis(rng.u64(100..700))).await;
         at(moment, &load, &effects).await;
         url_tx.send_replace(None);
+        ups.push((up_since, millis_now()));
         server.kill().await;
         if moment == Moment::MidStart {
             let starting = command.spawn();
@@ -163,6 +167,7 @@ pub async fn run(config: &Config) -> Report {
         }
         let (started, url) = start(&command, &mut refusals).await;
         server = started;
+        up_since = millis_now();
         url_tx.send_replace(Some(url));
         if config.progress > 0 && k % config.progress == 0 {
             println!(
@@ -209,7 +214,8 @@ pub async fn run(config: &Config) -> Report {
     }
     drop(llm);
 
-    let observed = observe(&config.holdpoint, &command.data, &effects, &load).await;
+    ups.push((up_since, millis_now()));
+    let observed = observe(&config.holdpoint, &command.data, &effects, &load, &ups).await;
     let mut report = check::check(&observed);
     report.violations.extend(report_notes);
     report.count("kills (SIGKILL)", config.kills);
@@ -233,6 +239,10 @@ pub async fn run(config: &Config) -> Report {
         began.elapsed()
     );
     report
+}
+
+fn millis_now() -> i64 {
+    holdpoint_core::clock::now().as_millis()
 }
 
 /// Starts the server and waits until it listens. A start that fails is retried (up to
@@ -384,7 +394,13 @@ async fn streamed(load: &Load, marker: &str) -> Result<(), String> {
 }
 
 /// What the checks look at, read once the server has stopped.
-async fn observe(holdpoint: &Path, data: &Path, effects: &Path, load: &Load) -> Observed {
+async fn observe(
+    holdpoint: &Path,
+    data: &Path,
+    effects: &Path,
+    load: &Load,
+    ups: &[(i64, i64)],
+) -> Observed {
     let audit = tokio::process::Command::new(holdpoint)
         .args(["audit", "verify", "--data"])
         .arg(data)
@@ -427,6 +443,7 @@ async fn observe(holdpoint: &Path, data: &Path, effects: &Path, load: &Load) -> 
         effects: std::fs::read_to_string(effects).unwrap_or_default(),
         audit,
         now: holdpoint_core::clock::now(),
+        up: ups.to_vec(),
         grace_ms: GRACE.as_millis() as i64,
     }
 }

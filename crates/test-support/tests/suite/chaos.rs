@@ -61,6 +61,7 @@ fn sound() -> Observed {
         audit: Ok(()),
         now: Timestamp::from_millis(1_800_000_000_000),
         grace_ms: 3000,
+        up: vec![(1_799_999_000_000, 1_800_000_000_000)],
     }
 }
 
@@ -136,4 +137,45 @@ fn a_failed_audit_fails() {
     let mut o = sound();
     o.audit = Err("the chain is broken at 3".into());
     fails(&o, "audit verify failed");
+}
+
+/// A hold whose 1-second deadline passed at `deadline`, timed out at `applied` (ms).
+fn timed_out(deadline: i64, applied: i64) -> holdpoint_protocol::Hold {
+    let at = |ms: i64| Timestamp::from_millis(ms).to_string();
+    serde_json::from_value(json!({
+        "id": "01a20c40-04cf-73ec-9198-b033fdeb60f3", "batch": "01a20c40-04cf-73ec-9198-b032a1a478fa",
+        "world": "lab", "requested_by": "bot", "created_at": at(deadline - 1000),
+        "deadline": at(deadline), "reminded": false, "on_timeout": {"action": "deny"}, "quorum": 1,
+        "offers": ["approve_once", "deny"],
+        "spec": {"kind": "approval", "tool": "expire_me", "arguments": {}, "digest": "d"},
+        "status": "timed_out", "version": 2,
+        "outcome": {"status": "timed_out", "source": "timeout", "decided_by": [], "decided_at": at(applied)},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_deadline_applied_late_while_the_server_was_up_fails_and_one_due_at_a_restart_does_not() {
+    let deadline = 1_799_999_500_000;
+    let mut o = sound();
+    o.holds
+        .insert("h".into(), timed_out(deadline, deadline + 5000));
+    fails(&o, "timed out 5000 ms after it was due");
+    // Down from before the deadline until 4 s after it: due at the restart.
+    o.up = vec![
+        (1_799_999_000_000, deadline - 100),
+        (deadline + 4000, 1_800_000_000_000),
+    ];
+    let report = check(&o);
+    assert!(
+        !report
+            .violations
+            .iter()
+            .any(|v| v.contains("after it was due")),
+        "{report}"
+    );
+    assert_eq!(
+        report.get("  the latest, ms after it was due (server up)"),
+        1000
+    );
 }
