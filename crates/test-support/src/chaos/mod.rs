@@ -219,7 +219,6 @@ pub async fn run(config: &Config) -> Report {
     let mut report = check::check(&observed);
     report.violations.extend(report_notes);
     report.count("kills (SIGKILL)", config.kills);
-    report.count("starts that failed and were tried again", retried);
     for (moment, n) in kinds {
         report.count(
             match moment {
@@ -233,6 +232,7 @@ pub async fn run(config: &Config) -> Report {
             n,
         );
     }
+    report.count("starts that failed and were tried again", retried);
     println!(
         "chaos: seed {}, {} kills in {:.1?}\n{report}",
         config.seed,
