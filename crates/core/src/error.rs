@@ -62,6 +62,14 @@ pub enum EngineError {
     /// policy in force stays.
     #[error("{0}")]
     InvalidPolicy(crate::policy::PolicyErrors),
+    /// A raise would leave more holds open than a cap allows (in its world, or by its
+    /// raiser); nothing was applied (HTTP 429).
+    #[error("{message}")]
+    Limited {
+        limit: crate::PendingLimit,
+        cap: u64,
+        message: String,
+    },
     /// Too many concurrent changes to the same hold; try again (HTTP 503).
     #[error("the hold is changing too quickly; try again")]
     Busy,
@@ -102,6 +110,7 @@ impl EngineError {
             EngineError::Store(_) => "storage_unavailable",
             EngineError::Busy => "busy",
             EngineError::StorageFull => "storage_full",
+            EngineError::Limited { .. } => "limit_reached",
             EngineError::InvalidPolicy(_) => "invalid_policy",
         }
     }

@@ -19,5 +19,8 @@ pub mod record;
 pub mod roles;
 pub mod store;
 
-pub use engine::{Engine, EngineBuilder, EventStream, HumanChannel, Scope, StartError, verify};
+pub use engine::{
+    Engine, EngineBuilder, EventStream, HumanChannel, PendingLimit, PendingLimits, Scope,
+    StartError, verify,
+};
 pub use error::{EngineError, ValidationError};

@@ -12,9 +12,10 @@ use holdpoint_protocol::{Timestamp, World};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, Credentials, Guard};
-use crate::config::{HEARTBEAT, IDEMPOTENCY_RETENTION, WebhookSettings};
+use crate::config::{HEARTBEAT, IDEMPOTENCY_RETENTION, LimitSettings, WebhookSettings};
 use crate::error::ApiError;
 use crate::housekeeping::Housekeeping;
+use crate::limits::Limiter;
 use crate::mcp::McpServers;
 use crate::metrics::Metrics;
 use crate::webhooks::Webhooks;
@@ -36,6 +37,10 @@ pub struct ServerConfig {
     pub idempotency_retention: Duration,
     /// The base policy's file, read again on a reload; `None` without one.
     pub policy_file: Option<std::path::PathBuf>,
+    /// How long a client may accept none of the bytes it is sent before its connection closes.
+    pub send_timeout: Duration,
+    /// What one client can make the server hold (`[limits]`).
+    pub limits: LimitSettings,
 }
 
 impl ServerConfig {
@@ -62,6 +67,8 @@ impl ServerConfig {
             heartbeat: HEARTBEAT,
             idempotency_retention: IDEMPOTENCY_RETENTION,
             policy_file: None,
+            send_timeout: Duration::from_secs(30),
+            limits: LimitSettings::default(),
         }
     }
 }
@@ -80,6 +87,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     webhooks: Webhooks,
     mcp: McpServers,
+    limiter: Arc<Limiter>,
     shutdown: CancellationToken,
 }
 
@@ -94,6 +102,7 @@ impl App {
         let webhooks = Webhooks::new(runtime.clone(), config.webhooks.clone(), shutdown.clone());
         let credentials = Credentials::new(runtime.clone());
         let guard = Guard::new(&config.allowed_hosts, credentials.clone());
+        let limiter = Limiter::new(config.limits.clone());
         App {
             inner: Arc::new(Inner {
                 runtime,
@@ -103,6 +112,7 @@ impl App {
                 metrics: Arc::default(),
                 webhooks,
                 mcp,
+                limiter,
                 shutdown,
             }),
         }
@@ -159,6 +169,11 @@ impl App {
 
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The counters behind `[limits]`.
+    pub(crate) fn limiter(&self) -> &Arc<Limiter> {
+        &self.inner.limiter
     }
 
     /// Webhook subscriptions and their deliveries.

@@ -33,6 +33,7 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub log: LogSettings,
     pub store: StoreSettings,
+    pub limits: LimitSettings,
     /// The upstream MCP servers (`[mcp.servers.NAME]`, see docs/mcp.md). File only: no
     /// environment variables.
     #[serde(skip_serializing_if = "McpSettings::is_empty")]
@@ -48,8 +49,8 @@ const MIN_RETENTION: Duration = Duration::from_secs(3600);
 const MIN_TURN_LEASE: Duration = Duration::from_secs(1);
 
 /// The sections, as environment variables name them.
-const SECTIONS: [&str; 7] = [
-    "server", "policy", "llm", "shell", "webhooks", "log", "store",
+const SECTIONS: [&str; 8] = [
+    "server", "policy", "llm", "shell", "webhooks", "log", "store", "limits",
 ];
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -84,6 +85,10 @@ pub struct ServerSettings {
     /// another takes its turns over this long after its last renewal.
     #[serde(with = "duration")]
     pub turn_lease: Duration,
+    /// How long a client may accept none of the bytes the server has for it (a live event
+    /// stream it stopped reading, say) before its connection is closed.
+    #[serde(with = "duration")]
+    pub send_timeout: Duration,
 }
 
 impl Default for ServerSettings {
@@ -97,6 +102,45 @@ impl Default for ServerSettings {
             heartbeat: HEARTBEAT,
             idempotency_retention: IDEMPOTENCY_RETENTION,
             turn_lease: holdpoint_agent::TURN_LEASE,
+            send_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What one client can make the server hold, and how fast it may ask (docs/configuration.md,
+/// "Limits"). A limit on one credential is answered 429, one on the whole server 503, both
+/// with `Retry-After`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitSettings {
+    /// Live event streams open on this server, all credentials together. A tenth of them
+    /// (at least one) is kept for people's credentials: agents' streams are refused first.
+    pub streams: usize,
+    /// Live event streams open with one credential (a browser session counts as the token it
+    /// signed in with).
+    pub streams_per_token: usize,
+    /// Long polls (`…/wait`) under way with one credential.
+    pub waits_per_token: usize,
+    /// Pending holds in one world: a raise that would pass it raises nothing.
+    pub pending_holds_per_world: u64,
+    /// Pending holds raised by one credential (by its name, the holds' `requested_by`).
+    pub pending_holds_per_token: u64,
+    /// Requests per second one credential may make, on average.
+    pub requests_per_second: u32,
+    /// Requests one credential may make at once, above the average, after a quiet time.
+    pub request_burst: u32,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            streams: 1000,
+            streams_per_token: 32,
+            waits_per_token: 256,
+            pending_holds_per_world: 10_000,
+            pending_holds_per_token: 1000,
+            requests_per_second: 200,
+            request_burst: 1000,
         }
     }
 }
@@ -333,6 +377,38 @@ impl Settings {
             return bad(
                 "server.turn_lease",
                 "must be at least 1s (a node renews its leases a third of the way through)",
+            );
+        }
+        if self.server.send_timeout.is_zero() {
+            return bad("server.send_timeout", "must be longer than zero");
+        }
+        let l = &self.limits;
+        for (key, value) in [
+            ("limits.streams", l.streams as u64),
+            ("limits.streams_per_token", l.streams_per_token as u64),
+            ("limits.waits_per_token", l.waits_per_token as u64),
+            ("limits.pending_holds_per_world", l.pending_holds_per_world),
+            ("limits.pending_holds_per_token", l.pending_holds_per_token),
+            (
+                "limits.requests_per_second",
+                u64::from(l.requests_per_second),
+            ),
+            ("limits.request_burst", u64::from(l.request_burst)),
+        ] {
+            if value == 0 {
+                return bad(key, "must be at least 1");
+            }
+        }
+        if l.streams_per_token > l.streams {
+            return bad(
+                "limits.streams_per_token",
+                "must not be more than limits.streams",
+            );
+        }
+        if l.request_burst < l.requests_per_second {
+            return bad(
+                "limits.request_burst",
+                "must be at least limits.requests_per_second",
             );
         }
         if self.webhooks.keep_deliveries < MIN_RETENTION {
@@ -604,5 +680,25 @@ mod tests {
             ok.server.idempotency_retention,
             Duration::from_secs(24 * 3600)
         );
+    }
+
+    #[test]
+    fn limits_are_checked_naming_the_key() {
+        let load = |name: &str, v: &str| Settings::load(None, [(name.to_owned(), v.to_owned())]);
+        let e = load("HOLDPOINT_LIMITS_STREAMS_PER_TOKEN", "0").unwrap_err();
+        assert_eq!(e.key, "limits.streams_per_token");
+        assert!(e.message.contains("at least 1"), "{e}");
+        let e = load("HOLDPOINT_LIMITS_STREAMS", "\"many\"").unwrap_err();
+        assert_eq!(e.key, "limits.streams");
+        assert_eq!(e.origin.as_deref(), Some("HOLDPOINT_LIMITS_STREAMS"));
+        let e = load("HOLDPOINT_LIMITS_REQUEST_BURST", "10").unwrap_err();
+        assert_eq!(e.key, "limits.request_burst");
+        assert!(e.message.contains("limits.requests_per_second"), "{e}");
+        let e = load("HOLDPOINT_LIMITS_STREEMS", "10").unwrap_err();
+        assert_eq!(e.key, "limits.streems");
+        let ok = load("HOLDPOINT_LIMITS_WAITS_PER_TOKEN", "3").unwrap();
+        assert_eq!(ok.limits.waits_per_token, 3);
+        let e = load("HOLDPOINT_SERVER_SEND_TIMEOUT", "0s").unwrap_err();
+        assert_eq!(e.key, "server.send_timeout");
     }
 }

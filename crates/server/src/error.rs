@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdpoint_agent::RuntimeError;
 use holdpoint_core::store::{CommitError, StoreError};
-use holdpoint_core::{EngineError, ValidationError};
+use holdpoint_core::{EngineError, PendingLimit, ValidationError};
 use holdpoint_protocol::{ErrorBody, ErrorDetail};
 use serde_json::{Value, json};
 
@@ -15,6 +15,8 @@ pub struct ApiError {
     pub code: String,
     pub message: String,
     pub details: Option<Value>,
+    /// Whole seconds for `Retry-After`, when a limit refused the request.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             code: code.into(),
             message: message.into(),
             details: None,
+            retry_after: None,
         }
     }
 
@@ -66,6 +69,26 @@ impl ApiError {
         .with_details(json!({ "problems": list }))
     }
 
+    /// A limit on what a client may hold or ask reached: 429 (`limits.*` of one credential)
+    /// or 503 (of the whole server), with `Retry-After` and the limit named in `details`.
+    pub fn limited(
+        status: StatusCode,
+        setting: &str,
+        message: impl Into<String>,
+        retry_after: std::time::Duration,
+    ) -> Self {
+        let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        let limit = setting.strip_prefix("limits.").unwrap_or(setting);
+        let mut e = ApiError::new(
+            status,
+            "limit_reached",
+            format!("{} ({setting}); retry after {seconds} s", message.into()),
+        )
+        .with_details(json!({ "limit": limit, "setting": setting, "retry_after": seconds }));
+        e.retry_after = Some(seconds);
+        e
+    }
+
     pub fn not_found(what: &str, id: impl std::fmt::Display) -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -88,6 +111,7 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::warn!(code = %self.code, message = %self.message, "request failed");
         }
+        let retry_after = self.retry_after;
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code,
@@ -97,6 +121,12 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 "www-authenticate",
@@ -150,6 +180,15 @@ impl From<EngineError> for ApiError {
                     .with_details(json!({ "hold": hold }))
             }
             EngineError::InvalidPolicy(problems) => ApiError::invalid_policy(&problems),
+            EngineError::Limited { limit, message, .. } => ApiError::limited(
+                StatusCode::TOO_MANY_REQUESTS,
+                match limit {
+                    PendingLimit::PerWorld => "limits.pending_holds_per_world",
+                    PendingLimit::PerRaiser => "limits.pending_holds_per_token",
+                },
+                message,
+                crate::limits::PENDING_RETRY,
+            ),
             EngineError::Conflict { message, .. } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use holdpoint_agent::{Runtime, RuntimeConfig, ShellLimits};
 use holdpoint_core::lease::Node;
 use holdpoint_core::policy::Policy;
-use holdpoint_core::{Engine, HumanChannel};
+use holdpoint_core::{Engine, HumanChannel, PendingLimits};
 use holdpoint_llm::{LlmClient, Timeouts};
 use holdpoint_store::Database;
 use tokio::task::JoinHandle;
@@ -101,6 +101,10 @@ impl Server {
         let database = Database::open(settings.store.url.as_deref(), data_dir).await?;
         let engine = Engine::builder(database.store())
             .policy(policy)
+            .pending_limits(PendingLimits {
+                per_world: Some(settings.limits.pending_holds_per_world),
+                per_raiser: Some(settings.limits.pending_holds_per_token),
+            })
             .channel(Arc::new(Inbox))
             .start()
             .await
@@ -143,6 +147,8 @@ impl Server {
         config.idempotency_retention = settings.server.idempotency_retention;
         config.policy_file = settings.policy.file.clone();
         config.webhooks = settings.webhooks.clone();
+        config.send_timeout = settings.server.send_timeout;
+        config.limits = settings.limits.clone();
         let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app

@@ -13,10 +13,12 @@ mod extract;
 mod headers;
 pub mod housekeeping;
 mod launch;
+mod limits;
 mod markdown;
 mod mcp;
 mod metrics;
 mod routes;
+mod send_timeout;
 mod webhooks;
 
 use std::future::Future;
@@ -43,6 +45,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let shutdown = app.shutdown().clone();
     let header_timeout = app.config().header_timeout;
+    let send_timeout = app.config().send_timeout;
     let service = TowerToHyperService::new(router(app));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -70,7 +73,10 @@ pub async fn serve(
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(tcp), service.clone())
+            .serve_connection_with_upgrades(
+                TokioIo::new(send_timeout::SendTimeout::new(tcp, send_timeout)),
+                service.clone(),
+            )
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

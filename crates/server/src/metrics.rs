@@ -62,13 +62,18 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self, pending: u64) -> String {
+    pub fn render(&self, pending: u64, streams: usize) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
             "# HELP holdpoint_pending_holds Holds waiting for a decision.\n# TYPE holdpoint_pending_holds gauge"
         );
         let _ = writeln!(out, "holdpoint_pending_holds {pending}");
+        let _ = writeln!(
+            out,
+            "# HELP holdpoint_live_streams Live event streams open.\n# TYPE holdpoint_live_streams gauge"
+        );
+        let _ = writeln!(out, "holdpoint_live_streams {streams}");
         let _ = writeln!(
             out,
             "# HELP holdpoint_decisions_total Holds resolved, by outcome and by who or what decided.\n# TYPE holdpoint_decisions_total counter"

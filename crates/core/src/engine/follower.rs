@@ -2,7 +2,6 @@
 //! node's) and keeps the engine's in-memory views current: waiters, timers, grants, worlds'
 //! policies, and the human channels.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use holdpoint_protocol::{Event, EventPayload};
@@ -73,7 +72,7 @@ impl Engine {
     async fn apply(&self, event: &Arc<Event>) {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
-                self.inner.open_holds.fetch_add(1, Ordering::Relaxed);
+                lock(&self.inner.open_holds).opened(hold);
                 let mut timers = lock(&self.inner.timers);
                 if let Some(at) = hold.deadline {
                     timers.set(hold.id, TimerKind::Deadline, at);
@@ -88,11 +87,7 @@ impl Engine {
             | EventPayload::HoldExpired { outcome }
             | EventPayload::HoldWithdrawn { outcome } => {
                 if let Some(id) = event.hold {
-                    let _ = self.inner.open_holds.fetch_update(
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                        |n| n.checked_sub(1),
-                    );
+                    lock(&self.inner.open_holds).closed(id);
                     lock(&self.inner.timers).clear(id);
                     let waiting = lock(&self.inner.waiters).remove(&id);
                     for tx in waiting.into_iter().flatten() {

@@ -10,7 +10,8 @@ use holdpoint_protocol::{
 };
 
 use super::decide::{Idem, commit_error};
-use super::{Engine, read};
+use super::open::PendingLimit;
+use super::{Engine, lock, read};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::{EngineError, ValidationError};
@@ -229,6 +230,9 @@ impl Engine {
         if held && self.inner.store.short_of_space() {
             return Err(EngineError::StorageFull);
         }
+        if all_or_nothing {
+            self.admit(who, &req.world, &response)?;
+        }
         if let Some(idem) = &idem {
             tx.writes.push(idem.record(&response, now)?);
         }
@@ -239,6 +243,44 @@ impl Engine {
             }
             Err(e) => Err(commit_error(e)),
         }
+    }
+
+    /// Refuses a raise that would leave more holds open than the caps allow. Counted after
+    /// an idempotent replay (a retry of a raise that was answered is answered again, whatever
+    /// is open now) and before anything is written, so a refused raise leaves nothing behind.
+    /// Raises in flight at once are not counted against each other, so each cap can be passed
+    /// by the holds of the raises being committed at that moment.
+    fn admit(
+        &self,
+        who: &Principal,
+        world: &str,
+        response: &GateResponse,
+    ) -> Result<(), EngineError> {
+        let new = response
+            .results
+            .iter()
+            .filter(|r| matches!(r, GateResult::Held { .. }))
+            .count() as u64;
+        if new == 0 {
+            return Ok(());
+        }
+        let exceeded =
+            lock(&self.inner.open_holds).exceeds(&self.inner.pending, world, &who.name, new);
+        let Some((limit, cap)) = exceeded else {
+            return Ok(());
+        };
+        let whose = match limit {
+            PendingLimit::PerWorld => format!("world {world}"),
+            PendingLimit::PerRaiser => who.name.clone(),
+        };
+        Err(EngineError::Limited {
+            limit,
+            cap,
+            message: format!(
+                "{whose} has as many pending holds as allowed ({cap}), or would with these {new}; \
+                 nothing was raised: retry once some are decided"
+            ),
+        })
     }
 
     fn gate_approval(

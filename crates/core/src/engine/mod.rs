@@ -11,6 +11,7 @@ mod decide;
 mod follower;
 mod gate;
 mod grants;
+mod open;
 mod policies;
 mod progress;
 mod queries;
@@ -30,6 +31,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 pub(crate) use grants::GrantIndex;
+pub use open::{PendingLimit, PendingLimits};
 pub use stream::EventStream;
 pub use verify::verify;
 
@@ -99,6 +101,7 @@ pub struct EngineBuilder {
     policy: Policy,
     channels: Vec<Arc<dyn HumanChannel>>,
     limits: Limits,
+    pending: PendingLimits,
 }
 
 impl EngineBuilder {
@@ -109,6 +112,7 @@ impl EngineBuilder {
             policy: Policy::default(),
             channels: Vec::new(),
             limits: Limits::default(),
+            pending: PendingLimits::default(),
         }
     }
 
@@ -132,6 +136,12 @@ impl EngineBuilder {
         self
     }
 
+    /// Caps on the holds a raise through the API may leave open (none by default).
+    pub fn pending_limits(mut self, pending: PendingLimits) -> Self {
+        self.pending = pending;
+        self
+    }
+
     /// Starts the engine: loads grants and the deadlines of open holds, applies the timeout
     /// outcome to holds whose deadline passed while nothing ran, and follows the store's
     /// events. Must run inside a Tokio runtime.
@@ -149,9 +159,8 @@ impl EngineBuilder {
             grant_index.insert(g);
         }
         let mut queue = TimerQueue::default();
-        let open = self.store.open_timers().await?;
-        let open_holds = open.len() as u64;
-        for t in open {
+        let open_holds = open::OpenHolds::load(&*self.store).await?;
+        for t in self.store.open_timers().await? {
             if let Some(at) = t.deadline {
                 queue.set(t.hold, TimerKind::Deadline, at);
             }
@@ -165,13 +174,14 @@ impl EngineBuilder {
             policy: RwLock::new(Arc::new(layers)),
             channels: self.channels,
             limits: self.limits,
+            pending: self.pending,
             grants: RwLock::new(grant_index),
             timers: Mutex::new(queue),
             timers_changed: Arc::new(Notify::new()),
             waiters: Mutex::new(HashMap::new()),
             recent: Mutex::new(recent::RecentHolds::new(RECENT_HOLDS)),
             progress: progress::Progress::new(head),
-            open_holds: std::sync::atomic::AtomicU64::new(open_holds),
+            open_holds: Mutex::new(open_holds),
             tasks: Mutex::new(Vec::new()),
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
@@ -209,6 +219,7 @@ pub(crate) struct Inner {
     policy: RwLock<Arc<Layers>>,
     channels: Vec<Arc<dyn HumanChannel>>,
     limits: Limits,
+    pending: PendingLimits,
     grants: RwLock<GrantIndex>,
     timers: Mutex<TimerQueue>,
     timers_changed: Arc<Notify>,
@@ -216,8 +227,8 @@ pub(crate) struct Inner {
     recent: Mutex<recent::RecentHolds>,
     /// How far the follower has applied the log to the views above.
     progress: progress::Progress,
-    /// Holds not yet resolved (for metrics).
-    open_holds: std::sync::atomic::AtomicU64,
+    /// Holds not yet resolved, counted per world and raiser (for metrics and caps).
+    open_holds: Mutex<open::OpenHolds>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 

@@ -144,9 +144,7 @@ impl Engine {
 
     /// Holds not yet resolved, as far as the applied log tells.
     pub fn open_holds(&self) -> u64 {
-        self.inner
-            .open_holds
-            .load(std::sync::atomic::Ordering::Relaxed)
+        lock(&self.inner.open_holds).total()
     }
 
     /// Open holds whose deadlines the timers track (for metrics and tests).

@@ -193,7 +193,8 @@ pub async fn decide_batch(
 /// Wait until the hold is decided or the timeout passes (long polling). The hold keeps its
 /// own deadline either way.
 #[utoipa::path(get, path = "/api/v1/holds/{hold}/wait", tag = "holds", params(("hold" = HoldId, Path), WaitParams),
-    responses((status = 200, body = WaitResult), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = WaitResult), (status = 404, body = ErrorBody),
+        (status = 429, description = "This credential has limits.waits_per_token long polls under way, or made too many requests (limits.requests_per_second); Retry-After says when to try again", body = ErrorBody)))]
 pub async fn wait(
     State(app): State<App>,
     caller: Caller,
@@ -217,6 +218,8 @@ pub async fn wait(
                 )
             })?,
     };
+    // Given back when the wait ends, or when the client goes away (the request is dropped).
+    let _slot = app.limiter().wait(&caller)?;
     Ok(Json(wait_for(&app, &caller, id, timeout).await?))
 }
 
@@ -249,6 +252,7 @@ pub(crate) async fn wait_for(
     params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
         (status = 422, body = ErrorBody),
+        (status = 429, description = "The world has limits.pending_holds_per_world pending holds, or this credential limits.pending_holds_per_token, or would with these (nothing was raised); or too many requests (limits.requests_per_second). Retry-After says when to try again", body = ErrorBody),
         (status = 507, description = "The disk holding the data is full (`storage_full`): no new holds until space is freed; holds already raised can still be read, decided and waited on", body = ErrorBody)))]
 pub async fn create(
     State(app): State<App>,

@@ -18,10 +18,14 @@ use crate::extract::Params;
 /// Live events. Each SSE message has `id` (the event's position), `event` (its type) and
 /// `data` (the event as JSON). Reconnecting with `Last-Event-ID` replays exactly what was
 /// missed. On an idle stream a comment line is sent as a heartbeat every `server.heartbeat`
-/// (15 seconds by default), which keeps proxies from closing it.
+/// (15 seconds by default), which keeps proxies from closing it. A reader that accepts nothing
+/// for `server.send_timeout` (30 seconds by default) while events wait for it is disconnected;
+/// it resumes with `Last-Event-ID`.
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamParams, ("Last-Event-ID" = Option<u64>, Header)),
     responses((status = 200, description = "text/event-stream of Event", content_type = "text/event-stream", body = holdpoint_protocol::Event),
-        (status = 400, body = ErrorBody)))]
+        (status = 400, body = ErrorBody),
+        (status = 429, description = "This credential has limits.streams_per_token streams open, or made too many requests (limits.requests_per_second); Retry-After says when to try again", body = ErrorBody),
+        (status = 503, description = "This server has limits.streams streams open (agents: nine tenths of it), or the storage is unavailable; Retry-After says when to try again, for the former", body = ErrorBody)))]
 pub async fn stream(
     State(app): State<App>,
     caller: Caller,
@@ -56,6 +60,8 @@ pub async fn stream(
             ));
         }
     }
+    // Taken last, once the request is known to be good; given back when the stream ends.
+    let slot = app.limiter().stream(&caller)?;
     let events = app
         .engine()
         .events(
@@ -68,26 +74,29 @@ pub async fn stream(
         )
         .await?;
     let shutdown = app.shutdown().clone();
-    let body = stream::unfold((events, shutdown), move |(mut events, shutdown)| {
-        let caller = caller.clone();
-        async move {
-            let next = loop {
-                let next = tokio::select! {
-                    () = shutdown.cancelled() => return None,
-                    e = events.next() => e.ok()?,
+    let body = stream::unfold(
+        (events, shutdown, slot),
+        move |(mut events, shutdown, slot)| {
+            let caller = caller.clone();
+            async move {
+                let next = loop {
+                    let next = tokio::select! {
+                        () = shutdown.cancelled() => return None,
+                        e = events.next() => e.ok()?,
+                    };
+                    if caller.sees(&next) {
+                        break next;
+                    }
                 };
-                if caller.sees(&next) {
-                    break next;
-                }
-            };
-            let message = Sse::default()
-                .id(next.seq.to_string())
-                .event(next.payload.type_name())
-                .json_data(&*next)
-                .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
-            Some((Ok::<_, Infallible>(message), (events, shutdown)))
-        }
-    });
+                let message = Sse::default()
+                    .id(next.seq.to_string())
+                    .event(next.payload.type_name())
+                    .json_data(&*next)
+                    .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
+                Some((Ok::<_, Infallible>(message), (events, shutdown, slot)))
+            }
+        },
+    );
     Ok(axum::response::Sse::new(body)
         .keep_alive(KeepAlive::new().interval(app.config().heartbeat))
         .into_response())

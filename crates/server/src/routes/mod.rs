@@ -28,7 +28,7 @@ use utoipa_axum::routes;
 
 use crate::app::App;
 use crate::error::ApiError;
-use crate::{auth, headers, metrics};
+use crate::{auth, headers, limits, metrics};
 
 use table::{AccessTable, Routes};
 
@@ -152,6 +152,8 @@ pub fn router(app: App) -> Router {
     router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        // After the guard, which finds the caller whose rate it counts.
+        .layer(middleware::from_fn_with_state(app.clone(), limits::rate))
         .layer(middleware::from_fn_with_state(app.clone(), auth::guard))
         .layer(middleware::from_fn_with_state::<
             _,

@@ -30,7 +30,9 @@ pub async fn readyz(State(app): State<App>) -> Result<Json<Health>, ApiError> {
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub async fn metrics(State(app): State<App>) -> Response {
-    let text = app.metrics().render(app.engine().open_holds());
+    let text = app
+        .metrics()
+        .render(app.engine().open_holds(), app.limiter().streams());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

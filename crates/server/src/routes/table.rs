@@ -222,6 +222,12 @@ fn describe(operation: &mut Operation, access: Access) {
     if has(openapi::path::ParameterIn::Path) || !access.is_public() {
         errors.push((404, "Not found (or not visible to this caller)".into()));
     }
+    if !access.is_public() {
+        errors.push((
+            429,
+            "Too many requests from this credential (limits.requests_per_second): nothing was done; Retry-After says when to try again".into(),
+        ));
+    }
     if access != Access::Probe {
         errors.push((503, "The storage is unavailable".into()));
     }
@@ -229,15 +235,23 @@ fn describe(operation: &mut Operation, access: Access) {
         let status = status.to_string();
         if let Some(declared) = operation.responses.responses.get_mut(&status) {
             // The handler's own says more, when it says anything.
-            if let RefOr::T(declared) = declared
-                && declared.description.is_empty()
-            {
-                declared.description = description;
+            if let RefOr::T(declared) = declared {
+                if declared.description.is_empty() {
+                    declared.description = description;
+                }
+                if status == "429" {
+                    declared
+                        .headers
+                        .insert("Retry-After".into(), RefOr::T(retry_after()));
+                }
             }
             continue;
         }
-        let response = ResponseBuilder::new()
-            .description(description)
+        let mut response = ResponseBuilder::new().description(description);
+        if status == "429" {
+            response = response.header("Retry-After", retry_after());
+        }
+        let response = response
             .content(
                 "application/json",
                 ContentBuilder::new()
@@ -250,4 +264,16 @@ fn describe(operation: &mut Operation, access: Access) {
             .responses
             .insert(status, RefOr::T(response));
     }
+}
+
+/// The header every answer of a limit carries.
+fn retry_after() -> openapi::Header {
+    openapi::HeaderBuilder::new()
+        .schema(Some(
+            openapi::ObjectBuilder::new()
+                .schema_type(openapi::schema::Type::Integer)
+                .minimum(Some(1)),
+        ))
+        .description(Some("Seconds to wait before trying again"))
+        .build()
 }

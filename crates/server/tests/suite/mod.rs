@@ -6,6 +6,7 @@ mod client;
 mod events;
 mod external;
 mod housekeeping;
+mod limits;
 mod ops;
 mod policies;
 mod postgres;
