@@ -5,6 +5,7 @@ mod catalog;
 mod client;
 mod events;
 mod external;
+mod fanout;
 mod housekeeping;
 mod limits;
 mod ops;

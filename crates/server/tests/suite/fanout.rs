@@ -1,0 +1,155 @@
+//! Many live streams at once: every subscriber gets every event in order, and one that stops
+//! reading is cut off without holding the others back.
+
+use std::time::Duration;
+
+use holdpoint_test_support::PATIENCE;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{TestServer, answer, approval, held, question, raise};
+
+/// The position of the newest event.
+async fn head(t: &TestServer) -> u64 {
+    let head = t.server.app().store().audit_head().await.unwrap();
+    head.map_or(0, |h| h.seq)
+}
+
+/// Every event after `after`, up to and including `last`, as the admin's stream gives them:
+/// their positions, in the order they came.
+async fn read_until(mut stream: holdpoint_test_support::http::Sse, last: u64) -> Vec<u64> {
+    let mut seen = Vec::new();
+    while seen.last() != Some(&last) {
+        let m = stream.next().await;
+        seen.push(m.id.unwrap());
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_hundred_subscribers_each_get_every_event_in_order() {
+    let t = TestServer::with(super::ASK_ALL, |s| s.limits.streams_per_token = 100).await;
+    t.world("lab").await;
+    let bot = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let start = head(&t).await;
+    let mut streams = Vec::new();
+    for _ in 0..100 {
+        streams.push(t.api.events("", None).await);
+    }
+    for i in 0..20 {
+        let raised = raise(&bot, "lab", vec![question(&format!("Q{i}?"), &["yes"])]).await;
+        answer(&alice, &held(&raised, 0), "yes").await.expect(200);
+    }
+    let last = head(&t).await;
+    let expected: Vec<u64> = super::audit_after(&t, start)
+        .await
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(expected.len(), 40, "a hold.created and a hold.decided each");
+    let readers: Vec<_> = streams
+        .into_iter()
+        .map(|s| tokio::spawn(read_until(s, last)))
+        .collect();
+    for (i, reader) in readers.into_iter().enumerate() {
+        let seen = tokio::time::timeout(PATIENCE, reader)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, expected, "subscriber {i}");
+    }
+}
+
+/// A client that asks for the live stream and then reads nothing, with a small receive
+/// buffer so that the server's side fills soon.
+async fn stalled_subscriber(t: &TestServer, token: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let addr = t.server.addr();
+    let mut tcp = socket.connect(addr).await.unwrap();
+    let request = format!(
+        "GET /api/v1/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    tcp
+}
+
+async fn live_streams(t: &TestServer) -> u64 {
+    let text = t.api.get("/metrics").await.text;
+    text.lines()
+        .find_map(|l| l.strip_prefix("holdpoint_live_streams "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_event() {
+    let t = TestServer::with(super::ASK_ALL, |s| {
+        s.server.send_timeout = Duration::from_secs(1);
+    })
+    .await;
+    t.world("lab").await;
+    let bot_token = t.token("bot", "agent", None).await;
+    let bot = t.api.as_token(&bot_token);
+    let start = head(&t).await;
+    let readers: Vec<_> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(t.api.events("", None).await);
+        }
+        v
+    };
+    let mut stalled = stalled_subscriber(&t, &bot_token).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while live_streams(&t).await != 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the streams did not open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // About 6 MB of events: more than the stalled client's socket and the server's hold.
+    let big = "x".repeat(200 * 1024);
+    for _ in 0..8 {
+        let items = (0..4)
+            .map(|_| approval("write", json!({"text": big})))
+            .collect();
+        raise(&bot, "lab", items).await;
+    }
+    let last = head(&t).await;
+    let readers: Vec<_> = readers
+        .into_iter()
+        .map(|s| tokio::spawn(read_until(s, last)))
+        .collect();
+    // The stalled subscriber is let go of: its stream closes on the server.
+    while live_streams(&t).await != 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stalled subscriber was not cut off"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let expected: Vec<u64> = ((start + 1)..=last).collect();
+    assert_eq!(expected.len(), 32);
+    for reader in readers {
+        let seen = tokio::time::timeout(PATIENCE, reader)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(seen, expected);
+    }
+    // What reached it before the cut-off, then the end of the connection.
+    let mut sink = vec![0u8; 64 * 1024];
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match stalled.read(&mut sink).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stalled connection was not closed");
+}
