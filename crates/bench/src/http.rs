@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use holdpoint_protocol::sse::SseDecoder;
+use holdpoint_server::config::LimitSettings;
 use holdpoint_server::{Server, Settings};
 use holdpoint_test_support::pg::TempSchema;
 use reqwest::{Client, Response};
@@ -439,9 +440,19 @@ fn on_store(store_url: Option<&str>) -> Settings {
     settings
 }
 
-/// A server with its data in `dir`, bound to a port of loopback.
-async fn serve(dir: &std::path::Path, mut settings: Settings) -> anyhow::Result<Server> {
+/// A server with its data in `dir`, bound to a port of loopback. Its `[limits]` are lifted:
+/// the load generators measure what the server does, from few credentials, not its limits.
+pub(crate) async fn serve(dir: &std::path::Path, mut settings: Settings) -> anyhow::Result<Server> {
     settings.server.bind = "127.0.0.1:0".parse()?;
+    settings.limits = LimitSettings {
+        streams: usize::MAX,
+        streams_per_token: usize::MAX,
+        waits_per_token: usize::MAX,
+        pending_holds_per_world: u64::MAX,
+        pending_holds_per_token: u64::MAX,
+        requests_per_second: u32::MAX,
+        request_burst: u32::MAX,
+    };
     Ok(Server::start(dir, &settings).await?)
 }
 

@@ -7,6 +7,7 @@
 
 mod cycle;
 mod disk;
+mod fanout;
 mod http;
 mod inbox;
 mod mcp;
@@ -15,6 +16,7 @@ mod pending;
 mod policy;
 mod stats;
 mod takeover;
+mod timers;
 mod verify;
 mod wire;
 
@@ -105,6 +107,20 @@ enum Bench {
         #[arg(long, default_value_t = 100_000)]
         holds: usize,
     },
+    /// Many deadlines: pending holds whose deadlines fall evenly over `--spread` seconds,
+    /// timed out by the engine on the system clock; how late each timeout is, and memory.
+    /// Not part of `all` (it lasts the spread).
+    Timers {
+        #[arg(long, default_value_t = 100_000)]
+        holds: usize,
+        /// Seconds over which the deadlines fall (an hour by default; shorter puts the same
+        /// deadlines closer together).
+        #[arg(long, default_value_t = 3600.0)]
+        spread: f64,
+        /// Seconds from the start to the first deadline (time to raise them all).
+        #[arg(long, default_value_t = 60.0)]
+        lead: f64,
+    },
     /// `audit verify` over a log of about this many events (holds raised, then withdrawn):
     /// the chain and the stored state compared with it, on a store opened afresh.
     Verify {
@@ -145,6 +161,32 @@ enum Bench {
         /// The nodes' `server.turn_lease`, in milliseconds.
         #[arg(long, default_value_t = 5000)]
         lease_ms: u64,
+        /// The `holdpoint` binary [default: the one beside this program].
+        #[arg(long, value_name = "PATH")]
+        holdpoint: Option<PathBuf>,
+    },
+    /// Fan-out and soak: live event streams on one `holdpoint serve` (built beside this
+    /// program, as for `mcp`) while holds are raised and decided at a steady rate: delivery
+    /// to the slowest reader, the server's memory and descriptors over time, and what happens
+    /// to readers that stop reading. Not part of `all` (10 minutes by default).
+    Fanout {
+        /// Live streams, those that stop reading included.
+        #[arg(long, default_value_t = 1000)]
+        subscribers: usize,
+        /// Streams that stop reading once open.
+        #[arg(long, default_value_t = 10)]
+        stalled: usize,
+        #[arg(long, default_value_t = 600.0)]
+        seconds: f64,
+        /// Holds raised and answered per second.
+        #[arg(long, default_value_t = 10.0)]
+        rate: f64,
+        /// Seconds between samples of the server's memory.
+        #[arg(long, default_value_t = 10.0)]
+        sample: f64,
+        /// The server's `server.send_timeout`, in seconds.
+        #[arg(long, default_value_t = 30)]
+        send_timeout: u64,
         /// The `holdpoint` binary [default: the one beside this program].
         #[arg(long, value_name = "PATH")]
         holdpoint: Option<PathBuf>,
@@ -221,6 +263,16 @@ fn main() -> anyhow::Result<()> {
             seconds,
         } => runtime.block_on(mcp_http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::Timers {
+            holds,
+            spread,
+            lead,
+        } => runtime.block_on(timers::run(
+            &bench_dir(cli.dir)?,
+            holds.max(1),
+            std::time::Duration::from_secs_f64(spread.max(0.0)),
+            std::time::Duration::from_secs_f64(lead.max(0.0)),
+        ))?,
         Bench::Verify { events } => runtime.block_on(verify::run(&bench_dir(cli.dir)?, events))?,
         Bench::Inbox {
             holds,
@@ -240,6 +292,26 @@ fn main() -> anyhow::Result<()> {
             holdpoint,
             turns.max(1),
             std::time::Duration::from_millis(lease_ms),
+        ))?,
+        Bench::Fanout {
+            subscribers,
+            stalled,
+            seconds,
+            rate,
+            sample,
+            send_timeout,
+            holdpoint,
+        } => runtime.block_on(fanout::run(
+            &bench_dir(cli.dir)?,
+            holdpoint,
+            fanout::Options {
+                subscribers,
+                stalled: stalled.min(subscribers),
+                seconds,
+                rate: rate.max(0.1),
+                sample: sample.max(0.1),
+                send_timeout: send_timeout.max(1),
+            },
         ))?,
         Bench::McpUpstream => mcp::serve_upstream()?,
         Bench::All => {

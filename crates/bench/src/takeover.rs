@@ -26,24 +26,30 @@ use crate::http::{Caller, WORLD};
 use crate::stats::ms;
 
 /// A `holdpoint serve` child process and its URL.
-struct Node {
+pub(crate) struct Node {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Node {
-    async fn start(
+    /// `holdpoint serve` on `data` with the configuration file `config`, on the PostgreSQL
+    /// database `url` when given (else SQLite in `data`).
+    pub(crate) async fn start(
         holdpoint: &Path,
         data: &Path,
         config: &Path,
-        url: &str,
+        url: Option<&str>,
     ) -> anyhow::Result<Node> {
-        let mut child = Command::new(holdpoint)
+        let mut command = Command::new(holdpoint);
+        command
             .args(["serve", "--bind", "127.0.0.1:0", "--data"])
             .arg(data)
             .arg("--config")
-            .arg(config)
-            .args(["--database-url", url])
+            .arg(config);
+        if let Some(url) = url {
+            command.args(["--database-url", url]);
+        }
+        let mut child = command
             .env_remove("HOLDPOINT_DATA")
             .env_remove("HOLDPOINT_CONFIG")
             .stdout(Stdio::piped())
@@ -63,6 +69,11 @@ impl Node {
         // Its later output is not read: keep the pipe drained.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Ok(Node { child, url })
+    }
+
+    /// The process's id, while it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// SIGKILL, and the moment it was sent.
@@ -125,8 +136,8 @@ pub async fn run(
             lease.as_millis()
         ),
     )?;
-    let a = Node::start(&holdpoint, &data, &config, &schema.url).await?;
-    let b = Node::start(&holdpoint, &data, &config, &schema.url).await?;
+    let a = Node::start(&holdpoint, &data, &config, Some(&schema.url)).await?;
+    let b = Node::start(&holdpoint, &data, &config, Some(&schema.url)).await?;
     let token = std::fs::read_to_string(data.join("admin-token"))?;
     let http = Client::new();
     let on = |node: &Node| Caller {
