@@ -262,7 +262,7 @@ pub async fn run(
     );
 
     // Samples of the server's memory, descriptors and streams.
-    let samples = Arc::new(Mutex::new(Vec::<(f64, u64, usize, u64)>::new()));
+    let samples = Arc::new(Mutex::new(Vec::<(f64, u64, usize, Option<u64>)>::new()));
     let sampler = {
         let (samples, admin, mut stopped) = (samples.clone(), admin.clone(), stopped.clone());
         let every = Duration::from_secs_f64(o.sample);
@@ -279,9 +279,11 @@ pub async fn run(
                     _ = tick.tick() => {}
                 }
                 let (rss, fds) = process(pid);
-                let streams = live_streams(&admin).await.unwrap_or(0);
+                // `None` when /metrics did not answer (the sample still counts for memory).
+                let streams = live_streams(&admin).await.ok();
                 let t = start.elapsed().as_secs_f64();
-                println!("  {t:>6.0}s  {:>10}  {fds:>11}  {streams:>12}", mib(rss));
+                let shown = streams.map_or_else(|| "-".to_owned(), |n| n.to_string());
+                println!("  {t:>6.0}s  {:>10}  {fds:>11}  {shown:>12}", mib(rss));
                 samples
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -421,9 +423,13 @@ pub async fn run(
         bytes.push(got);
     }
     if o.stalled > 0 {
-        let dropped_at = samples
+        let counted: Vec<(f64, u64)> = samples
+            .iter()
+            .filter_map(|s| s.3.map(|n| (s.0, n)))
+            .collect();
+        let dropped_at = counted
             .windows(2)
-            .find(|w| w[1].3 < w[0].3)
+            .find(|w| w[1].1 < w[0].1)
             .map(|w| format!("the server's stream count fell at about {:.0} s", w[1].0))
             .unwrap_or_else(|| "the server's stream count never fell".into());
         println!(
