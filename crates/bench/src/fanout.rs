@@ -32,6 +32,8 @@ pub struct Options {
     pub sample: f64,
     /// The server's `server.send_timeout`, in seconds.
     pub send_timeout: u64,
+    /// Bytes of context each question carries (bigger events fill a stopped reader sooner).
+    pub payload: usize,
 }
 
 /// `{"hold": …}`, the data of a live event about a hold.
@@ -137,18 +139,20 @@ async fn decide(
     Ok(())
 }
 
-/// The server's resident memory (bytes) and open descriptors.
-fn process(pid: u32) -> (u64, usize) {
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024);
+/// The server's resident memory, the anonymous part of it (heap and stacks, without the
+/// database's pages that SQLite maps from its file, which grow with the file), in bytes, and
+/// its open descriptors.
+fn process(pid: u32) -> (u64, u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
-    (rss, fds)
+    (field("VmRSS:"), field("RssAnon:"), fds)
 }
 
 async fn live_streams(admin: &Caller) -> anyhow::Result<u64> {
@@ -193,8 +197,8 @@ pub async fn run(
     let holdpoint = crate::mcp::holdpoint_binary(holdpoint)?;
     let readers = o.subscribers.saturating_sub(o.stalled);
     println!(
-        "== Fan-out: {} live streams on one holdpoint serve ({readers} reading, {} that stop reading), {:.1} holds/s raised and decided for {:.0} s",
-        o.subscribers, o.stalled, o.rate, o.seconds
+        "== Fan-out: {} live streams on one holdpoint serve ({readers} reading, {} that stop reading), {:.1} holds/s raised and decided for {:.0} s, {} bytes of context each",
+        o.subscribers, o.stalled, o.rate, o.seconds, o.payload
     );
     let data = dir.path().join("data");
     let config = dir.path().join("holdpoint.toml");
@@ -227,7 +231,7 @@ pub async fn run(
         .trim_start_matches("http://")
         .parse()
         .context("the server's address")?;
-    let (rss0, fds0) = process(pid);
+    let (rss0, anon0, fds0) = process(pid);
 
     let deliveries = Deliveries::default();
     let (stop, stopped) = watch::channel(false);
@@ -255,14 +259,15 @@ pub async fn run(
         stalls.push(stalled(addr, &reader.token).await?);
     }
     println!(
-        "  {} streams opened in {:.1} s; before them the server had {} and {fds0} descriptors",
+        "  {} streams opened in {:.1} s; before them the server had {} resident ({} anonymous) and {fds0} descriptors",
         o.subscribers,
         opening.elapsed().as_secs_f64(),
-        mib(rss0)
+        mib(rss0),
+        mib(anon0)
     );
 
     // Samples of the server's memory, descriptors and streams.
-    let samples = Arc::new(Mutex::new(Vec::<(f64, u64, usize, Option<u64>)>::new()));
+    let samples = Arc::new(Mutex::new(Vec::<(f64, u64, usize, Option<u64>, u64)>::new()));
     let sampler = {
         let (samples, admin, mut stopped) = (samples.clone(), admin.clone(), stopped.clone());
         let every = Duration::from_secs_f64(o.sample);
@@ -270,24 +275,28 @@ pub async fn run(
             let start = Instant::now();
             let mut tick = tokio::time::interval(every);
             println!(
-                "  {:>7}  {:>10}  {:>11}  {:>12}",
-                "time", "server RSS", "descriptors", "live streams"
+                "  {:>7}  {:>10}  {:>10}  {:>11}  {:>12}",
+                "time", "server RSS", "anonymous", "descriptors", "live streams"
             );
             loop {
                 tokio::select! {
                     _ = stopped.changed() => return,
                     _ = tick.tick() => {}
                 }
-                let (rss, fds) = process(pid);
+                let (rss, anon, fds) = process(pid);
                 // `None` when /metrics did not answer (the sample still counts for memory).
                 let streams = live_streams(&admin).await.ok();
                 let t = start.elapsed().as_secs_f64();
                 let shown = streams.map_or_else(|| "-".to_owned(), |n| n.to_string());
-                println!("  {t:>6.0}s  {:>10}  {fds:>11}  {shown:>12}", mib(rss));
+                println!(
+                    "  {t:>6.0}s  {:>10}  {:>10}  {fds:>11}  {shown:>12}",
+                    mib(rss),
+                    mib(anon)
+                );
                 samples
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((t, rss, fds, streams));
+                    .push((t, rss, fds, streams, anon));
             }
         })
     };
@@ -300,12 +309,13 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let path = format!("/api/v1/worlds/{WORLD}/holds");
     let mut previous: Option<String> = None;
+    let padding = "x".repeat(o.payload);
     let start = Instant::now();
     let mut raised = 0usize;
     while start.elapsed().as_secs_f64() < o.seconds {
         tick.tick().await;
         let body = format!(
-            r#"{{"items": [{{"kind": "question", "question": "Soak {raised}?", "options": [{{"id": "yes", "label": "Yes"}}]}}]}}"#
+            r#"{{"items": [{{"kind": "question", "question": "Soak {raised}?", "options": [{{"id": "yes", "label": "Yes"}}], "context": {{"padding": "{padding}"}}}}]}}"#
         );
         let at = Instant::now();
         let answer = raiser
@@ -381,22 +391,23 @@ pub async fn run(
     let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
     // After the first tenth of the run (or minute, whichever is less): allocations settle.
     let warm = (o.seconds / 10.0).min(60.0);
-    let steady: Vec<(f64, u64)> = samples
-        .iter()
-        .filter(|s| s.0 >= warm)
-        .map(|s| (s.0, s.1))
-        .collect();
-    if let (Some(first), Some(last)) = (steady.first(), steady.last()) {
-        let max = steady.iter().map(|s| s.1).max().unwrap_or(0);
-        println!(
-            "  server RSS from {:.0} s: {} → {} (max {}), slope {:+.1} KiB/min over {} samples",
-            warm,
-            mib(first.1),
-            mib(last.1),
-            mib(max),
-            slope(&steady) / 1024.0,
-            steady.len()
-        );
+    for (name, anonymous) in [("server RSS", false), ("of it anonymous", true)] {
+        let steady: Vec<(f64, u64)> = samples
+            .iter()
+            .filter(|s| s.0 >= warm)
+            .map(|s| (s.0, if anonymous { s.4 } else { s.1 }))
+            .collect();
+        if let (Some(first), Some(last)) = (steady.first(), steady.last()) {
+            let max = steady.iter().map(|s| s.1).max().unwrap_or(0);
+            println!(
+                "  {name} from {warm:.0} s: {} → {} (max {}), slope {:+.1} KiB/min over {} samples",
+                mib(first.1),
+                mib(last.1),
+                mib(max),
+                slope(&steady) / 1024.0,
+                steady.len()
+            );
+        }
     }
     let fds: Vec<usize> = samples.iter().map(|s| s.2).collect();
     println!(
@@ -458,7 +469,7 @@ mod tests {
 
     #[test]
     fn a_process_s_memory_and_descriptors_are_read() {
-        let (rss, fds) = process(std::process::id());
-        assert!(rss > 0 && fds > 0);
+        let (rss, anon, fds) = process(std::process::id());
+        assert!(rss >= anon && anon > 0 && fds > 0);
     }
 }

@@ -187,6 +187,10 @@ enum Bench {
         /// The server's `server.send_timeout`, in seconds.
         #[arg(long, default_value_t = 30)]
         send_timeout: u64,
+        /// Bytes of context each question carries (bigger events fill a stopped reader's
+        /// buffers sooner; at most 65,000).
+        #[arg(long, default_value_t = 0)]
+        payload: usize,
         /// The `holdpoint` binary [default: the one beside this program].
         #[arg(long, value_name = "PATH")]
         holdpoint: Option<PathBuf>,
@@ -300,6 +304,7 @@ fn main() -> anyhow::Result<()> {
             rate,
             sample,
             send_timeout,
+            payload,
             holdpoint,
         } => runtime.block_on(fanout::run(
             &bench_dir(cli.dir)?,
@@ -311,6 +316,7 @@ fn main() -> anyhow::Result<()> {
                 rate: rate.max(0.1),
                 sample: sample.max(0.1),
                 send_timeout: send_timeout.max(1),
+                payload: payload.min(65_000),
             },
         ))?,
         Bench::McpUpstream => mcp::serve_upstream()?,
