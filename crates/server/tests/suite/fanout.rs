@@ -26,6 +26,25 @@ async fn read_until(mut stream: holdpoint_test_support::http::Sse, last: u64) ->
     seen
 }
 
+/// Like [`read_until`], for a position told later, so the stream is read meanwhile.
+async fn read_until_told(
+    mut stream: holdpoint_test_support::http::Sse,
+    mut last: tokio::sync::watch::Receiver<Option<u64>>,
+) -> Vec<u64> {
+    let mut seen = Vec::new();
+    loop {
+        if let Some(last) = *last.borrow_and_update()
+            && seen.last() == Some(&last)
+        {
+            return seen;
+        }
+        tokio::select! {
+            m = stream.next() => seen.push(m.id.unwrap()),
+            _ = last.changed() => {}
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_hundred_subscribers_each_get_every_event_in_order() {
     let t = TestServer::with(super::ASK_ALL, |s| s.limits.streams_per_token = 100).await;
@@ -94,13 +113,12 @@ async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_eve
     let bot_token = t.token("bot", "agent", None).await;
     let bot = t.api.as_token(&bot_token);
     let start = head(&t).await;
-    let readers: Vec<_> = {
-        let mut v = Vec::new();
-        for _ in 0..3 {
-            v.push(t.api.events("", None).await);
-        }
-        v
-    };
+    let (tell, told) = tokio::sync::watch::channel(None);
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let stream = t.api.events("", None).await;
+        readers.push(tokio::spawn(read_until_told(stream, told.clone())));
+    }
     let mut stalled = stalled_subscriber(&t, &bot_token).await;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while live_streams(&t).await != 4 {
@@ -110,29 +128,27 @@ async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_eve
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // About 6 MB of events: more than the stalled client's socket and the server's hold.
+    // Events of about 800 KiB a request, until the stalled subscriber's buffers (its socket's
+    // and the server's, some MB on loopback) are full and it is let go of: its stream closes
+    // on the server.
     let big = "x".repeat(200 * 1024);
-    for _ in 0..8 {
-        let items = (0..4)
-            .map(|_| approval("write", json!({"text": big})))
-            .collect();
-        raise(&bot, "lab", items).await;
-    }
-    let last = head(&t).await;
-    let readers: Vec<_> = readers
-        .into_iter()
-        .map(|s| tokio::spawn(read_until(s, last)))
-        .collect();
-    // The stalled subscriber is let go of: its stream closes on the server.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut raised = 0;
     while live_streams(&t).await != 3 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the stalled subscriber was not cut off"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let items = (0..4)
+            .map(|_| approval("write", json!({"text": big})))
+            .collect();
+        raise(&bot, "lab", items).await;
+        raised += 4;
     }
+    let last = head(&t).await;
+    tell.send(Some(last)).unwrap();
     let expected: Vec<u64> = ((start + 1)..=last).collect();
-    assert_eq!(expected.len(), 32);
+    assert_eq!(expected.len(), raised);
     for reader in readers {
         let seen = tokio::time::timeout(PATIENCE, reader)
             .await
