@@ -18,6 +18,9 @@ use holdpoint_protocol::{LlmSettings, Message, ToolCall};
 use serde_json::Value;
 
 pub use error::LlmError;
+/// The answer's parsers without a connection, for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub use stream::{StreamReader, whole};
 
 /// A tool as the LLM is told of it.
 #[derive(Clone, Debug, PartialEq)]

@@ -182,10 +182,7 @@ fn malformed(e: serde_json::Error, data: &str) -> LlmError {
 }
 
 /// A server that answered with one JSON document.
-pub(crate) fn whole(
-    body: &[u8],
-    on_text: &mut (dyn FnMut(&str) + Send),
-) -> Result<Completion, LlmError> {
+pub fn whole(body: &[u8], on_text: &mut (dyn FnMut(&str) + Send)) -> Result<Completion, LlmError> {
     let chunk: Chunk =
         serde_json::from_slice(body).map_err(|e| malformed(e, &String::from_utf8_lossy(body)))?;
     let mut acc = Accumulator::default();
@@ -200,24 +197,44 @@ pub(crate) async fn read(
     on_text: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Completion, LlmError> {
     let mut body = response.bytes_stream();
-    let mut buffer: Vec<u8> = Vec::new();
-    let mut acc = Accumulator::default();
+    let mut reader = StreamReader::default();
     loop {
         let next = tokio::time::timeout(idle, body.next())
             .await
             .map_err(|_| LlmError::Stalled { waited: idle })?;
-        let bytes = match next {
-            Some(Ok(b)) => b,
+        match next {
+            Some(Ok(bytes)) => {
+                if let Some(done) = reader.push(&bytes, on_text)? {
+                    return Ok(done);
+                }
+            }
             Some(Err(e)) => {
                 return Err(LlmError::ConnectionLost {
                     message: e.to_string(),
                 });
             }
-            None => break,
-        };
-        buffer.extend_from_slice(&bytes);
-        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
+            None => return reader.end(),
+        }
+    }
+}
+
+/// Reads a streamed answer from its bytes as they arrive, whatever pieces they come in.
+#[derive(Default)]
+pub struct StreamReader {
+    buffer: Vec<u8>,
+    acc: Accumulator,
+}
+
+impl StreamReader {
+    /// Takes the next bytes of the body; the completion once `data: [DONE]` has come.
+    pub fn push(
+        &mut self,
+        bytes: &[u8],
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Option<Completion>, LlmError> {
+        self.buffer.extend_from_slice(bytes);
+        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buffer.drain(..=end).collect();
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end_matches(['\r', '\n']);
             let Some(data) = line.strip_prefix("data:") else {
@@ -225,22 +242,26 @@ pub(crate) async fn read(
             };
             let data = data.trim_start();
             if data == "[DONE]" {
-                return Ok(acc.finish());
+                return Ok(Some(std::mem::take(&mut self.acc).finish()));
             }
             if data.is_empty() {
                 continue;
             }
             let chunk: Chunk = serde_json::from_str(data).map_err(|e| malformed(e, data))?;
-            acc.chunk(chunk, on_text)?;
+            self.acc.chunk(chunk, on_text)?;
         }
+        Ok(None)
     }
-    // The stream ended without [DONE]: complete only if the server said it had finished.
-    if acc.finish_reason.is_some() {
-        Ok(acc.finish())
-    } else {
-        Err(LlmError::ConnectionLost {
-            message: "the stream ended before the answer was complete".into(),
-        })
+
+    /// The body ended without `[DONE]`: complete only if the server said it had finished.
+    pub fn end(self) -> Result<Completion, LlmError> {
+        if self.acc.finish_reason.is_some() {
+            Ok(self.acc.finish())
+        } else {
+            Err(LlmError::ConnectionLost {
+                message: "the stream ended before the answer was complete".into(),
+            })
+        }
     }
 }
 
