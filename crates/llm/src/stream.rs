@@ -67,6 +67,9 @@ struct RawUsage {
     completion_tokens: u64,
 }
 
+/// The most tool calls one answer may hold (far more than any model asks for at once).
+const MAX_TOOL_CALLS: usize = 1024;
+
 #[derive(Default)]
 struct Partial {
     id: Option<String>,
@@ -109,7 +112,7 @@ impl Accumulator {
                     self.text.push_str(&text);
                 }
                 for call in delta.tool_calls.unwrap_or_default() {
-                    self.call(call);
+                    self.call(call)?;
                 }
             }
             if choice.finish_reason.is_some() {
@@ -119,9 +122,18 @@ impl Accumulator {
         Ok(())
     }
 
-    fn call(&mut self, delta: CallDelta) {
+    fn call(&mut self, delta: CallDelta) -> Result<(), LlmError> {
         // By index when given; else by id; else a new call.
         let slot = match (delta.index, &delta.id) {
+            // Indexes count the answer's calls from 0: a larger one would only make room for
+            // calls that never come (and `usize::MAX` for none at all).
+            (Some(i), _) if i >= MAX_TOOL_CALLS => {
+                return Err(LlmError::Malformed {
+                    message: format!(
+                        "a tool call's index is {i}; an answer has at most {MAX_TOOL_CALLS} tool calls"
+                    ),
+                });
+            }
             (Some(i), _) => i,
             (None, Some(id)) => self
                 .calls
@@ -147,6 +159,7 @@ impl Accumulator {
                 Some(other) => p.arguments.push_str(&other.to_string()),
             }
         }
+        Ok(())
     }
 
     fn finish(self) -> Completion {
@@ -354,6 +367,28 @@ mod tests {
             err.to_string(),
             "the LLM reported an error: model overloaded"
         );
+    }
+
+    #[test]
+    fn a_tool_call_index_beyond_any_answer_is_malformed() {
+        // The llm_stream fuzz target crashed on these: the index made room for that many calls,
+        // which overflowed at `usize::MAX` and exhausted memory below it.
+        for index in [u64::MAX, 100_000_000_000, 1024] {
+            let mut reader = StreamReader::default();
+            let body = format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"function\":{{\"name\":\"x\"}}}}]}}}}]}}\n\n"
+            );
+            let err = reader.push(body.as_bytes(), &mut |_: &str| {}).unwrap_err();
+            assert!(
+                matches!(&err, LlmError::Malformed { message } if message.contains(&format!("index is {index}"))),
+                "{err}"
+            );
+        }
+        let (c, _) = feed(&[
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 1023, "function": {"name": "last"}}]}}]}),
+        ]);
+        assert_eq!(c.tool_calls.len(), 1);
+        assert_eq!(c.tool_calls[0].name, "last");
     }
 
     #[test]
