@@ -39,12 +39,18 @@ pub async fn stream(
         (Some(w), _) => Some(app.world(&caller, w).await?.id.to_string()),
         (None, w) => w.map(|w| w.to_string()),
     };
-    let last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    let (after, named) = match last_id {
+    // A value that is not a position is refused, whatever its bytes: ignoring it would start
+    // the stream from now, and what the client missed would be lost without a word.
+    let (after, named) = match headers.get("last-event-id") {
         Some(v) => (
-            Some(v.trim().parse::<u64>().map_err(|_| {
-                ApiError::param("Last-Event-ID", "must be an event's position (a number)")
-            })?),
+            Some(
+                v.to_str()
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        ApiError::param("Last-Event-ID", "must be an event's position (a number)")
+                    })?,
+            ),
             "Last-Event-ID",
         ),
         None => (super::position(q.after)?, "after"),
