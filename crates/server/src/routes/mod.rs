@@ -161,6 +161,7 @@ pub fn router(app: App) -> Router {
             _,
         >(access, table::mark))
         .layer(middleware::from_fn_with_state(app.clone(), metrics::track))
+        .layer(middleware::from_fn(ops::path_text))
         .layer(middleware::from_fn(ops::uri_limit))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(headers::security))

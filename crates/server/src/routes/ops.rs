@@ -68,3 +68,42 @@ pub async fn uri_limit(req: Request, next: Next) -> Response {
     }
     next.run(req).await
 }
+
+/// A path whose percent-escapes do not decode to UTF-8 (`/api/v1/holds/%80`) names nothing:
+/// 400 in the API's error shape, rather than the plain-text refusal of the path extractor.
+pub async fn path_text(req: Request, next: Next) -> Response {
+    if std::str::from_utf8(&percent_decoded(req.uri().path())).is_err() {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            "the path is not UTF-8 once its %-escapes are decoded",
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// `%XX` escapes decoded; anything else, a malformed escape included, as it is.
+fn percent_decoded(path: &str) -> Vec<u8> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let escaped = bytes
+            .get(i + 1..i + 3)
+            .filter(|hex| b == b'%' && hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(decoded) => {
+                out.push(decoded);
+                i += 3;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}

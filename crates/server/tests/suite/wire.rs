@@ -246,3 +246,21 @@ async fn a_request_target_too_long_gets_the_error_shape() {
     let reply = t.api.get(&long).await;
     assert_eq!(reply.error(414).0, "uri_too_long");
 }
+
+#[tokio::test]
+async fn a_path_that_is_not_utf8_gets_the_error_shape() {
+    // Found by fuzz/fuzz_targets/api.rs: the path extractor refused `%80` in plain text.
+    let t = TestServer::start().await;
+    for path in [
+        "/api/v1/batches/0190a0a0-0000-7000%8000-000000000000/decision",
+        "/api/v1/holds/%C3%28",
+        "/api/v1/worlds/%FF/agents",
+    ] {
+        let reply = t.api.post(path, json!({"action": "deny"})).await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text);
+        assert_eq!(reply.body["error"]["code"], "invalid_input", "{path}");
+    }
+    // Escapes that decode to text, and `%` that escapes nothing, reach the routes as before.
+    t.api.get("/api/v1/worlds/%C3%A9t%C3%A9").await.error(404);
+    t.api.get("/api/v1/worlds/100%").await.error(404);
+}
