@@ -243,7 +243,145 @@ mod tests {
         })
     }
 
+    /// `value` as JSON text with its object keys in an order and whitespace between its
+    /// tokens that `seed` picks.
+    fn scrambled(value: &Value, seed: &mut u64, out: &mut String) {
+        fn next(seed: &mut u64) -> u64 {
+            // xorshift64: any seed but zero gives a long sequence.
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed
+        }
+        fn space(seed: &mut u64, out: &mut String) {
+            const WHITESPACE: [&str; 6] = ["", "", " ", "\n", "\t", "\r\n  "];
+            out.push_str(WHITESPACE[(next(seed) % 6) as usize]);
+        }
+        space(seed, out);
+        match value {
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    scrambled(item, seed, out);
+                }
+                space(seed, out);
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                // Fisher-Yates.
+                for i in (1..entries.len()).rev() {
+                    entries.swap(i, (next(seed) % (i as u64 + 1)) as usize);
+                }
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    space(seed, out);
+                    out.push_str(&serde_json::to_string(key).unwrap());
+                    space(seed, out);
+                    out.push(':');
+                    scrambled(item, seed, out);
+                }
+                space(seed, out);
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+        space(seed, out);
+    }
+
+    /// The keys of every object in a JSON text, in the order the text has them.
+    fn key_orders(text: &str) -> Vec<Vec<String>> {
+        use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+        struct Keys(Vec<Vec<String>>);
+        impl<'de> Deserialize<'de> for Keys {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_any(KeysVisitor)
+            }
+        }
+        struct KeysVisitor;
+        impl<'de> Visitor<'de> for KeysVisitor {
+            type Value = Keys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                let (mut keys, mut inner) = (Vec::new(), Vec::new());
+                while let Some(k) = map.next_key::<String>()? {
+                    keys.push(k);
+                    inner.extend(map.next_value::<Keys>()?.0);
+                }
+                inner.insert(0, keys);
+                Ok(Keys(inner))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Keys, A::Error> {
+                let mut inner = Vec::new();
+                while let Some(k) = seq.next_element::<Keys>()? {
+                    inner.extend(k.0);
+                }
+                Ok(Keys(inner))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+            fn visit_unit<E>(self) -> Result<Keys, E> {
+                Ok(Keys(Vec::new()))
+            }
+        }
+        serde_json::from_str::<Keys>(text).unwrap().0
+    }
+
+    /// Object keys where UTF-8 and UTF-16 order disagree (U+FF61 and U+1F600), among others.
+    fn arb_keyed_json() -> impl Strategy<Value = Value> {
+        let key = prop_oneof![".{0,4}", "[a\u{ff61}\u{1f600}\u{e000}]{1,3}",];
+        prop::collection::btree_map(key, arb_json(), 0..8)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
     proptest! {
+        /// Every object's keys in the canonical text are in UTF-16 code unit order.
+        #[test]
+        fn keys_are_in_utf16_order(v in arb_keyed_json()) {
+            for keys in key_orders(&to_string(&v)) {
+                for pair in keys.windows(2) {
+                    prop_assert!(
+                        pair[0].encode_utf16().lt(pair[1].encode_utf16()),
+                        "{:?} before {:?}", pair[0], pair[1]
+                    );
+                }
+            }
+        }
+
+        /// The same value written with its keys in any order and any whitespace has the one
+        /// canonical text and digest.
+        #[test]
+        fn key_order_and_whitespace_do_not_matter(v in arb_json(), seed in 1..u64::MAX) {
+            let mut seed = seed;
+            let mut text = String::new();
+            scrambled(&v, &mut seed, &mut text);
+            let read: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(to_string(&read), to_string(&v), "from {}", text);
+            prop_assert_eq!(digest(&read), digest(&v));
+        }
+
         #[test]
         fn canonical_text_is_json_of_the_same_value(v in arb_json()) {
             let text = to_string(&v);
