@@ -634,3 +634,140 @@ fn all_problems_are_reported_at_once() {
     );
     assert_eq!(errs.len(), 3, "{errs:#?}");
 }
+
+/// A rule of the order property: its action, its tool (`*`: any), perhaps a value `/n` must
+/// equal.
+#[derive(Debug, Clone)]
+struct OrderRule {
+    action: Action,
+    tool: &'static str,
+    n: Option<u8>,
+}
+
+fn order_rule() -> impl proptest::strategy::Strategy<Value = OrderRule> {
+    use proptest::prelude::*;
+    (
+        prop::sample::select(vec![Action::Allow, Action::Ask, Action::Deny]),
+        prop::sample::select(vec!["a", "b", "*"]),
+        prop::option::of(0..3u8),
+    )
+        .prop_map(|(action, tool, n)| OrderRule { action, tool, n })
+}
+
+/// A policy of `rules`, each named `r` and its number.
+fn order_policy(mode: Mode, rules: &[(usize, OrderRule)]) -> Policy {
+    let mut text = format!("mode = \"{}\"\n", mode.as_str());
+    for (name, r) in rules {
+        text.push_str(&format!(
+            "[[rules]]\nname = \"r{name}\"\ntools = [\"{}\"]\naction = \"{}\"\n",
+            r.tool,
+            r.action.as_str()
+        ));
+        if let Some(n) = r.n {
+            text.push_str(&format!("args = [{{ pointer = \"/n\", equals = {n} }}]\n"));
+        }
+    }
+    policy(&text)
+}
+
+/// Up to 8 rules, numbered, and the same rules shuffled.
+#[allow(clippy::type_complexity)]
+fn rules_in_two_orders()
+-> impl proptest::strategy::Strategy<Value = (Vec<(usize, OrderRule)>, Vec<(usize, OrderRule)>)> {
+    use proptest::prelude::*;
+    prop::collection::vec(order_rule(), 0..8).prop_flat_map(|rules| {
+        let numbered: Vec<(usize, OrderRule)> = rules.into_iter().enumerate().collect();
+        (Just(numbered.clone()), Just(numbered).prop_shuffle())
+    })
+}
+
+/// A program name that is not `git`.
+fn other_program() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    "[a-z]{1,8}".prop_filter("another program", |p| p != "git")
+}
+
+/// What can follow a command so that more than it runs, or runs differently: another
+/// command after a list operator or a pipe, a command substitution (bare, quoted, or with
+/// backticks), a redirection.
+fn more_than_one_command() -> impl proptest::strategy::Strategy<Value = (String, bool)> {
+    use proptest::prelude::*;
+    let chained = (
+        prop::sample::select(vec![";", "&&", "||", "|", "|&", "&", "\n"]),
+        other_program(),
+        "[a-z0-9./-]{0,6}",
+    )
+        .prop_map(|(op, program, arg)| (format!("{op} {program} {arg}"), true));
+    let opaque = prop_oneof![
+        "[a-z ]{0,12}".prop_map(|inner| format!("$({inner})")),
+        "[a-z ]{0,12}".prop_map(|inner| format!("\"$({inner})\"")),
+        "[a-z ]{0,12}".prop_map(|inner| format!("`{inner}`")),
+        (
+            prop::sample::select(vec![">", ">>", "<", "2>", "&>", "<<", ">|", "2>&1 >"]),
+            "[a-z0-9./]{1,8}"
+        )
+            .prop_map(|(op, target)| format!("{op} {target}")),
+    ]
+    .prop_map(|s| (s, false));
+    prop_oneof![chained, opaque]
+}
+
+proptest::proptest! {
+    /// Whatever order the rules are in, a call that a `deny` rule matches is denied (by a
+    /// deny rule), and every call gets the strictest action of the rules that match it.
+    #[test]
+    fn deny_wins_whatever_the_order_of_the_rules(
+        (rules, shuffled) in rules_in_two_orders(),
+        mode in proptest::sample::select(vec![Mode::Manual, Mode::AutoApprove, Mode::AutoDeny]),
+    ) {
+        let written = order_policy(mode, &rules);
+        let reordered = order_policy(mode, &shuffled);
+        for tool in ["a", "b", "c"] {
+            for n in 0..3u8 {
+                let args = json!({ "n": n });
+                let matching: Vec<Action> = rules
+                    .iter()
+                    .filter(|(_, r)| (r.tool == "*" || r.tool == tool) && r.n.is_none_or(|m| m == n))
+                    .map(|(_, r)| r.action)
+                    .collect();
+                let expected = matching.iter().copied().max().unwrap_or(match mode {
+                    Mode::Manual => Action::Ask,
+                    Mode::AutoApprove => Action::Allow,
+                    Mode::AutoDeny => Action::Deny,
+                });
+                for p in [&written, &reordered] {
+                    let (action, rule) = decide(p, tool, args.clone());
+                    proptest::prop_assert_eq!(action, expected, "{} {:?} {:?}", tool, args, rules);
+                    if matching.contains(&Action::Deny) {
+                        let index: usize = rule.as_deref().and_then(|r| r[1..].parse().ok()).unwrap();
+                        proptest::prop_assert_eq!(rules[index].1.action, Action::Deny);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A rule that allows a program never allows a line that runs more than that program:
+    /// `;`, `&&`, `||`, `|`, `&` and newlines start other commands, which the rule does not
+    /// cover, and substitutions and redirections make the line opaque.
+    #[test]
+    fn an_allowed_program_does_not_allow_what_follows_it(
+        args in "( [a-z0-9./-]{1,6}){0,3}",
+        (construct, chained) in more_than_one_command(),
+        spaced in proptest::bool::ANY,
+    ) {
+        let p = policy(
+            "[[rules]]\nname = \"git\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"git\" }",
+        );
+        proptest::prop_assert_eq!(shell(&p, "git status").0, Action::Allow);
+        let line = format!("git{args}{}{construct}", if spaced { " " } else { "" });
+        let read = shell::parse(&line);
+        if chained {
+            proptest::prop_assert!(read.commands.len() >= 2, "{:?} read as {:?}", line, read);
+        } else {
+            proptest::prop_assert!(!read.is_plain(), "{:?} read as plain: {:?}", line, read);
+        }
+        let (action, rule) = shell(&p, &line);
+        proptest::prop_assert_ne!(action, Action::Allow, "{:?} allowed by {:?}", line, rule);
+    }
+}
