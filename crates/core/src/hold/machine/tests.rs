@@ -735,3 +735,151 @@ fn the_fail_closed_default_is_a_decision_like_any_other() {
     let long = "x".repeat(limits.reason + 1);
     assert!(fail_closed(&approval(), &alice(), Some(long), T0, &limits).is_err());
 }
+
+/// One thing that can happen to a hold, at the time reached so far.
+#[derive(Debug, Clone)]
+enum Step {
+    Decide {
+        person: usize,
+        choice: u8,
+    },
+    FailClosed {
+        person: usize,
+    },
+    /// Time passes, then the timer fires.
+    Expire {
+        secs: u64,
+    },
+    Remind {
+        secs: u64,
+    },
+    Withdraw,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0..4usize, 0..12u8).prop_map(|(person, choice)| Step::Decide { person, choice }),
+        1 => (0..4usize).prop_map(|person| Step::FailClosed { person }),
+        2 => (0..1200u64).prop_map(|secs| Step::Expire { secs }),
+        1 => (0..1200u64).prop_map(|secs| Step::Remind { secs }),
+        1 => Just(Step::Withdraw),
+    ]
+}
+
+/// Every kind of decision, valid for the hold or not.
+fn any_decision(choice: u8) -> Decision {
+    match choice {
+        0 => approve(ApproveScope::Once),
+        1 => approve(ApproveScope::Chat),
+        2 => approve(ApproveScope::AlwaysArgs),
+        3 => approve(ApproveScope::AlwaysTool),
+        4 => Decision::Deny { reason: None },
+        5 => Decision::DenyStop { reason: None },
+        6 => Decision::Edit {
+            arguments: json!({"command": "ls -l"}),
+            reason: None,
+        },
+        7 => Decision::Answer {
+            options: vec!["a".into()],
+        },
+        8 => Decision::Answer {
+            options: vec!["a".into(), "b".into()],
+        },
+        9 => Decision::Answer {
+            options: vec!["no".into()],
+        },
+        10 => Decision::Confirm,
+        _ => Decision::Cancel { reason: None },
+    }
+}
+
+/// Approvals (alone, and with a quorum of two) and questions (with and without a confirm
+/// step, several options, a default).
+fn any_hold(kind: u8) -> Hold {
+    match kind {
+        0 => approval(),
+        1 => {
+            let policy = Policy::from_toml(
+                "[[rules]]\nname = \"q\"\ntools = [\"shell_cmd\"]\naction = \"ask\"\nquorum = 2",
+            )
+            .unwrap();
+            approval_with(&policy, Some(0), json!({"command": "deploy"}))
+        }
+        2 => question(false, false, None),
+        3 => question(true, false, None),
+        4 => question(true, true, Some("b")),
+        _ => question(false, true, Some("a")),
+    }
+}
+
+proptest::proptest! {
+    /// Once a hold is resolved nothing changes it: every decision is refused with the hold as
+    /// it is, and the timers and withdrawal do nothing. While it is open, each change is
+    /// one version on, and a hold is resolved exactly when it has an outcome.
+    #[test]
+    fn a_resolved_hold_never_changes(
+        kind in 0..6u8,
+        steps in proptest::collection::vec(step(), 1..24),
+    ) {
+        let people = [
+            alice(),
+            Principal::new("bob", Role::Approver),
+            Principal::new("root", Role::Admin),
+            Principal::new("bot", Role::Agent),
+        ];
+        let limits = Limits::default();
+        let mut hold = any_hold(kind);
+        let mut now = T0;
+        for step in steps {
+            let result = match &step {
+                Step::Decide { person, choice } => {
+                    let d = any_decision(*choice);
+                    Some(decide(&hold, &people[*person], &d, now, &Policy::default(), &limits)
+                        .map(|(t, _)| t))
+                }
+                Step::FailClosed { person } => {
+                    Some(fail_closed(&hold, &people[*person], None, now, &limits).map(|(t, _)| t))
+                }
+                Step::Expire { secs } => {
+                    now = Timestamp::from_millis(now.as_millis() + *secs as i64 * 1000);
+                    expire(&hold, now).map(Ok)
+                }
+                Step::Remind { secs } => {
+                    now = Timestamp::from_millis(now.as_millis() + *secs as i64 * 1000);
+                    remind(&hold, now).map(Ok)
+                }
+                Step::Withdraw => withdraw(&hold, Actor::of(Source::System), None, now).map(Ok),
+            };
+            if !hold.is_open() {
+                match result {
+                    None => {}
+                    Some(Ok(t)) => proptest::prop_assert!(
+                        false,
+                        "{step:?} changed a {} hold to {}",
+                        hold.status.as_str(),
+                        t.hold.status.as_str()
+                    ),
+                    Some(Err(EngineError::AlreadyDecided { hold: told })) => {
+                        proptest::prop_assert_eq!(&*told, &hold, "told of another hold");
+                    }
+                    Some(Err(e)) => proptest::prop_assert!(
+                        matches!(e, EngineError::Forbidden(_)),
+                        "{step:?} on a resolved hold: {e:?}"
+                    ),
+                }
+                continue;
+            }
+            if let Some(Ok(t)) = result {
+                proptest::prop_assert_eq!(t.hold.id, hold.id);
+                proptest::prop_assert_eq!(t.hold.version, hold.version + 1);
+                proptest::prop_assert!(!t.events.is_empty());
+                proptest::prop_assert_eq!(t.hold.is_open(), t.hold.outcome.is_none());
+                if let Some(o) = &t.hold.outcome {
+                    proptest::prop_assert_eq!(HoldStatus::from(o.status), t.hold.status);
+                }
+                hold = t.hold;
+            }
+        }
+    }
+}
