@@ -35,8 +35,10 @@ fn resume(value: &[u8]) {
     h.defaults(&mut request);
     let answer = h.send(request);
     check_answer("/api/v1/events", &answer);
+    // A header is ASCII: `" 1\u{a0}"` is no position, though `trim` would make it one.
     let position = std::str::from_utf8(value)
         .ok()
+        .filter(|v| v.is_ascii())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|p| *p <= head);
     match position {
