@@ -131,6 +131,22 @@ pub struct LimitSettings {
     pub request_burst: u32,
 }
 
+impl LimitSettings {
+    /// No limit at all: for load generators and fuzzers, which drive a server hard from few
+    /// credentials to measure or probe what it does, not its limits.
+    pub fn lifted() -> LimitSettings {
+        LimitSettings {
+            streams: usize::MAX,
+            streams_per_token: usize::MAX,
+            waits_per_token: usize::MAX,
+            pending_holds_per_world: u64::MAX,
+            pending_holds_per_token: u64::MAX,
+            requests_per_second: u32::MAX,
+            request_burst: u32::MAX,
+        }
+    }
+}
+
 impl Default for LimitSettings {
     fn default() -> Self {
         LimitSettings {
