@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use holdpoint_core::Engine;
-use holdpoint_protocol::{BatchId, GateRequest, HoldQuery, Order, Principal, Role};
+use holdpoint_protocol::{BatchId, GateRequest, HoldQuery, HoldRequest, Order, Principal, Role};
 use holdpoint_store::SqliteStore;
 
 use crate::ALLOCATOR;
@@ -24,23 +24,25 @@ pub(crate) fn rss_bytes() -> usize {
 }
 
 /// Raises `holds` holds, 64 to a request (one batch each) from 16 callers, spread over ten
-/// worlds and seven agents; their batches.
-pub(crate) async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<Vec<BatchId>> {
+/// worlds and seven agents; their batches. Hold `i` (from 0) is `item(engine, i)`.
+pub(crate) async fn fill<F>(engine: &Engine, holds: usize, item: F) -> anyhow::Result<Vec<BatchId>>
+where
+    F: Fn(&Engine, usize) -> HoldRequest + Send + Sync + 'static,
+{
     const PER_REQUEST: usize = 64;
     const TASKS: usize = 16;
     let requests = holds.div_ceil(PER_REQUEST);
+    let item = Arc::new(item);
     let mut tasks = Vec::new();
     for t in 0..TASKS {
-        let engine = engine.clone();
+        let (engine, item) = (engine.clone(), item.clone());
         tasks.push(tokio::spawn(async move {
             let agent = Principal::new("bench-agent", Role::Agent);
             let mut batches = Vec::new();
             for r in (t..requests).step_by(TASKS) {
-                let n = PER_REQUEST.min(holds - r * PER_REQUEST);
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.extend(ask("").items);
-                }
+                let first = r * PER_REQUEST;
+                let n = PER_REQUEST.min(holds - first);
+                let items = (first..first + n).map(|i| item(&engine, i)).collect();
                 let req = GateRequest {
                     world: format!("world-{}", r % 10),
                     agent: Some(format!("agent-{}", r % 7)),
@@ -57,6 +59,11 @@ pub(crate) async fn fill(engine: &Engine, holds: usize) -> anyhow::Result<Vec<Ba
         batches.extend(t.await??);
     }
     Ok(batches)
+}
+
+/// A plain question, as the benchmarks raise them.
+pub(crate) fn question(_: &Engine, _: usize) -> HoldRequest {
+    ask("").items.remove(0)
 }
 
 /// Times the first page of `query`, which must hold `items` holds.
@@ -86,7 +93,7 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         .await?;
     let (heap0, rss0) = (ALLOCATOR.allocated(), rss_bytes());
     let start = Instant::now();
-    fill(&engine, holds).await?;
+    fill(&engine, holds, question).await?;
     let filled = start.elapsed();
     let (heap1, rss1) = (ALLOCATOR.allocated(), rss_bytes());
     println!(

@@ -12,13 +12,11 @@ use std::time::{Duration, Instant};
 
 use holdpoint_core::Engine;
 use holdpoint_core::store::EventFilter;
-use holdpoint_protocol::{
-    Deadline, EventPayload, GateRequest, HoldId, HoldRequest, Principal, Role, Timestamp,
-};
+use holdpoint_protocol::{Deadline, EventPayload, HoldId, HoldRequest, Timestamp};
 use holdpoint_store::SqliteStore;
 
 use crate::ALLOCATOR;
-use crate::cycle::{Inbox, ask};
+use crate::cycle::Inbox;
 use crate::pending::rss_bytes;
 use crate::stats::{Latencies, ms};
 
@@ -29,42 +27,19 @@ async fn fill(
     first: Timestamp,
     spread: Duration,
 ) -> anyhow::Result<()> {
-    const PER_REQUEST: usize = 64;
-    const TASKS: usize = 8;
-    let requests = holds.div_ceil(PER_REQUEST);
-    let mut tasks = Vec::new();
-    for t in 0..TASKS {
-        let engine = engine.clone();
-        tasks.push(tokio::spawn(async move {
-            let agent = Principal::new("bench-agent", Role::Agent);
-            for r in (t..requests).step_by(TASKS) {
-                let n = PER_REQUEST.min(holds - r * PER_REQUEST);
-                let now = engine.clock().now();
-                let mut items = Vec::with_capacity(n);
-                for i in r * PER_REQUEST..r * PER_REQUEST + n {
-                    let offset = spread.mul_f64(i as f64 / holds as f64);
-                    let at = first.saturating_add(offset);
-                    let mut item = ask("").items.remove(0);
-                    if let HoldRequest::Question(q) = &mut item {
-                        // At least a millisecond: a deadline is never now.
-                        let after = at.duration_since(now).max(Duration::from_millis(1));
-                        q.deadline = Some(Deadline::After(after));
-                    }
-                    items.push(item);
-                }
-                let req = GateRequest {
-                    world: format!("world-{}", r % 10),
-                    items,
-                    ..ask("")
-                };
-                engine.gate(&agent, req).await?;
-            }
-            Ok::<_, anyhow::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
+    crate::pending::fill(engine, holds, move |engine, i| {
+        let at = first.saturating_add(spread.mul_f64(i as f64 / holds as f64));
+        let mut item = crate::pending::question(engine, i);
+        if let HoldRequest::Question(q) = &mut item {
+            // At least a millisecond: a deadline is never now.
+            let after = at
+                .duration_since(engine.clock().now())
+                .max(Duration::from_millis(1));
+            q.deadline = Some(Deadline::After(after));
+        }
+        item
+    })
+    .await?;
     Ok(())
 }
 

@@ -48,7 +48,7 @@ pub async fn run(dir: &tempfile::TempDir, events: usize) -> anyhow::Result<()> {
         .start()
         .await?;
     let start = Instant::now();
-    let batches = crate::pending::fill(&engine, holds).await?;
+    let batches = crate::pending::fill(&engine, holds, crate::pending::question).await?;
     withdraw(&engine, batches).await?;
     println!("  log written in {:.1} s", start.elapsed().as_secs_f64());
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
