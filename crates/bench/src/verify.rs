@@ -7,12 +7,14 @@
 //! compared.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use holdpoint_core::{Engine, verify};
 use holdpoint_protocol::{Actor, BatchId, Source};
 use holdpoint_store::SqliteStore;
 
+use crate::ALLOCATOR;
 use crate::cycle::Inbox;
 
 /// Callers withdrawing at once.
@@ -54,23 +56,39 @@ pub async fn run(dir: &tempfile::TempDir, events: usize) -> anyhow::Result<()> {
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
     println!("  database: {:.0} MiB", size as f64 / 1048576.0);
 
+    // The RSS counts the database's pages, which SQLite maps and the walk reads: the heap's
+    // peak is what the check itself holds.
     let rss_before = crate::pending::rss_bytes();
+    let heap_before = ALLOCATOR.allocated();
+    let peak = Arc::new(AtomicUsize::new(heap_before));
+    let sampler = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(ALLOCATOR.allocated(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
     let start = Instant::now();
-    let report = match verify(store.as_ref()).await? {
+    let verified = verify(store.as_ref()).await;
+    let took = start.elapsed().as_secs_f64();
+    sampler.abort();
+    let report = match verified? {
         Ok(report) => report,
         Err(broken) => anyhow::bail!("the chain does not verify: {broken:?}"),
     };
-    let took = start.elapsed().as_secs_f64();
     anyhow::ensure!(
         report.state.mismatched == 0,
         "the state does not match: {:?}",
         report.state.mismatches
     );
     println!(
-        "  verified {} events and {} holds in {took:.2} s ({:.0} events/s); RSS grew {:.0} MiB",
+        "  verified {} events and {} holds in {took:.2} s ({:.0} events/s); Rust heap peak +{:.0} MiB; RSS grew {:.0} MiB (the mapped database included)",
         report.events,
         report.state.holds,
         report.events as f64 / took,
+        peak.load(Ordering::Relaxed).saturating_sub(heap_before) as f64 / 1048576.0,
         crate::pending::rss_bytes().saturating_sub(rss_before) as f64 / 1048576.0
     );
     Ok(())

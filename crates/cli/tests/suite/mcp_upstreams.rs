@@ -396,11 +396,12 @@ async fn a_result_past_max_message_size_is_refused_in_bounded_memory_and_the_gat
     }
     // Refusing 25 MB raised the gateway's resident memory by less than the 20 MB of one of
     // them: no message was read whole (reading, parsing and forwarding even the 5 MB one
-    // takes several times its size).
+    // takes several times its size). What it does grow by (buffers, the allocator's pages)
+    // has been seen at up to 17 MB on loaded cores.
     let resident = |i: usize| results[i]["VmHWM"].as_u64().unwrap();
     let grew = resident(4).saturating_sub(resident(1));
     assert!(
-        grew < 16 * 1024,
+        grew < 20_000_000 / 1024,
         "the gateway's peak resident memory grew by {grew} KiB (from {} KiB)",
         resident(1)
     );
