@@ -57,6 +57,7 @@ macro_rules! store_contract {
             record_keys_are_unique_per_parent,
             records_are_deleted_one_by_one_or_by_parent,
             every_read_sees_the_last_committed_change,
+            transactions_sent_together_apply_one_after_another,
         );
     };
     (@cases $fresh:path; $($case:ident),* $(,)?) => {
@@ -1243,4 +1244,100 @@ pub async fn every_read_sees_the_last_committed_change(store: Arc<dyn Store>) {
     assert_eq!(by_key().await.unwrap(), None);
     assert_eq!(by_id().await.unwrap(), None);
     assert!(hooks().await.unwrap().is_empty());
+}
+
+/// Transactions sent together, which a store may commit as one group, apply as if one
+/// after the other in the order sent: each precondition sees what those before it wrote.
+pub async fn transactions_sent_together_apply_one_after_another(store: Arc<dyn Store>) {
+    let parent = uuid::Uuid::now_v7();
+    for round in 0..10 {
+        let h = hold_in("w", None, BatchId::random(), START);
+        let (v2, mut rival) = (resolved(&h), resolved(&h));
+        rival.status = HoldStatus::TimedOut;
+        let name = format!("helper-{round}");
+        let first = record(
+            RecordKind::Agent,
+            Some(parent),
+            Some(&name),
+            json!({"n": 1}),
+        );
+        let same_name = record(
+            RecordKind::Agent,
+            Some(parent),
+            Some(&name),
+            json!({"n": 2}),
+        );
+        let after_delete = record(
+            RecordKind::Agent,
+            Some(parent),
+            Some(&name),
+            json!({"n": 3}),
+        );
+        let key = format!("key-{round}");
+        let idempotent = |n: u32| Write::PutIdempotent {
+            key: key.clone(),
+            fingerprint: "f".into(),
+            response: json!({"n": n}),
+            at: START,
+        };
+        let one = |w: Write| Transaction {
+            writes: vec![w],
+            events: vec![marker("w")],
+        };
+        let sent = vec![
+            insert(&h),
+            one(Write::UpdateHold(Arc::new(v2.clone()))),
+            one(Write::UpdateHold(Arc::new(rival))),
+            one(Write::PutRecord(Box::new(first.clone()))),
+            one(Write::PutRecord(Box::new(same_name))),
+            one(Write::DeleteRecord {
+                kind: RecordKind::Agent,
+                id: first.id,
+            }),
+            one(Write::PutRecord(Box::new(after_delete.clone()))),
+            one(idempotent(1)),
+            one(idempotent(2)),
+        ];
+        // join_all polls up to 30 futures in order, so they are sent in this order.
+        let answers =
+            futures_util::future::join_all(sent.into_iter().map(|tx| store.commit(tx))).await;
+        let outcomes: Vec<&str> = answers
+            .iter()
+            .map(|a| match a {
+                Ok(_) => "applied",
+                Err(CommitError::Conflict(Conflict::StaleHold(_))) => "stale hold",
+                Err(CommitError::Conflict(Conflict::RecordExists { .. })) => "name taken",
+                Err(CommitError::Conflict(Conflict::KeyTaken(_))) => "key taken",
+                Err(e) => panic!("{e}"),
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                "applied",
+                "applied",
+                "stale hold",
+                "applied",
+                "name taken",
+                "applied",
+                "applied",
+                "applied",
+                "key taken"
+            ],
+            "round {round}"
+        );
+        assert_eq!(store.hold(h.id).await.unwrap(), Some(v2));
+        assert_eq!(
+            store
+                .record(RecordKind::Agent, after_delete.id)
+                .await
+                .unwrap(),
+            Some(after_delete)
+        );
+        let rec = store.idempotent(&key).await.unwrap().unwrap();
+        assert_eq!(rec.response, json!({"n": 1}));
+    }
+    // Six events a round, one for each transaction that applied, in one gapless chain.
+    assert_eq!(all_events(&store).await, (1..=60).collect::<Vec<u64>>());
+    verify(store.as_ref()).await.unwrap().unwrap();
 }

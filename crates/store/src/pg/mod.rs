@@ -9,6 +9,7 @@
 //! `synchronous_commit` on: durable as the database's own settings make it.
 
 mod conn;
+mod pipeline;
 mod publish;
 mod reader;
 mod schema;

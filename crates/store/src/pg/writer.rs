@@ -22,12 +22,13 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{AuditHead, seal};
 use holdpoint_core::store::{CommitError, Conflict, PreparedEvent, StoreError};
-use holdpoint_protocol::Grant;
+use holdpoint_protocol::{Grant, GrantId, HoldId};
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, SimpleQueryMessage, Statement};
 
 use super::conn::Target;
+use super::pipeline::{Step, in_order};
 use super::publish::Publisher;
 use super::reader::parent_key;
 use super::tail::CHANNEL;
@@ -54,6 +55,51 @@ pub(super) async fn connect(target: &Target) -> Result<(Client, i32), String> {
 
 /// The most transactions committed together.
 const MAX_GROUP: usize = 512;
+
+// The writer's statements, prepared on each connection it opens.
+const HOLD_EXISTS: &str = "SELECT 1 FROM holds WHERE id = $1";
+const HOLD_VERSION: &str = "SELECT version FROM holds WHERE id = $1";
+const GRANT_LIVE: &str = "SELECT data FROM grants WHERE id = $1 AND revoked_at IS NULL";
+const IDEMPOTENT_EXISTS: &str = "SELECT 1 FROM idempotency WHERE key = $1";
+const RECORD_VERSION: &str = "SELECT version FROM records WHERE kind = $1 AND id = $2";
+const RECORD_HOLDER: &str = "SELECT id FROM records WHERE kind = $1 AND parent = $2 AND key = $3";
+const INSERT_HOLD: &str = "INSERT INTO holds (id, batch, world, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+const UPDATE_HOLD: &str = "UPDATE holds SET status = $1, open = $2, remind_at = $3, version = $4, data = $5 WHERE id = $6 AND version = $7";
+const INSERT_GRANT: &str =
+    "INSERT INTO grants (id, world, revoked_at, data) VALUES ($1, $2, NULL, $3)";
+const REVOKE_GRANT: &str = "UPDATE grants SET revoked_at = $1, data = $2 WHERE id = $3";
+const INSERT_RECORD: &str =
+    "INSERT INTO records (kind, id, parent, key, version, data) VALUES ($1, $2, $3, $4, $5, $6)";
+const UPDATE_RECORD: &str = "UPDATE records SET key = $1, version = $2, data = $3 WHERE kind = $4 AND id = $5 AND version = $6";
+const DELETE_RECORD: &str = "DELETE FROM records WHERE kind = $1 AND id = $2";
+const DELETE_RECORDS: &str = "DELETE FROM records WHERE kind = $1 AND parent = $2";
+const INSERT_IDEMPOTENT: &str =
+    "INSERT INTO idempotency (key, fingerprint, response, created_at) VALUES ($1, $2, $3, $4)";
+const FORGET_IDEMPOTENT: &str = "DELETE FROM idempotency WHERE key = $1 AND created_at < $2";
+/// A group's events and the new head in one statement.
+const APPEND_EVENTS: &str = "WITH appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
+     SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
+     UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1";
+const STATEMENTS: [&str; 17] = [
+    HOLD_EXISTS,
+    HOLD_VERSION,
+    GRANT_LIVE,
+    IDEMPOTENT_EXISTS,
+    RECORD_VERSION,
+    RECORD_HOLDER,
+    INSERT_HOLD,
+    UPDATE_HOLD,
+    INSERT_GRANT,
+    REVOKE_GRANT,
+    INSERT_RECORD,
+    UPDATE_RECORD,
+    DELETE_RECORD,
+    DELETE_RECORDS,
+    INSERT_IDEMPOTENT,
+    FORGET_IDEMPOTENT,
+    APPEND_EVENTS,
+];
 
 /// Why a group failed as a whole.
 enum GroupError {
@@ -133,65 +179,30 @@ impl Writer {
             self.publisher.set_writer_pid(pid);
             self.client = Some(client);
         }
-        self.client
+        let client = self
+            .client
             .as_ref()
-            .ok_or_else(|| StoreError("no connection".into()))
-    }
-
-    async fn statement(&mut self, sql: &'static str) -> Result<Statement, GroupError> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+            .ok_or_else(|| StoreError("no connection".into()))?;
+        if self.statements.is_empty() {
+            self.statements = Self::prepare(client).await?;
         }
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        let s = client.prepare(sql).await?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
+        Ok(client)
     }
 
-    /// A statement without parameters, in one round trip.
-    async fn batch(&mut self, sql: &str) -> Result<(), GroupError> {
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        Ok(client.batch_execute(sql).await?)
-    }
-
-    async fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, GroupError> {
-        let s = self.statement(sql).await?;
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        Ok(client.execute(&s, params).await?)
-    }
-
-    async fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<tokio_postgres::Row>, GroupError> {
-        let s = self.statement(sql).await?;
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        Ok(client.query_opt(&s, params).await?)
-    }
-
-    async fn exists(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<bool, GroupError> {
-        Ok(self.query_opt(sql, params).await?.is_some())
+    /// Prepares every statement the writer runs on a newly opened connection, in one
+    /// round trip, so that a group's statements can be pipelined.
+    async fn prepare(client: &Client) -> Result<HashMap<&'static str, Statement>, StoreError> {
+        let steps = STATEMENTS
+            .iter()
+            .map(|&sql| {
+                Box::pin(async move { client.prepare(sql).await.map(|s| (sql, s)) })
+                    as Step<'_, _, _>
+            })
+            .collect();
+        let prepared = in_order(steps)
+            .await
+            .map_err(|e| StoreError(format!("cannot prepare the writer's statements: {e}")))?;
+        Ok(prepared.into_iter().collect())
     }
 
     async fn commit_group(&mut self, jobs: Vec<Job>) {
@@ -259,254 +270,345 @@ impl Writer {
 
     /// Applies a group in one transaction. Returns the head it started from and, per job,
     /// the positions and hashes of its events or the precondition that failed.
+    ///
+    /// The group's statements are pipelined (`pipeline.rs`), a few round trips for the
+    /// whole group instead of some for each job: the head's lock with the first wave's
+    /// checks; then each wave's writes with the next wave's checks; the last writes with the
+    /// group's events; the commit. A wave is a run of jobs whose checks read nothing that an
+    /// earlier job of the same wave writes (`waves`), so every check sees what the jobs
+    /// before it wrote, as when they ran one by one.
     async fn try_group(&mut self, jobs: &[Job]) -> Result<(u64, Sealed), GroupError> {
-        // BEGIN and the head's lock in one round trip.
         let client = self
             .client
             .as_ref()
             .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        let messages = client
-            .simple_query("BEGIN; SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE")
-            .await?;
-        let head_row = messages.iter().find_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(r) => Some((
-                r.get(0).and_then(|v| v.parse::<u64>().ok()),
-                r.get(1).map(str::to_owned),
-            )),
-            _ => None,
-        });
-        let Some((Some(before), Some(hash))) = head_row else {
-            return Err(GroupError::Unexpected(
-                "the chain head's row is missing or unreadable".into(),
-            ));
+        let session = Session {
+            client,
+            statements: &self.statements,
         };
-        let mut head = AuditHead { seq: before, hash };
+        let mut head: Option<AuditHead> = None;
+        let mut before = 0;
         let mut events = EventRows::default();
-        let mut results = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            if let Some(conflict) = self.check(&job.writes).await? {
-                results.push(Err(conflict));
-                continue;
+        let mut results: Sealed = Vec::with_capacity(jobs.len());
+        let mut writes: Vec<Step<'_, Answer, GroupError>> = Vec::new();
+        for wave in waves(jobs) {
+            let mut steps = std::mem::take(&mut writes);
+            let lock = head.is_none();
+            if lock {
+                steps.insert(0, session.begin_and_lock());
             }
-            for w in &job.writes {
-                self.write(w).await?;
+            let mut checked = Vec::new();
+            for (j, job) in jobs[wave.clone()].iter().enumerate() {
+                for (w, write) in job.writes.iter().enumerate() {
+                    if let Some(step) = session.check(write) {
+                        steps.push(step);
+                        checked.push((wave.start + j, w));
+                    }
+                }
             }
-            let sealed = job
-                .events
-                .iter()
-                .map(|e| events.append(&mut head, e))
-                .collect();
-            results.push(Ok(sealed));
+            let mut answers = in_order(steps).await?.into_iter();
+            if lock {
+                let Some(Answer::Head(h)) = answers.next() else {
+                    return Err(GroupError::Unexpected("the chain head was not read".into()));
+                };
+                before = h.seq;
+                head = Some(h);
+            }
+            let head = head
+                .as_mut()
+                .ok_or_else(|| GroupError::Unexpected("the chain head was not read".into()))?;
+            // Each check's answer, by job and write; the previous wave's writes answered
+            // first, and said nothing but that they applied.
+            let mut found: HashMap<(usize, usize), Checked> = HashMap::new();
+            for answer in answers {
+                if let Answer::Checked(c) = answer {
+                    let key = checked
+                        .get(found.len())
+                        .copied()
+                        .ok_or_else(|| GroupError::Unexpected("a check too many".into()))?;
+                    found.insert(key, c);
+                }
+            }
+            for (j, job) in jobs[wave.clone()].iter().enumerate() {
+                let job_index = wave.start + j;
+                let conflict =
+                    (0..job.writes.len()).find_map(|w| match found.get(&(job_index, w)) {
+                        Some(Checked::Conflict(c)) => Some(c.clone()),
+                        _ => None,
+                    });
+                if let Some(conflict) = conflict {
+                    results.push(Err(conflict));
+                    continue;
+                }
+                for (w, write) in job.writes.iter().enumerate() {
+                    let grant = match found.remove(&(job_index, w)) {
+                        Some(Checked::Grant(data)) => Some(data),
+                        _ => None,
+                    };
+                    writes.push(session.write(write, grant)?);
+                }
+                let sealed = job.events.iter().map(|e| events.append(head, e)).collect();
+                results.push(Ok(sealed));
+            }
         }
+        let head = head.ok_or_else(|| GroupError::Unexpected("an empty group".into()))?;
         let mut commit = "COMMIT".to_owned();
         if head.seq != before {
-            // The group's events and the new head in one statement: nothing reads the log
-            // inside the group, so they can wait for its end.
-            let seq = head.seq as i64;
-            self.execute(
-                "WITH appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
-                 SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
-                 UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1",
-                &[
-                    &events.seq,
-                    &events.kind,
-                    &events.hold,
-                    &events.world,
-                    &events.chat,
-                    &events.body,
-                    &events.hash,
-                    &seq,
-                    &head.hash,
-                ],
-            )
-            .await?;
+            // The group's events and the new head in one statement, after the last writes:
+            // nothing reads the log inside the group, so they can wait for its end.
+            writes.push(session.append(events, &head)?);
             // The other nodes' tails are woken at commit, in the same round trip.
             commit = format!("NOTIFY {CHANNEL}, '{}'; COMMIT", head.seq);
         }
-        self.batch(&commit).await?;
+        in_order(writes).await?;
+        // Not pipelined with the writes: a write whose answer is not what its check promised
+        // must roll the group back, and that is known only once the answers are read.
+        client.batch_execute(&commit).await?;
         Ok((before, results))
     }
+}
 
-    /// The first precondition of `writes` that does not hold, seeing earlier jobs' writes.
-    async fn check(&mut self, writes: &[PreparedWrite]) -> Result<Option<Conflict>, GroupError> {
-        for w in writes {
-            let conflict = match w {
-                PreparedWrite::InsertHold(r) => self
-                    .exists("SELECT 1 FROM holds WHERE id = $1", &[r.id.as_uuid()])
-                    .await?
-                    .then_some(Conflict::HoldExists(r.id)),
-                PreparedWrite::UpdateHold(r) => {
-                    let stored = self
-                        .query_opt("SELECT version FROM holds WHERE id = $1", &[r.id.as_uuid()])
-                        .await?
-                        .map(|row| row.get::<_, i64>(0));
-                    (stored != Some(r.version as i64 - 1)).then_some(Conflict::StaleHold(r.id))
-                }
-                PreparedWrite::InsertGrant { .. } => None,
-                PreparedWrite::RevokeGrant { id, .. } => (!self
-                    .exists(
-                        "SELECT 1 FROM grants WHERE id = $1 AND revoked_at IS NULL",
-                        &[id.as_uuid()],
-                    )
-                    .await?)
-                    .then_some(Conflict::NoSuchGrant(*id)),
-                PreparedWrite::PutRecord(r) => self.check_record(r).await?,
-                PreparedWrite::DeleteRecord { .. }
-                | PreparedWrite::DeleteRecords { .. }
-                | PreparedWrite::ForgetIdempotent { .. } => None,
-                PreparedWrite::PutIdempotent { key, .. } => self
-                    .exists("SELECT 1 FROM idempotency WHERE key = $1", &[key])
-                    .await?
-                    .then(|| Conflict::KeyTaken(key.clone())),
-            };
-            if conflict.is_some() {
-                return Ok(conflict);
-            }
-        }
-        Ok(None)
+/// What a pipelined statement of a group answered.
+enum Answer {
+    Head(AuditHead),
+    Checked(Checked),
+    Applied,
+}
+
+/// What a write's precondition found.
+enum Checked {
+    Clear,
+    Conflict(Conflict),
+    /// The grant to revoke, as stored (its revocation is written into it).
+    Grant(String),
+}
+
+/// The writer's connection and statements, while a group runs.
+struct Session<'s> {
+    client: &'s Client,
+    statements: &'s HashMap<&'static str, Statement>,
+}
+
+impl<'s> Session<'s> {
+    fn statement(&self, sql: &'static str) -> Result<Statement, GroupError> {
+        self.statements
+            .get(sql)
+            .cloned()
+            .ok_or_else(|| GroupError::Unexpected(format!("a statement was not prepared: {sql}")))
     }
 
-    async fn check_record(&mut self, r: &RecordRow) -> Result<Option<Conflict>, GroupError> {
-        let stored = self
-            .query_opt(
-                "SELECT version FROM records WHERE kind = $1 AND id = $2",
-                &[&r.kind, &r.id],
-            )
-            .await?
-            .map(|row| row.get::<_, i64>(0));
-        let taken = |name: &str| Conflict::RecordExists {
-            kind: r.kind,
-            name: name.to_owned(),
-        };
-        if r.version == 1 && stored.is_some() {
-            return Ok(Some(taken(&r.id.to_string())));
-        }
-        if r.version > 1 && stored != Some(r.version as i64 - 1) {
-            return Ok(Some(Conflict::StaleRecord {
-                kind: r.kind,
-                id: r.id,
-            }));
-        }
-        if let Some(k) = &r.key {
-            let holder = self
-                .query_opt(
-                    "SELECT id FROM records WHERE kind = $1 AND parent = $2 AND key = $3",
-                    &[&r.kind, &parent(r), k],
-                )
-                .await?
-                .map(|row| row.get::<_, uuid::Uuid>(0));
-            if holder.is_some_and(|id| id != r.id) {
-                return Ok(Some(taken(k)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// One write whose precondition was checked.
-    async fn write(&mut self, w: &PreparedWrite) -> Result<(), GroupError> {
-        let one = |changed: u64, what: &str| {
-            if changed == 1 {
-                Ok(())
-            } else {
-                Err(GroupError::Unexpected(format!(
-                    "{what} changed {changed} rows instead of 1"
-                )))
-            }
-        };
-        match w {
-            PreparedWrite::InsertHold(r) => {
-                self.execute(
-                    "INSERT INTO holds (id, batch, world, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                    &[
-                        r.id.as_uuid(),
-                        r.batch.as_uuid(),
-                        &r.world,
-                        &r.chat,
-                        &r.agent,
-                        &r.tool,
-                        &r.kind,
-                        &r.status,
-                        &r.open,
-                        &r.deadline,
-                        &r.remind_at,
-                        &(r.version as i64),
-                        &r.data,
-                    ],
-                )
+    /// `BEGIN` and the chain head's lock, in one request.
+    fn begin_and_lock(&self) -> Step<'s, Answer, GroupError> {
+        let client = self.client;
+        Box::pin(async move {
+            let messages = client
+                .simple_query("BEGIN; SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE")
                 .await?;
+            let head_row = messages.iter().find_map(|m| match m {
+                SimpleQueryMessage::Row(r) => Some((
+                    r.get(0).and_then(|v| v.parse::<u64>().ok()),
+                    r.get(1).map(str::to_owned),
+                )),
+                _ => None,
+            });
+            let Some((Some(seq), Some(hash))) = head_row else {
+                return Err(GroupError::Unexpected(
+                    "the chain head's row is missing or unreadable".into(),
+                ));
+            };
+            Ok(Answer::Head(AuditHead { seq, hash }))
+        })
+    }
+
+    /// The statement that reads `write`'s precondition; none when it has none.
+    fn check<'a>(&self, write: &'a PreparedWrite) -> Option<Step<'a, Answer, GroupError>>
+    where
+        's: 'a,
+    {
+        let client = self.client;
+        let found = |sql: &'static str| self.statement(sql);
+        let step: Step<'a, Checked, GroupError> = match write {
+            PreparedWrite::InsertHold(r) => {
+                let exists = found(HOLD_EXISTS);
+                Box::pin(async move {
+                    let row = client.query_opt(&exists?, &[r.id.as_uuid()]).await?;
+                    Ok(match row {
+                        Some(_) => Checked::Conflict(Conflict::HoldExists(r.id)),
+                        None => Checked::Clear,
+                    })
+                })
             }
             PreparedWrite::UpdateHold(r) => {
-                let changed = self
-                    .execute(
-                        "UPDATE holds SET status = $1, open = $2, remind_at = $3, version = $4, data = $5 WHERE id = $6 AND version = $7",
-                        &[
-                            &r.status,
-                            &r.open,
-                            &r.remind_at,
-                            &(r.version as i64),
-                            &r.data,
-                            r.id.as_uuid(),
-                            &(r.version as i64 - 1),
-                        ],
-                    )
-                    .await?;
-                one(changed, "a hold's update")?;
+                let version = found(HOLD_VERSION);
+                Box::pin(async move {
+                    let stored = client
+                        .query_opt(&version?, &[r.id.as_uuid()])
+                        .await?
+                        .map(|row| row.get::<_, i64>(0));
+                    Ok(if stored == Some(r.version as i64 - 1) {
+                        Checked::Clear
+                    } else {
+                        Checked::Conflict(Conflict::StaleHold(r.id))
+                    })
+                })
+            }
+            PreparedWrite::RevokeGrant { id, .. } => {
+                let live = found(GRANT_LIVE);
+                Box::pin(async move {
+                    let row = client.query_opt(&live?, &[id.as_uuid()]).await?;
+                    Ok(match row {
+                        Some(row) => Checked::Grant(row.get(0)),
+                        None => Checked::Conflict(Conflict::NoSuchGrant(*id)),
+                    })
+                })
+            }
+            PreparedWrite::PutIdempotent { key, .. } => {
+                let exists = found(IDEMPOTENT_EXISTS);
+                Box::pin(async move {
+                    let row = client.query_opt(&exists?, &[key]).await?;
+                    Ok(match row {
+                        Some(_) => Checked::Conflict(Conflict::KeyTaken(key.clone())),
+                        None => Checked::Clear,
+                    })
+                })
+            }
+            PreparedWrite::PutRecord(r) => {
+                let (version, holder) = (found(RECORD_VERSION), found(RECORD_HOLDER));
+                Box::pin(async move { check_record(client, r, version?, holder?).await })
+            }
+            PreparedWrite::InsertGrant { .. }
+            | PreparedWrite::DeleteRecord { .. }
+            | PreparedWrite::DeleteRecords { .. }
+            | PreparedWrite::ForgetIdempotent { .. } => return None,
+        };
+        Some(Box::pin(async move { step.await.map(Answer::Checked) }))
+    }
+
+    /// The statement of one write whose precondition held; `grant` is the stored grant a
+    /// revocation's check read.
+    fn write<'a>(
+        &self,
+        w: &'a PreparedWrite,
+        grant: Option<String>,
+    ) -> Result<Step<'a, Answer, GroupError>, GroupError>
+    where
+        's: 'a,
+    {
+        let client = self.client;
+        Ok(match w {
+            PreparedWrite::InsertHold(r) => {
+                let insert = self.statement(INSERT_HOLD)?;
+                let version = r.version as i64;
+                Box::pin(async move {
+                    client
+                        .execute(
+                            &insert,
+                            &[
+                                r.id.as_uuid(),
+                                r.batch.as_uuid(),
+                                &r.world,
+                                &r.chat,
+                                &r.agent,
+                                &r.tool,
+                                &r.kind,
+                                &r.status,
+                                &r.open,
+                                &r.deadline,
+                                &r.remind_at,
+                                &version,
+                                &r.data,
+                            ],
+                        )
+                        .await?;
+                    Ok(Answer::Applied)
+                })
+            }
+            PreparedWrite::UpdateHold(r) => {
+                let update = self.statement(UPDATE_HOLD)?;
+                let (version, previous) = (r.version as i64, r.version as i64 - 1);
+                Box::pin(async move {
+                    let changed = client
+                        .execute(
+                            &update,
+                            &[
+                                &r.status,
+                                &r.open,
+                                &r.remind_at,
+                                &version,
+                                &r.data,
+                                r.id.as_uuid(),
+                                &previous,
+                            ],
+                        )
+                        .await?;
+                    one(changed, "a hold's update")
+                })
             }
             PreparedWrite::InsertGrant { id, world, data } => {
-                self.execute(
-                    "INSERT INTO grants (id, world, revoked_at, data) VALUES ($1, $2, NULL, $3)",
-                    &[id.as_uuid(), world, data],
-                )
-                .await?;
+                let insert = self.statement(INSERT_GRANT)?;
+                Box::pin(async move {
+                    client
+                        .execute(&insert, &[id.as_uuid(), world, data])
+                        .await?;
+                    Ok(Answer::Applied)
+                })
             }
             PreparedWrite::RevokeGrant { id, at } => {
-                let data: String = self
-                    .query_opt("SELECT data FROM grants WHERE id = $1", &[id.as_uuid()])
-                    .await?
-                    .ok_or_else(|| GroupError::Unexpected(format!("grant {id} is gone")))?
-                    .get(0);
+                let revoke = self.statement(REVOKE_GRANT)?;
+                let data =
+                    grant.ok_or_else(|| GroupError::Unexpected(format!("grant {id} is gone")))?;
                 let unreadable =
                     |e: serde_json::Error| GroupError::Unexpected(format!("grant {id}: {e}"));
                 let mut grant: Grant = serde_json::from_str(&data).map_err(unreadable)?;
                 grant.revoked_at = Some(*at);
                 let data = serde_json::to_string(&grant).map_err(unreadable)?;
-                self.execute(
-                    "UPDATE grants SET revoked_at = $1, data = $2 WHERE id = $3",
-                    &[&at.as_millis(), &data, id.as_uuid()],
-                )
-                .await?;
+                let millis = at.as_millis();
+                Box::pin(async move {
+                    client
+                        .execute(&revoke, &[&millis, &data, id.as_uuid()])
+                        .await?;
+                    Ok(Answer::Applied)
+                })
             }
-            PreparedWrite::PutRecord(r) => {
-                if r.version == 1 {
-                    self.execute(
-                        "INSERT INTO records (kind, id, parent, key, version, data) VALUES ($1, $2, $3, $4, $5, $6)",
-                        &[&r.kind, &r.id, &parent(r), &r.key, &(r.version as i64), &r.data],
-                    )
-                    .await?;
-                } else {
-                    let changed = self
+            PreparedWrite::PutRecord(r) if r.version == 1 => {
+                let insert = self.statement(INSERT_RECORD)?;
+                let (parent, version) = (parent(r), r.version as i64);
+                Box::pin(async move {
+                    client
                         .execute(
-                            "UPDATE records SET key = $1, version = $2, data = $3 WHERE kind = $4 AND id = $5 AND version = $6",
-                            &[&r.key, &(r.version as i64), &r.data, &r.kind, &r.id, &(r.version as i64 - 1)],
+                            &insert,
+                            &[&r.kind, &r.id, &parent, &r.key, &version, &r.data],
                         )
                         .await?;
-                    one(changed, "a record's update")?;
-                }
+                    Ok(Answer::Applied)
+                })
+            }
+            PreparedWrite::PutRecord(r) => {
+                let update = self.statement(UPDATE_RECORD)?;
+                let (version, previous) = (r.version as i64, r.version as i64 - 1);
+                Box::pin(async move {
+                    let changed = client
+                        .execute(
+                            &update,
+                            &[&r.key, &version, &r.data, &r.kind, &r.id, &previous],
+                        )
+                        .await?;
+                    one(changed, "a record's update")
+                })
             }
             PreparedWrite::DeleteRecord { kind, id } => {
-                self.execute(
-                    "DELETE FROM records WHERE kind = $1 AND id = $2",
-                    &[kind, id],
-                )
-                .await?;
+                let delete = self.statement(DELETE_RECORD)?;
+                Box::pin(async move {
+                    client.execute(&delete, &[kind, id]).await?;
+                    Ok(Answer::Applied)
+                })
             }
             PreparedWrite::DeleteRecords { kind, parent } => {
-                self.execute(
-                    "DELETE FROM records WHERE kind = $1 AND parent = $2",
-                    &[kind, parent],
-                )
-                .await?;
+                let delete = self.statement(DELETE_RECORDS)?;
+                Box::pin(async move {
+                    client.execute(&delete, &[kind, parent]).await?;
+                    Ok(Answer::Applied)
+                })
             }
             PreparedWrite::PutIdempotent {
                 key,
@@ -514,22 +616,207 @@ impl Writer {
                 response,
                 at,
             } => {
-                self.execute(
-                    "INSERT INTO idempotency (key, fingerprint, response, created_at) VALUES ($1, $2, $3, $4)",
-                    &[key, fingerprint, response, &at.as_millis()],
-                )
-                .await?;
+                let insert = self.statement(INSERT_IDEMPOTENT)?;
+                let millis = at.as_millis();
+                Box::pin(async move {
+                    client
+                        .execute(&insert, &[key, fingerprint, response, &millis])
+                        .await?;
+                    Ok(Answer::Applied)
+                })
             }
             PreparedWrite::ForgetIdempotent { key, before } => {
-                self.execute(
-                    "DELETE FROM idempotency WHERE key = $1 AND created_at < $2",
-                    &[key, &before.as_millis()],
+                let delete = self.statement(FORGET_IDEMPOTENT)?;
+                let millis = before.as_millis();
+                Box::pin(async move {
+                    client.execute(&delete, &[key, &millis]).await?;
+                    Ok(Answer::Applied)
+                })
+            }
+        })
+    }
+
+    /// The group's events and the new head, in one statement.
+    fn append(
+        &self,
+        events: EventRows,
+        head: &AuditHead,
+    ) -> Result<Step<'s, Answer, GroupError>, GroupError> {
+        let append = self.statement(APPEND_EVENTS)?;
+        let client = self.client;
+        let (seq, hash) = (head.seq as i64, head.hash.clone());
+        Ok(Box::pin(async move {
+            client
+                .execute(
+                    &append,
+                    &[
+                        &events.seq,
+                        &events.kind,
+                        &events.hold,
+                        &events.world,
+                        &events.chat,
+                        &events.body,
+                        &events.hash,
+                        &seq,
+                        &hash,
+                    ],
                 )
                 .await?;
-            }
-        }
-        Ok(())
+            Ok(Answer::Applied)
+        }))
     }
+}
+
+/// A record's preconditions: the version it replaces, and that no other record holds its key.
+async fn check_record(
+    client: &Client,
+    r: &RecordRow,
+    version: Statement,
+    holder: Statement,
+) -> Result<Checked, GroupError> {
+    let parent = parent(r);
+    let by_id: [&(dyn ToSql + Sync); 2] = [&r.kind, &r.id];
+    let stored = client.query_opt(&version, &by_id);
+    let holder = async {
+        match &r.key {
+            Some(k) => client
+                .query_opt(&holder, &[&r.kind, &parent, k])
+                .await
+                .map(|row| row.map(|row| row.get::<_, uuid::Uuid>(0))),
+            None => Ok(None),
+        }
+    };
+    let (stored, holder) = tokio::join!(stored, holder);
+    let stored = stored?.map(|row| row.get::<_, i64>(0));
+    let taken = |name: &str| {
+        Checked::Conflict(Conflict::RecordExists {
+            kind: r.kind,
+            name: name.to_owned(),
+        })
+    };
+    if r.version == 1 && stored.is_some() {
+        return Ok(taken(&r.id.to_string()));
+    }
+    if r.version > 1 && stored != Some(r.version as i64 - 1) {
+        return Ok(Checked::Conflict(Conflict::StaleRecord {
+            kind: r.kind,
+            id: r.id,
+        }));
+    }
+    if let (Some(k), Some(holder)) = (&r.key, holder?)
+        && holder != r.id
+    {
+        return Ok(taken(k));
+    }
+    Ok(Checked::Clear)
+}
+
+/// A write expected to change exactly one row.
+fn one(changed: u64, what: &str) -> Result<Answer, GroupError> {
+    if changed == 1 {
+        Ok(Answer::Applied)
+    } else {
+        Err(GroupError::Unexpected(format!(
+            "{what} changed {changed} rows instead of 1"
+        )))
+    }
+}
+
+/// What a job's checks read or its writes change, for telling which jobs of a group may be
+/// checked in the same round trip. Coarse where the exact rows are not known: deleting a
+/// record, or changing one whose earlier key is not known, touches the keys of its kind.
+#[derive(PartialEq, Eq)]
+enum Touch<'a> {
+    Hold(&'a HoldId),
+    Grant(&'a GrantId),
+    Idempotent(&'a str),
+    Record(&'static str, &'a uuid::Uuid),
+    Key(&'static str, uuid::Uuid, &'a str),
+    /// Any record's key of this kind.
+    Keys(&'static str),
+    /// Any record of this kind.
+    Kind(&'static str),
+}
+
+impl Touch<'_> {
+    /// Whether a check reading `self` could see a different answer after a write changing
+    /// `written`.
+    fn read_after(&self, written: &Touch<'_>) -> bool {
+        match (self, written) {
+            (Touch::Record(k, _) | Touch::Key(k, _, _), Touch::Kind(w)) => k == w,
+            (Touch::Key(k, _, _), Touch::Keys(w)) => k == w,
+            _ => self == written,
+        }
+    }
+}
+
+/// What `w`'s precondition reads.
+fn reads(w: &PreparedWrite) -> Vec<Touch<'_>> {
+    match w {
+        PreparedWrite::InsertHold(r) | PreparedWrite::UpdateHold(r) => vec![Touch::Hold(&r.id)],
+        PreparedWrite::RevokeGrant { id, .. } => vec![Touch::Grant(id)],
+        PreparedWrite::PutIdempotent { key, .. } => vec![Touch::Idempotent(key)],
+        PreparedWrite::PutRecord(r) => {
+            let mut touched = vec![Touch::Record(r.kind, &r.id)];
+            if let Some(k) = &r.key {
+                touched.push(Touch::Key(r.kind, parent(r), k));
+            }
+            touched
+        }
+        PreparedWrite::InsertGrant { .. }
+        | PreparedWrite::DeleteRecord { .. }
+        | PreparedWrite::DeleteRecords { .. }
+        | PreparedWrite::ForgetIdempotent { .. } => Vec::new(),
+    }
+}
+
+/// What `w` changes.
+fn changes(w: &PreparedWrite) -> Vec<Touch<'_>> {
+    match w {
+        PreparedWrite::InsertHold(r) | PreparedWrite::UpdateHold(r) => vec![Touch::Hold(&r.id)],
+        PreparedWrite::InsertGrant { id, .. } | PreparedWrite::RevokeGrant { id, .. } => {
+            vec![Touch::Grant(id)]
+        }
+        PreparedWrite::PutIdempotent { key, .. } | PreparedWrite::ForgetIdempotent { key, .. } => {
+            vec![Touch::Idempotent(key)]
+        }
+        PreparedWrite::PutRecord(r) if r.version == 1 => {
+            let mut touched = vec![Touch::Record(r.kind, &r.id)];
+            if let Some(k) = &r.key {
+                touched.push(Touch::Key(r.kind, parent(r), k));
+            }
+            touched
+        }
+        PreparedWrite::PutRecord(r) => vec![Touch::Record(r.kind, &r.id), Touch::Keys(r.kind)],
+        PreparedWrite::DeleteRecord { kind, .. } | PreparedWrite::DeleteRecords { kind, .. } => {
+            vec![Touch::Kind(kind)]
+        }
+    }
+}
+
+/// Splits a group into waves: runs of jobs in order, a new one starting at each job whose
+/// checks read what an earlier job of the current wave writes.
+fn waves(jobs: &[Job]) -> Vec<std::ops::Range<usize>> {
+    let mut waves = Vec::new();
+    let mut start = 0;
+    let mut written: Vec<Touch<'_>> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let stale = job
+            .writes
+            .iter()
+            .flat_map(reads)
+            .any(|r| written.iter().any(|w| r.read_after(w)));
+        if stale {
+            waves.push(start..i);
+            start = i;
+            written.clear();
+        }
+        written.extend(job.writes.iter().flat_map(changes));
+    }
+    if start < jobs.len() || jobs.is_empty() {
+        waves.push(start..jobs.len());
+    }
+    waves
 }
 
 /// A group's events as columns, stored together at the group's end.
@@ -568,4 +855,108 @@ impl EventRows {
 /// A record row's parent as stored: the nil uuid for none.
 fn parent(r: &RecordRow) -> uuid::Uuid {
     parent_key(uuid::Uuid::from_slice(&r.parent).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use holdpoint_protocol::Timestamp;
+
+    use super::*;
+
+    fn job(writes: Vec<PreparedWrite>) -> Job {
+        Job {
+            writes,
+            events: Vec::new(),
+            reply: tokio::sync::oneshot::channel().0,
+        }
+    }
+
+    fn record(kind: &'static str, id: u128, key: Option<&str>, version: u64) -> PreparedWrite {
+        PreparedWrite::PutRecord(RecordRow {
+            kind,
+            id: uuid::Uuid::from_u128(id),
+            parent: uuid::Uuid::from_u128(7).as_bytes().to_vec(),
+            key: key.map(str::to_owned),
+            version,
+            data: "{}".into(),
+        })
+    }
+
+    fn idempotent(key: &str) -> PreparedWrite {
+        PreparedWrite::PutIdempotent {
+            key: key.into(),
+            fingerprint: "f".into(),
+            response: "{}".into(),
+            at: Timestamp::from_millis(0),
+        }
+    }
+
+    fn split(jobs: Vec<Vec<PreparedWrite>>) -> Vec<std::ops::Range<usize>> {
+        waves(&jobs.into_iter().map(job).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn jobs_that_read_nothing_another_wrote_share_a_wave() {
+        let jobs = vec![
+            vec![record("agent", 1, Some("a"), 1)],
+            vec![record("agent", 2, Some("b"), 1)],
+            vec![record("turn", 3, None, 2)],
+            vec![idempotent("k1"), record("message", 4, None, 1)],
+            vec![idempotent("k2")],
+        ];
+        assert_eq!(split(jobs), vec![0..5]);
+    }
+
+    #[test]
+    fn a_check_of_what_an_earlier_job_wrote_starts_a_wave() {
+        // The same key, the same record, the same idempotency key.
+        assert_eq!(
+            split(vec![
+                vec![record("agent", 1, Some("a"), 1)],
+                vec![record("agent", 2, Some("a"), 1)],
+            ]),
+            vec![0..1, 1..2]
+        );
+        assert_eq!(
+            split(vec![
+                vec![record("turn", 1, None, 2)],
+                vec![record("turn", 1, None, 3)],
+                vec![record("turn", 2, None, 2)],
+            ]),
+            vec![0..1, 1..3]
+        );
+        assert_eq!(
+            split(vec![vec![idempotent("k")], vec![idempotent("k")]]),
+            vec![0..1, 1..2]
+        );
+    }
+
+    #[test]
+    fn deleting_or_renaming_a_record_touches_its_kind() {
+        let delete = PreparedWrite::DeleteRecord {
+            kind: "agent",
+            id: uuid::Uuid::from_u128(1),
+        };
+        assert_eq!(
+            split(vec![vec![delete], vec![record("agent", 2, Some("a"), 1)]]),
+            vec![0..1, 1..2]
+        );
+        let other_kind = PreparedWrite::DeleteRecords {
+            kind: "message",
+            parent: uuid::Uuid::from_u128(7),
+        };
+        assert_eq!(
+            split(vec![vec![other_kind], vec![record("agent", 2, Some("a"), 1)]]),
+            vec![0..2]
+        );
+        // An update may change the record's key: a later check of a key of its kind waits.
+        assert_eq!(
+            split(vec![
+                vec![record("agent", 1, Some("b"), 2)],
+                vec![record("agent", 2, Some("a"), 1)],
+                vec![record("agent", 3, None, 1)],
+            ]),
+            vec![0..1, 1..3]
+        );
+    }
 }
