@@ -9,6 +9,7 @@
 //! writer per process committing groups, readers on connections of their own (see `pg`).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod cache;
 mod pages;
 mod pg;
 mod rows;

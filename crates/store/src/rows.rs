@@ -9,7 +9,7 @@ use holdpoint_core::store::{
 use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
 
-use crate::sqlite::cache;
+use crate::cache;
 
 pub(crate) enum Message {
     Commit(Job),

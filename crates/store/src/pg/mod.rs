@@ -8,6 +8,7 @@
 //! (`conn.rs`, `reader.rs`); the schema is migrated at open (`schema.rs`). Acknowledged means committed by PostgreSQL, with
 //! `synchronous_commit` on: durable as the database's own settings make it.
 
+mod catalog;
 mod conn;
 mod pipeline;
 mod publish;
@@ -28,11 +29,13 @@ use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
+use catalog::Catalog;
 use conn::{Conn, Readers, Target};
 pub use conn::{check_url, redact};
 use publish::Publisher;
 
 use crate::OpenError;
+use crate::cache::{self, Answer, Query};
 use crate::rows::{self, Message, commit_through};
 
 /// Connections for reads, each shared by concurrent reads.
@@ -47,7 +50,9 @@ pub struct PgStore {
     writer_task: Mutex<Option<JoinHandle<()>>>,
     /// Follows other nodes' commits (none for a store opened read-only).
     tail: Option<JoinHandle<()>>,
-    readers: Readers,
+    readers: Arc<Readers>,
+    /// Credentials, worlds and the like, kept while the catalog's version stays put.
+    catalog: Arc<Catalog>,
     publisher: Arc<Publisher>,
 }
 
@@ -83,8 +88,10 @@ impl PgStore {
         let writer = writer::Writer::new(target.clone(), (client, pid), publisher.clone());
         let task = tokio::spawn(writer.serve(rx));
         let tail = tokio::spawn(tail::run(target.clone(), publisher.clone()));
+        let readers = Arc::new(Readers::new(target.clone(), READERS));
         Ok(PgStore {
-            readers: Readers::new(target.clone(), READERS),
+            catalog: Catalog::new(readers.clone()),
+            readers,
             target,
             writer: Some(tx),
             writer_task: Mutex::new(Some(task)),
@@ -101,8 +108,10 @@ impl PgStore {
         schema::check_current(&client)
             .await
             .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
+        let readers = Arc::new(Readers::new(target.clone(), 1));
         Ok(PgStore {
-            readers: Readers::new(target.clone(), 1),
+            catalog: Catalog::new(readers.clone()),
+            readers,
             target,
             writer: None,
             writer_task: Mutex::new(None),
@@ -145,6 +154,28 @@ impl PgStore {
 
     async fn conn(&self) -> Result<Arc<Conn>, StoreError> {
         self.readers.get().await
+    }
+
+    /// A records query, answered from the catalog cache when it can be: once the cache is
+    /// known to be current (`catalog.rs`).
+    async fn cached(
+        &self,
+        query: Query,
+        read: impl Future<Output = Result<Answer, StoreError>>,
+    ) -> Result<Answer, StoreError> {
+        if !cache::keeps(query.kind()) {
+            return read.await;
+        }
+        self.catalog.refresh().await?;
+        let generation = match self.catalog.cache.get(&query) {
+            Ok(answer) => return Ok(answer),
+            Err(generation) => generation,
+        };
+        let answer = read.await?;
+        if let Some(generation) = generation {
+            self.catalog.cache.put(generation, query, &answer);
+        }
+        Ok(answer)
     }
 }
 
@@ -209,7 +240,12 @@ impl Store for PgStore {
     }
 
     async fn record(&self, kind: RecordKind, id: uuid::Uuid) -> Result<Option<Record>, StoreError> {
-        reader::record(&*self.conn().await?, kind, id).await
+        let read = async {
+            reader::record(&*self.conn().await?, kind, id)
+                .await
+                .map(Answer::One)
+        };
+        Ok(self.cached(Query::ById(kind, id), read).await?.one())
     }
 
     async fn record_by_key(
@@ -218,7 +254,13 @@ impl Store for PgStore {
         parent: Option<uuid::Uuid>,
         name: &str,
     ) -> Result<Option<Record>, StoreError> {
-        reader::record_by_key(&*self.conn().await?, kind, parent, name).await
+        let read = async {
+            reader::record_by_key(&*self.conn().await?, kind, parent, name)
+                .await
+                .map(Answer::One)
+        };
+        let query = Query::ByKey(kind, parent, name.to_owned());
+        Ok(self.cached(query, read).await?.one())
     }
 
     async fn records(
@@ -228,7 +270,13 @@ impl Store for PgStore {
         after: Option<u64>,
         limit: usize,
     ) -> Result<Vec<Positioned<Record>>, StoreError> {
-        reader::records(&*self.conn().await?, kind, parent, after, limit).await
+        let read = async {
+            reader::records(&*self.conn().await?, kind, parent, after, limit)
+                .await
+                .map(Answer::Many)
+        };
+        let query = Query::List(kind, parent, after, limit);
+        Ok(self.cached(query, read).await?.many())
     }
 
     async fn events(

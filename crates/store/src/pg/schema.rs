@@ -100,6 +100,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX idempotency_age ON idempotency (created_at);
     "#,
+    // 2: the catalog's version, moved in every transaction that changes a record kind the
+    // nodes cache (credentials, sessions, worlds, agents, webhooks): see catalog.rs.
+    r#"
+    CREATE TABLE catalog_version (
+        id      integer PRIMARY KEY CHECK (id = 1),
+        version bigint NOT NULL
+    );
+    INSERT INTO catalog_version (id, version) VALUES (1, 0);
+    "#,
 ];
 
 /// Any number that no other program on the database is likely to use for an advisory lock.

@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, SimpleQueryMessage, Statement};
 
+use super::catalog::MOVE_VERSION;
 use super::conn::Target;
 use super::pipeline::{Step, in_order};
 use super::publish::Publisher;
@@ -81,7 +82,8 @@ const FORGET_IDEMPOTENT: &str = "DELETE FROM idempotency WHERE key = $1 AND crea
 const APPEND_EVENTS: &str = "WITH appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
      SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
      UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1";
-const STATEMENTS: [&str; 17] = [
+const STATEMENTS: [&str; 18] = [
+    MOVE_VERSION,
     HOLD_EXISTS,
     HOLD_VERSION,
     GRANT_LIVE,
@@ -291,6 +293,7 @@ impl Writer {
         let mut events = EventRows::default();
         let mut results: Sealed = Vec::with_capacity(jobs.len());
         let mut writes: Vec<Step<'_, Answer, GroupError>> = Vec::new();
+        let mut catalog_changed = false;
         for wave in waves(jobs) {
             let mut steps = std::mem::take(&mut writes);
             let lock = head.is_none();
@@ -340,6 +343,7 @@ impl Writer {
                     results.push(Err(conflict));
                     continue;
                 }
+                catalog_changed |= job.writes.iter().any(PreparedWrite::changes_cached);
                 for (w, write) in job.writes.iter().enumerate() {
                     let grant = match found.remove(&(job_index, w)) {
                         Some(Checked::Grant(data)) => Some(data),
@@ -352,6 +356,10 @@ impl Writer {
             }
         }
         let head = head.ok_or_else(|| GroupError::Unexpected("an empty group".into()))?;
+        if catalog_changed {
+            // Every node's cache learns of it before it next answers from it (catalog.rs).
+            writes.push(session.move_catalog()?);
+        }
         let mut commit = "COMMIT".to_owned();
         if head.seq != before {
             // The group's events and the new head in one statement, after the last writes:
@@ -634,6 +642,16 @@ impl<'s> Session<'s> {
                 })
             }
         })
+    }
+
+    /// Moves the catalog's version: the group changes a record kind that nodes cache.
+    fn move_catalog(&self) -> Result<Step<'s, Answer, GroupError>, GroupError> {
+        let statement = self.statement(MOVE_VERSION)?;
+        let client = self.client;
+        Ok(Box::pin(async move {
+            let changed = client.execute(&statement, &[]).await?;
+            one(changed, "the catalog's version")
+        }))
     }
 
     /// The group's events and the new head, in one statement.
@@ -946,7 +964,10 @@ mod tests {
             parent: uuid::Uuid::from_u128(7),
         };
         assert_eq!(
-            split(vec![vec![other_kind], vec![record("agent", 2, Some("a"), 1)]]),
+            split(vec![
+                vec![other_kind],
+                vec![record("agent", 2, Some("a"), 1)]
+            ]),
             vec![0..2]
         );
         // An update may change the record's key: a later check of a key of its kind waits.

@@ -1,7 +1,6 @@
 //! The SQLite store.
 
 mod apply;
-pub(crate) mod cache;
 mod checkpointer;
 mod reader;
 mod reserve;
@@ -26,8 +25,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
 
+use crate::cache::{Answer, Query, RecordCache};
 use crate::rows::{self, Message, commit_through};
-use cache::{Answer, Query, RecordCache};
 use reader::ReaderPool;
 use writer::Writer;
 

@@ -19,10 +19,10 @@ use holdpoint_core::audit::AuditHead;
 use holdpoint_core::store::{CommitError, StoreError};
 use rusqlite::Connection;
 
-use super::cache::RecordCache;
 use super::checkpointer::{self, Checkpointer};
 use super::reserve::{self, Reserve};
 use super::syncer::Syncer;
+use crate::cache::RecordCache;
 use crate::rows::{Job, Message, PreparedWrite};
 
 /// The most transactions committed together.

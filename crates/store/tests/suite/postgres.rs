@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use holdpoint_core::audit::EventDraft;
-use holdpoint_core::store::{PreparedEvent, Store, Transaction};
+use holdpoint_core::store::{PreparedEvent, Record, RecordKind, Store, Transaction, Write};
 use holdpoint_core::{Engine, Scope, verify};
 use holdpoint_protocol::{
     Actor, ApproveScope, Decision, Event, EventPayload, GateResult, GrantId, Source,
@@ -267,4 +267,74 @@ async fn grants_changed_on_one_node_are_in_force_on_another_for_the_next_call() 
         matches!(call(&b, "backup").await, GateResult::Allowed { .. }),
         "a grant made on one node allows the call on another at once"
     );
+}
+
+fn token(version: u64, revoked: bool) -> Record {
+    holdpoint_core::record::encode(
+        RecordKind::Token,
+        uuid::Uuid::from_u128(1),
+        None,
+        Some("hash-of-the-secret".into()),
+        version,
+        &json!({"revoked": revoked}),
+    )
+    .unwrap()
+}
+
+async fn put(store: &PgStore, r: Record) {
+    store
+        .commit(Transaction {
+            writes: vec![Write::PutRecord(Box::new(r))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+}
+
+/// What node `store` answers for the credential, by key, by id and in a listing.
+async fn seen(store: &PgStore) -> [serde_json::Value; 3] {
+    let by_key = store
+        .record_by_key(RecordKind::Token, None, "hash-of-the-secret")
+        .await
+        .unwrap()
+        .unwrap();
+    let by_id = store
+        .record(RecordKind::Token, uuid::Uuid::from_u128(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let listed = store.all_records(RecordKind::Token, None).await.unwrap();
+    [by_key.data, by_id.data, listed[0].data.clone()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_change_on_one_node_is_read_by_another_at_once_though_it_caches_the_catalog() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let (a, b) = (schema.store().await, schema.store().await);
+    // B learns of nothing from its tail: only the catalog's version can tell it.
+    b.stop_tail();
+    put(&a, token(1, false)).await;
+    let live = json!({"revoked": false});
+    assert_eq!(seen(&b).await, [live.clone(), live.clone(), live]);
+    // B now answers from its cache; A revokes, and B's very next reads see it.
+    put(&a, token(2, true)).await;
+    let revoked = json!({"revoked": true});
+    assert_eq!(seen(&b).await, [revoked.clone(), revoked.clone(), revoked]);
+    // Many reads at once on B share reads of the version and all see the change made
+    // before they were sent.
+    put(&a, token(3, false)).await;
+    let reads: Vec<_> = (0..50)
+        .map(|_| {
+            let b = b.clone();
+            tokio::spawn(async move { seen(&b).await })
+        })
+        .collect();
+    for read in reads {
+        assert_eq!(read.await.unwrap()[0], json!({"revoked": false}));
+    }
+    for s in [a, b] {
+        s.close().await;
+    }
 }

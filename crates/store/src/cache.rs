@@ -1,11 +1,14 @@
 //! The catalog records that nearly every request reads (credentials, browser sessions,
 //! worlds, agents, webhook subscriptions), kept in memory so that authenticating and routing a
-//! request costs no database read.
+//! request costs no database read of its own. Both stores keep one; what makes each exact
+//! differs.
 //!
-//! This process is the database's only writer, so the cache is exact: the writer clears it
-//! right after committing any change to these kinds, before anyone hears of the commit. A
-//! read that raced such a commit carries the generation it started under and is not cached
-//! when the generation has moved on, so an older answer never comes back.
+//! On SQLite this process is the database's only writer: the writer clears the cache right
+//! after committing any change to these kinds, before anyone hears of the commit. On
+//! PostgreSQL other nodes write too, so every such commit also moves a version in the
+//! database, and a cached answer is used only after the version was read again (`pg/catalog.rs`).
+//! Either way, a read that raced an invalidation carries the generation it started under and
+//! is not cached when the generation has moved on, so an older answer never comes back.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,14 +29,14 @@ const MAX_ENTRIES: usize = 4096;
 
 /// One read of the records store, as the cache keys it.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub(super) enum Query {
+pub(crate) enum Query {
     ById(RecordKind, uuid::Uuid),
     ByKey(RecordKind, Option<uuid::Uuid>, String),
     List(RecordKind, Option<uuid::Uuid>, Option<u64>, usize),
 }
 
 impl Query {
-    fn kind(&self) -> RecordKind {
+    pub(crate) fn kind(&self) -> RecordKind {
         match self {
             Query::ById(kind, ..) | Query::ByKey(kind, ..) | Query::List(kind, ..) => *kind,
         }
@@ -41,20 +44,20 @@ impl Query {
 }
 
 #[derive(Clone)]
-pub(super) enum Answer {
+pub(crate) enum Answer {
     One(Option<Record>),
     Many(Vec<Positioned<Record>>),
 }
 
 impl Answer {
-    pub(super) fn one(self) -> Option<Record> {
+    pub(crate) fn one(self) -> Option<Record> {
         match self {
             Answer::One(r) => r,
             Answer::Many(mut rs) => rs.pop().map(|r| r.item),
         }
     }
 
-    pub(super) fn many(self) -> Vec<Positioned<Record>> {
+    pub(crate) fn many(self) -> Vec<Positioned<Record>> {
         match self {
             Answer::Many(rs) => rs,
             Answer::One(_) => Vec::new(),
@@ -63,7 +66,7 @@ impl Answer {
 }
 
 #[derive(Default)]
-pub(super) struct RecordCache {
+pub(crate) struct RecordCache {
     inner: Mutex<Inner>,
 }
 
@@ -78,6 +81,11 @@ pub(crate) fn covers(kind: &str) -> bool {
     CACHED.iter().any(|k| k.as_str() == kind)
 }
 
+/// Whether the cache keeps records of `kind`.
+pub(crate) fn keeps(kind: RecordKind) -> bool {
+    CACHED.contains(&kind)
+}
+
 impl RecordCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -85,8 +93,8 @@ impl RecordCache {
 
     /// The cached answer, or the generation to hand to [`Self::put`] with a fresh one.
     /// Queries of kinds the cache does not keep always miss.
-    pub(super) fn get(&self, query: &Query) -> Result<Answer, Option<u64>> {
-        if !CACHED.contains(&query.kind()) {
+    pub(crate) fn get(&self, query: &Query) -> Result<Answer, Option<u64>> {
+        if !keeps(query.kind()) {
             return Err(None);
         }
         let inner = self.lock();
@@ -99,7 +107,7 @@ impl RecordCache {
 
     /// Keeps an answer read from the database under `generation`, unless a commit came
     /// in between.
-    pub(super) fn put(&self, generation: u64, query: Query, answer: &Answer) {
+    pub(crate) fn put(&self, generation: u64, query: Query, answer: &Answer) {
         let mut inner = self.lock();
         if inner.generation != generation {
             return;
@@ -111,7 +119,7 @@ impl RecordCache {
     }
 
     /// Forgets everything: a change to a cached kind was committed.
-    pub(super) fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         let mut inner = self.lock();
         inner.generation += 1;
         inner.answers.clear();
