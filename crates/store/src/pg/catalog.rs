@@ -23,9 +23,10 @@ use crate::cache::RecordCache;
 
 /// Reads the catalog's version.
 pub(super) const READ_VERSION: &str = "SELECT version FROM catalog_version WHERE id = 1";
-/// Moves the version, in the transaction that changes the catalog.
-pub(super) const MOVE_VERSION: &str =
-    "UPDATE catalog_version SET version = version + 1 WHERE id = 1";
+/// Moves the version, in the transaction that changes the catalog (failing, as the
+/// writer's conditional writes do, when the row is missing).
+pub(super) const MOVE_VERSION: &str = "WITH moved AS (UPDATE catalog_version SET version = version + 1 WHERE id = 1 RETURNING 1) \
+     SELECT 1 / count(*) FROM moved";
 
 type Waiter = oneshot::Sender<Result<i64, StoreError>>;
 

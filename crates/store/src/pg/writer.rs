@@ -66,13 +66,18 @@ const RECORD_VERSION: &str = "SELECT version FROM records WHERE kind = $1 AND id
 const RECORD_HOLDER: &str = "SELECT id FROM records WHERE kind = $1 AND parent = $2 AND key = $3";
 const INSERT_HOLD: &str = "INSERT INTO holds (id, batch, world, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-const UPDATE_HOLD: &str = "UPDATE holds SET status = $1, open = $2, remind_at = $3, version = $4, data = $5 WHERE id = $6 AND version = $7";
+// A conditional write that must change exactly one row fails when it changes none (a
+// division by zero): the error aborts the transaction, so the `COMMIT` pipelined after it
+// rolls the group back rather than commit the rest without it.
+const UPDATE_HOLD: &str = "WITH changed AS (UPDATE holds SET status = $1, open = $2, remind_at = $3, version = $4, data = $5 \
+     WHERE id = $6 AND version = $7 RETURNING 1) SELECT 1 / count(*) FROM changed";
 const INSERT_GRANT: &str =
     "INSERT INTO grants (id, world, revoked_at, data) VALUES ($1, $2, NULL, $3)";
 const REVOKE_GRANT: &str = "UPDATE grants SET revoked_at = $1, data = $2 WHERE id = $3";
 const INSERT_RECORD: &str =
     "INSERT INTO records (kind, id, parent, key, version, data) VALUES ($1, $2, $3, $4, $5, $6)";
-const UPDATE_RECORD: &str = "UPDATE records SET key = $1, version = $2, data = $3 WHERE kind = $4 AND id = $5 AND version = $6";
+const UPDATE_RECORD: &str = "WITH changed AS (UPDATE records SET key = $1, version = $2, data = $3 \
+     WHERE kind = $4 AND id = $5 AND version = $6 RETURNING 1) SELECT 1 / count(*) FROM changed";
 const DELETE_RECORD: &str = "DELETE FROM records WHERE kind = $1 AND id = $2";
 const DELETE_RECORDS: &str = "DELETE FROM records WHERE kind = $1 AND parent = $2";
 const INSERT_IDEMPOTENT: &str =
@@ -368,10 +373,14 @@ impl Writer {
             // The other nodes' tails are woken at commit, in the same round trip.
             commit = format!("NOTIFY {CHANNEL}, '{}'; COMMIT", head.seq);
         }
+        // The commit goes with the writes. A write that fails (a conditional one that
+        // changed nothing included) aborts the transaction, and the `COMMIT` then rolls it
+        // back; its error is the first answer read, so the group is reported failed.
+        writes.push(Box::pin(async move {
+            client.batch_execute(&commit).await?;
+            Ok(Answer::Applied)
+        }));
         in_order(writes).await?;
-        // Not pipelined with the writes: a write whose answer is not what its check promised
-        // must roll the group back, and that is known only once the answers are read.
-        client.batch_execute(&commit).await?;
         Ok((before, results))
     }
 }

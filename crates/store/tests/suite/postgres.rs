@@ -338,3 +338,46 @@ async fn a_catalog_change_on_one_node_is_read_by_another_at_once_though_it_cache
         s.close().await;
     }
 }
+
+/// A conditional write that changes no row fails its transaction, though the `COMMIT` is
+/// sent with it: here a trigger someone put on the table skips the decision's update
+/// silently, after its precondition was checked. The decision fails, nothing of it is
+/// stored (no event without its write), and the chain still verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_changed_nothing_rolls_its_transaction_back() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let store = schema.store().await;
+    let engine = node(&store).await;
+    let GateResult::Held { hold } = call(&engine, "deploy").await else {
+        panic!("deploy was not asked")
+    };
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "CREATE FUNCTION skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+             CREATE TRIGGER skip_updates BEFORE UPDATE ON holds FOR EACH ROW EXECUTE FUNCTION skip();",
+        )
+        .await
+        .unwrap();
+    let head = store.audit_head().await.unwrap().unwrap().seq;
+    let deny = Decision::Deny { reason: None };
+    let decided = engine
+        .decide(&approver("alice"), hold.id, deny, &Scope::any(), None)
+        .await;
+    assert!(
+        decided.is_err(),
+        "a decision whose write was skipped: {decided:?}"
+    );
+    assert_eq!(store.audit_head().await.unwrap().unwrap().seq, head);
+    assert_eq!(
+        store.hold(hold.id).await.unwrap().unwrap().version,
+        hold.version
+    );
+    verify(store.as_ref()).await.unwrap().unwrap();
+    store.close().await;
+}
