@@ -282,6 +282,32 @@ pub struct EventPage {
     pub scanned_to: u64,
 }
 
+/// Rows read a page at a time.
+pub const PAGE: usize = 1000;
+
+/// Reads a listing ordered by position a page at a time ([`PAGE`] rows), to its end as it
+/// is now, handing each page to `visit`: the one definition of paging by position, so
+/// that whatever walks holds or records stops at the end of the listing and never at the
+/// end of a page. `read` is asked for the rows after a position (none: from the start).
+pub async fn each_page<T, F>(
+    mut read: impl FnMut(Option<u64>, usize) -> F,
+    mut visit: impl FnMut(Vec<Positioned<T>>),
+) -> Result<(), StoreError>
+where
+    F: std::future::Future<Output = Result<Vec<Positioned<T>>, StoreError>>,
+{
+    let mut after = None;
+    loop {
+        let page = read(after, PAGE).await?;
+        let full = page.len() == PAGE;
+        after = page.last().map(|p| p.position);
+        visit(page);
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies `tx` atomically and durably, then publishes its events. Returns them committed.
@@ -331,24 +357,18 @@ pub trait Store: Send + Sync + 'static {
         kind: RecordKind,
         parent: Option<Uuid>,
     ) -> Result<Vec<Record>, StoreError> {
-        const PAGE: usize = 1000;
         let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self.records(kind, parent, after, PAGE).await?;
-            let full = page.len() == PAGE;
-            after = page.last().map(|p| p.position);
-            out.extend(page.into_iter().map(|p| p.item));
-            if !full {
-                return Ok(out);
-            }
-        }
+        each_page(
+            |after, limit| self.records(kind, parent, after, limit),
+            |page| out.extend(page.into_iter().map(|p| p.item)),
+        )
+        .await?;
+        Ok(out)
     }
 
     /// Every event that matches `filter`, oldest first, read a page at a time to the end of
     /// the log as it is now.
     async fn all_events(&self, filter: &EventFilter) -> Result<Vec<Arc<Event>>, StoreError> {
-        const PAGE: usize = 1000;
         let mut out = Vec::new();
         let mut after = 0;
         loop {
@@ -392,5 +412,39 @@ pub trait Store: Send + Sync + 'static {
     /// whose database sees to its own disk) is never short.
     fn short_of_space(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages of `total` rows at positions 1..=total, as a store would serve them.
+    async fn walk(total: u64) -> (Vec<u64>, usize) {
+        let (mut seen, mut reads) = (Vec::new(), 0);
+        let read = |after: Option<u64>, limit: usize| {
+            reads += 1;
+            let from = after.unwrap_or(0) + 1;
+            let page: Vec<Positioned<()>> = (from..=total)
+                .take(limit)
+                .map(|position| Positioned { position, item: () })
+                .collect();
+            async move { Ok(page) }
+        };
+        each_page(read, |page| seen.extend(page.iter().map(|p| p.position)))
+            .await
+            .expect("the reads do not fail");
+        (seen, reads)
+    }
+
+    #[tokio::test]
+    async fn pages_are_read_to_the_end_of_the_listing_not_of_a_page() {
+        let page = PAGE as u64;
+        for total in [0, 1, page - 1, page, page + 1, 2 * page, 2 * page + 3] {
+            let (seen, reads) = walk(total).await;
+            assert_eq!(seen, (1..=total).collect::<Vec<_>>(), "{total} rows");
+            // A full page asks once more; a short one is the last.
+            assert_eq!(reads as u64, total / page + 1, "{total} rows");
+        }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use holdpoint_protocol::{Hold, HoldId, Order};
 
-use crate::store::{HoldFilter, StatusSet, Store, StoreError};
+use crate::store::{HoldFilter, StatusSet, Store, StoreError, each_page};
 
 /// Caps on open holds that a raise through [`Engine::gate_all`](super::Engine::gate_all) may
 /// not pass; `None`: no cap.
@@ -37,24 +37,24 @@ pub(crate) struct OpenHolds {
 impl OpenHolds {
     /// The open holds in `store`, read a page at a time.
     pub(crate) async fn load(store: &dyn Store) -> Result<OpenHolds, StoreError> {
-        const PAGE: usize = 1000;
         let mut open = OpenHolds::default();
-        let mut filter = HoldFilter {
-            status: StatusSet::Open,
-            order: Order::Oldest,
-            limit: PAGE,
-            ..HoldFilter::default()
+        let read = |after, limit| {
+            let filter = HoldFilter {
+                status: StatusSet::Open,
+                order: Order::Oldest,
+                limit,
+                after,
+                ..HoldFilter::default()
+            };
+            async move { store.holds(&filter).await }
         };
-        loop {
-            let page = store.holds(&filter).await?;
+        each_page(read, |page| {
             for h in &page {
                 open.opened(&h.item);
             }
-            match page.last() {
-                Some(last) if page.len() == PAGE => filter.after = Some(last.position),
-                _ => return Ok(open),
-            }
-        }
+        })
+        .await?;
+        Ok(open)
     }
 
     pub(crate) fn opened(&mut self, hold: &Hold) {

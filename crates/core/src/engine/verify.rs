@@ -14,10 +14,10 @@ use crate::audit::state::{Checked, StateCheck};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::record::decode;
-use crate::store::{HoldFilter, Record, RecordKind, StatusSet, Store, StoreError};
+use crate::store::{HoldFilter, Record, RecordKind, StatusSet, Store, StoreError, each_page};
 
-/// Rows read per page.
-const PAGE: usize = 1024;
+/// Events read from the log at a time.
+const EVENTS: usize = 1024;
 /// How many times a difference is looked at again after following the log on.
 const RECHECKS: usize = 3;
 
@@ -72,7 +72,7 @@ impl Walk {
     /// Reads the log from where the walk stands to its end.
     async fn follow(&mut self, store: &dyn Store) -> Result<Result<(), ChainError>, StoreError> {
         loop {
-            let rows = store.raw_events(self.at, PAGE).await?;
+            let rows = store.raw_events(self.at, EVENTS).await?;
             for row in &rows {
                 match self.chain.push(row) {
                     Ok(event) => self.state.observe(row.seq, &event),
@@ -80,7 +80,7 @@ impl Walk {
                 }
                 self.at = row.seq;
             }
-            if rows.len() < PAGE {
+            if rows.len() < EVENTS {
                 return Ok(Ok(()));
             }
         }
@@ -102,25 +102,25 @@ impl Walk {
         checked: &mut Checked,
     ) -> Result<Result<(), ChainError>, StoreError> {
         let mut suspects = Vec::new();
-        let mut filter = HoldFilter {
-            status: StatusSet::Any,
-            order: Order::Oldest,
-            limit: PAGE,
-            ..HoldFilter::default()
+        let read = |after, limit| {
+            let filter = HoldFilter {
+                status: StatusSet::Any,
+                order: Order::Oldest,
+                limit,
+                after,
+                ..HoldFilter::default()
+            };
+            async move { store.holds(&filter).await }
         };
-        loop {
-            let page = store.holds(&filter).await?;
+        each_page(read, |page| {
             checked.holds += page.len() as u64;
             for h in &page {
                 if self.state.hold_differs(&h.item).is_some() {
                     suspects.push(h.item.id);
                 }
             }
-            match page.last() {
-                Some(last) if page.len() == PAGE => filter.after = Some(last.position),
-                _ => break,
-            }
-        }
+        })
+        .await?;
         let mut grants = store.grants(None).await?;
         for _ in 0..RECHECKS {
             if suspects.is_empty() && self.state.grants_differ(&grants).is_empty() {
@@ -175,20 +175,15 @@ impl Walk {
         for world in store.all_records(RecordKind::World, None).await? {
             for chat in store.all_records(RecordKind::Chat, Some(world.id)).await? {
                 let name = ChatId::from_uuid(chat.id).to_string();
-                let mut after = None;
-                loop {
-                    let page = store
-                        .records(RecordKind::Message, Some(chat.id), after, PAGE)
-                        .await?;
+                let read =
+                    |after, limit| store.records(RecordKind::Message, Some(chat.id), after, limit);
+                each_page(read, |page| {
                     checked.messages += page.len() as u64;
                     for record in &page {
                         self.message(&name, &record.item, &mut odd_messages);
                     }
-                    match page.last() {
-                        Some(last) if page.len() == PAGE => after = Some(last.position),
-                        _ => break,
-                    }
-                }
+                })
+                .await?;
                 for record in store.all_records(RecordKind::Turn, Some(chat.id)).await? {
                     checked.turns += 1;
                     if self.turn_differs(record).is_some() {
