@@ -6,7 +6,6 @@
 //! dead node's lease on each turn, as the store recorded it.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
@@ -15,19 +14,18 @@ use holdpoint_protocol::Timestamp;
 use holdpoint_store::PgStore;
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::pg::TempSchema;
+use holdpoint_test_support::serve::{Serve, ServeCommand, Stderr};
 use reqwest::Client;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use crate::http::{Caller, WORLD};
 use crate::stats::ms;
 
 /// A `holdpoint serve` child process and its URL.
 pub(crate) struct Node {
-    child: Child,
+    serve: Serve,
     pub(crate) url: String,
 }
 
@@ -40,48 +38,31 @@ impl Node {
         config: &Path,
         url: Option<&str>,
     ) -> anyhow::Result<Node> {
-        let mut command = Command::new(holdpoint);
-        command
-            .args(["serve", "--bind", "127.0.0.1:0", "--data"])
-            .arg(data)
+        let mut command = ServeCommand::new(holdpoint, data)
             .arg("--config")
-            .arg(config);
+            .arg(config)
+            .stderr(Stderr::Inherit);
         if let Some(url) = url {
-            command.args(["--database-url", url]);
+            command = command.arg("--database-url").arg(url);
         }
-        let mut child = command
-            .env_remove("HOLDPOINT_DATA")
-            .env_remove("HOLDPOINT_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
-        let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let banner = async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some((_, url)) = line.split_once("is listening on ") {
-                    return Ok(url.trim().to_owned());
-                }
-            }
-            bail!("holdpoint serve ended before it listened")
-        };
-        let url = tokio::time::timeout(Duration::from_secs(60), banner).await??;
-        // Its later output is not read: keep the pipe drained.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Node { child, url })
+        let mut serve = command.spawn();
+        let url = serve
+            .listening()
+            .await
+            .context("holdpoint serve ended before it listened")?;
+        Ok(Node { serve, url })
     }
 
     /// The process's id, while it runs.
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.id()
+        self.serve.pid()
     }
 
     /// SIGKILL, and the moment it was sent.
-    async fn kill(mut self) -> anyhow::Result<SystemTime> {
+    async fn kill(self) -> SystemTime {
         let at = SystemTime::now();
-        self.child.start_kill()?;
-        self.child.wait().await?;
-        Ok(at)
+        self.serve.kill().await;
+        at
     }
 }
 
@@ -190,7 +171,7 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
 
-    let died = a.kill().await?;
+    let died = a.kill().await;
     let ends = lease_ends(&schema.url).await?;
     for hold in &holds {
         on_b.post::<IgnoredAny>(
@@ -223,9 +204,7 @@ pub async fn run(
         ms(since(resumed[turns - 1], last_end)),
         turns
     );
-    let mut b = b;
-    b.child.start_kill()?;
-    b.child.wait().await?;
+    b.kill().await;
     println!();
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod contract;
 pub mod http;
 pub mod llm;
 pub mod pg;
+pub mod serve;
 pub mod tmpfs;
 
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use holdpoint_test_support::http::Api;
 
-use super::serve::{Served, admin};
+use holdpoint_test_support::serve::Serve;
+
+use super::serve::{admin, served};
 
 pub(super) struct Nodes {
     pub(super) data: PathBuf,
@@ -36,9 +38,9 @@ impl Nodes {
     }
 
     /// A node, started and listening; its URL.
-    pub(super) async fn start(&self) -> (Served, String) {
+    pub(super) async fn start(&self) -> (Serve, String) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let mut node = Served::spawn(&self.data, &args);
+        let mut node = served(&self.data, &args);
         let url = node.url().await;
         (node, url)
     }
@@ -67,7 +69,7 @@ impl Nodes {
 
 /// Nodes started together; `admins[i]` talks to node `i` as the admin.
 pub(super) struct Running {
-    pub(super) served: Vec<Served>,
+    pub(super) served: Vec<Serve>,
     pub(super) admins: Vec<Api>,
 }
 

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use holdpoint_test_support::PATIENCE;
-use holdpoint_test_support::chaos::process::ServeCommand;
 use holdpoint_test_support::http::{Api, Method};
+use holdpoint_test_support::serve::{ServeCommand, Stderr};
 use holdpoint_test_support::tmpfs::Tmpfs;
 use serde_json::{Value, json};
 
@@ -49,12 +49,10 @@ async fn a_full_disk_refuses_new_holds_and_keeps_deciding_the_ones_it_has() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("holdpoint.toml");
     std::fs::write(&config, "[log]\nlevel = \"warn\"\n").unwrap();
-    let command = ServeCommand {
-        holdpoint: env!("CARGO_BIN_EXE_holdpoint").into(),
-        data: fs.path().join("data"),
-        config,
-        log: dir.path().join("serve.log"),
-    };
+    let command = ServeCommand::new(env!("CARGO_BIN_EXE_holdpoint"), fs.path().join("data"))
+        .arg("--config")
+        .arg(config)
+        .stderr(Stderr::AppendTo(dir.path().join("serve.log")));
     let mut server = command.spawn();
     let url = server.listening().await.expect("the server did not start");
     let admin_token = std::fs::read_to_string(command.data.join("admin-token")).unwrap();

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::catalog::{json, run};
 use super::lab::Lab;
-use super::serve::{Served, admin};
+use super::serve::{admin, served};
 use holdpoint_test_support::http::Api;
 
 async fn shell(api: &Api, world: &str, command: &str) -> String {
@@ -27,7 +27,7 @@ async fn sighup_reloads_the_policy_file_and_a_broken_one_keeps_the_old() {
     let file = dir.path().join("policy.toml");
     std::fs::write(&file, "mode = \"auto_deny\"\n").unwrap();
     let data = dir.path().join("data");
-    let mut served = Served::spawn(&data, &["--policy", file.to_str().unwrap()]);
+    let mut served = served(&data, &["--policy", file.to_str().unwrap()]);
     let url = served.url().await;
     let api = admin(&data, &url);
     api.post("/api/v1/worlds", json!({"name": "lab"}))

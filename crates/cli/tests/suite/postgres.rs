@@ -5,7 +5,7 @@
 use holdpoint_test_support::pg::TempSchema;
 use serde_json::json;
 
-use super::serve::{Served, admin};
+use super::serve::{admin, served};
 use super::{holdpoint, stderr, stdout};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,7 +14,7 @@ async fn a_hold_decided_on_postgres_is_decided_after_a_restart_and_the_chain_ver
         return;
     };
     let data = tempfile::tempdir().unwrap();
-    let mut first = Served::spawn(data.path(), &["--database-url", &schema.url]);
+    let mut first = served(data.path(), &["--database-url", &schema.url]);
     let url = first.url().await;
     let api = admin(data.path(), &url);
     api.get("/readyz").await.expect(200);
@@ -55,7 +55,7 @@ async fn a_hold_decided_on_postgres_is_decided_after_a_restart_and_the_chain_ver
         "nothing was written to SQLite"
     );
 
-    let mut second = Served::spawn(data.path(), &["--database-url", &schema.url]);
+    let mut second = served(data.path(), &["--database-url", &schema.url]);
     let url = second.url().await;
     let shown = admin(data.path(), &url)
         .get(&format!("/api/v1/holds/{hold}"))

@@ -2,106 +2,24 @@
 //! resume after a restart. Also `holdpoint config check`.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::Api;
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
+use holdpoint_test_support::serve::{Serve, ServeCommand};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 use super::{holdpoint, stderr, stdout};
 
-/// A running `holdpoint serve`.
-pub(super) struct Served {
-    child: Child,
-    stdout: Lines<BufReader<ChildStdout>>,
-    stderr: Lines<BufReader<ChildStderr>>,
-}
-
-impl Served {
-    pub(super) fn spawn(data: &Path, extra: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_holdpoint"))
-            .args(["serve", "--bind", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .args(extra)
-            .env_remove("HOLDPOINT_DATA")
-            .env_remove("HOLDPOINT_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-        Served {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// The next stdout line that contains `needle`.
-    async fn stdout_line(&mut self, needle: &str) -> String {
-        next_line(&mut self.stdout, needle).await
-    }
-
-    pub(super) async fn stderr_line(&mut self, needle: &str) -> String {
-        next_line(&mut self.stderr, needle).await
-    }
-
-    /// Waits for the banner; returns the server's URL.
-    pub(super) async fn url(&mut self) -> String {
-        let line = self.stdout_line("is listening on ").await;
-        line.rsplit(' ').next().unwrap().to_owned()
-    }
-
-    /// Sends `signal` to the server.
-    pub(super) fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
-    }
-
-    /// SIGTERM, then the exit status.
-    pub(super) async fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        // Drain stderr so the process never blocks writing its last lines.
-        let drain = async { while let Ok(Some(_)) = self.stderr.next_line().await {} };
-        let (status, ()) =
-            tokio::time::timeout(PATIENCE, async { tokio::join!(self.child.wait(), drain) })
-                .await
-                .expect("the server did not stop in time");
-        status.unwrap()
-    }
-}
-
-impl Served {
-    /// SIGKILL: the process dies at once, with no chance to clean up.
-    pub(super) async fn kill(mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id().unwrap() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-        self.child.wait().await.unwrap();
-    }
-}
-
-async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
-    lines: &mut Lines<R>,
-    needle: &str,
-) -> String {
-    let find = async {
-        loop {
-            match lines.next_line().await.unwrap() {
-                Some(line) if line.contains(needle) => return line,
-                Some(_) => {}
-                None => panic!("the output ended before a line with {needle:?}"),
-            }
-        }
-    };
-    tokio::time::timeout(PATIENCE, find)
-        .await
-        .unwrap_or_else(|_| panic!("no line with {needle:?} in time"))
+/// `holdpoint serve` on `data` with `extra` arguments, its standard error piped to the test.
+pub(super) fn served(data: &Path, extra: &[&str]) -> Serve {
+    extra
+        .iter()
+        .fold(
+            ServeCommand::new(env!("CARGO_BIN_EXE_holdpoint"), data),
+            |command, arg| command.arg(arg),
+        )
+        .spawn()
 }
 
 /// Waits until the server reports a request to `route` in flight.
@@ -173,7 +91,7 @@ async fn a_turn_waiting_on_a_hold_resumes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
 
-    let mut first = Served::spawn(&data, &[]);
+    let mut first = served(&data, &[]);
     let url = first.url().await;
     let login = first.stdout_line("sign in:").await;
     assert!(login.contains(&format!("{url}/login?token=hp_")), "{login}");
@@ -196,7 +114,7 @@ async fn a_turn_waiting_on_a_hold_resumes_after_a_restart() {
     assert_eq!(waited["decided"], false);
 
     // The second process finds the hold still pending and the turn waiting on it.
-    let mut second = Served::spawn(&data, &[]);
+    let mut second = served(&data, &[]);
     let url = second.url().await;
     // The admin token was made on the first start only.
     let banner = second.stdout_line("sign in:").await;
@@ -257,7 +175,7 @@ async fn a_command_running_when_the_server_is_killed_dies_with_it() {
     ])
     .await;
     let data = dir.path().join("data");
-    let mut first = Served::spawn(&data, &[]);
+    let mut first = served(&data, &[]);
     let url = first.url().await;
     let api = admin(&data, &url);
     let (turn, hold) = held_turn(&api, &llm, "run it").await;
@@ -280,9 +198,7 @@ async fn a_command_running_when_the_server_is_killed_dies_with_it() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    let server = rustix::process::Pid::from_raw(first.child.id().unwrap() as i32).unwrap();
-    rustix::process::kill_process(server, rustix::process::Signal::KILL).unwrap();
-    first.child.wait().await.unwrap();
+    first.kill().await;
 
     // The command dies with it, before its effect.
     ended(&pid).await;
@@ -293,7 +209,7 @@ async fn a_command_running_when_the_server_is_killed_dies_with_it() {
     );
 
     // The restarted server tells the LLM the call was interrupted.
-    let mut second = Served::spawn(&data, &[]);
+    let mut second = served(&data, &[]);
     let url = second.url().await;
     let result = llm.wait_for_requests(2).await[1].tool_result("c1").unwrap();
     assert_eq!(result["status"], "interrupted", "{result}");
@@ -310,7 +226,7 @@ async fn a_command_running_when_the_server_is_killed_dies_with_it() {
 #[tokio::test]
 async fn json_logs_for_collectors() {
     let dir = tempfile::tempdir().unwrap();
-    let mut served = Served::spawn(dir.path(), &["--log-format", "json"]);
+    let mut served = served(dir.path(), &["--log-format", "json"]);
     let line = served.stderr_line("listening").await;
     let entry: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(entry["level"], "INFO");

@@ -6,7 +6,6 @@
 
 pub mod check;
 pub mod load;
-pub mod process;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,9 +20,9 @@ use tokio::task::JoinSet;
 use crate::PATIENCE;
 use crate::http::Api;
 use crate::llm::ScriptedLlm;
+use crate::serve::{self, Serve, ServeCommand, Stderr};
 use check::{Observed, Report};
 use load::{APPROVER, Load, Target, WORLD};
-use process::ServeCommand;
 
 /// A run: the `holdpoint` binary, a directory of its own, how many kills, the seed.
 #[derive(Clone, Debug)]
@@ -85,12 +84,11 @@ pub async fn run(config: &Config) -> Report {
     let config_file = config.dir.join("holdpoint.toml");
     std::fs::write(&config_file, "[log]\nlevel = \"warn\"\n").unwrap();
     let effects = config.dir.join("effects");
-    let command = ServeCommand {
-        holdpoint: config.holdpoint.clone(),
-        data: config.dir.join("data"),
-        config: config_file,
-        log: config.dir.join("serve.log"),
-    };
+    let log = config.dir.join("serve.log");
+    let command = ServeCommand::new(&config.holdpoint, config.dir.join("data"))
+        .arg("--config")
+        .arg(config_file)
+        .stderr(Stderr::AppendTo(log));
     let mut retried = 0;
     let (mut server, url) = start(&command, &mut retried).await;
     // When the server was up: (listening, killed), in milliseconds since the epoch.
@@ -250,7 +248,7 @@ fn millis_now() -> i64 {
 /// held the database's lock, say) is printed with the processes holding the lock then,
 /// counted in `retried`, and tried again, up to [`PATIENCE`]: a server that cannot start
 /// again at all fails the run.
-async fn start(command: &ServeCommand, retried: &mut usize) -> (process::Serve, String) {
+async fn start(command: &ServeCommand, retried: &mut usize) -> (Serve, String) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let mut server = command.spawn();
@@ -261,11 +259,14 @@ async fn start(command: &ServeCommand, retried: &mut usize) -> (process::Serve, 
         let lock = command
             .data
             .join(format!("{}.lock", holdpoint_store::DATABASE_FILE));
-        let log = std::fs::read_to_string(&command.log).unwrap_or_default();
+        let log = match &command.stderr {
+            Stderr::AppendTo(path) => std::fs::read_to_string(path).unwrap_or_default(),
+            _ => String::new(),
+        };
         let last = log.lines().last().unwrap_or("").to_owned();
         println!(
             "  a start failed ({last}); the database's lock was held by {:?}; starting again",
-            process::holders(&lock)
+            serve::holders(&lock)
         );
         assert!(
             tokio::time::Instant::now() < deadline,
