@@ -57,6 +57,35 @@ pub(crate) struct Subscription {
     pub(crate) secret: String,
 }
 
+/// The subscriptions the sender delivers to, by world: read once when it starts, then kept
+/// up to date from the log it follows (`webhook.created`, `webhook.deleted`,
+/// `world.deleted`), so each event is matched against the subscriptions made before it
+/// without a read of its own.
+#[derive(Default)]
+struct Subscribed(std::collections::HashMap<WorldId, Vec<Subscription>>);
+
+impl Subscribed {
+    fn add(&mut self, world: WorldId, sub: Subscription) {
+        let subs = self.0.entry(world).or_default();
+        subs.retain(|s| s.webhook.id != sub.webhook.id);
+        subs.push(sub);
+    }
+
+    fn remove(&mut self, id: WebhookId) {
+        for subs in self.0.values_mut() {
+            subs.retain(|s| s.webhook.id != id);
+        }
+    }
+
+    fn forget(&mut self, world: WorldId) {
+        self.0.remove(&world);
+    }
+
+    fn of(&self, world: WorldId) -> impl Iterator<Item = &Subscription> {
+        self.0.get(&world).into_iter().flatten()
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone)]
 struct Delivery {
     delivery: WebhookDelivery,
@@ -311,6 +340,7 @@ impl Webhooks {
                 .await?
                 .map_or(0, |h| h.seq),
         };
+        let mut known = Subscribed::default();
         for world in self.runtime.worlds().await.map_err(ApiError::from)? {
             for sub in self.subscriptions(world.id).await? {
                 for d in self.stored(sub.webhook.id).await? {
@@ -318,6 +348,7 @@ impl Webhooks {
                         tokio::spawn(webhooks.clone().send(sub.clone(), d));
                     }
                 }
+                known.add(world.id, sub);
             }
         }
         let mut events = self
@@ -342,7 +373,7 @@ impl Webhooks {
                         }
                     },
                 };
-                if let Err(e) = webhooks.schedule(&event, &mut cursor).await {
+                if let Err(e) = webhooks.schedule(&event, &mut cursor, &mut known).await {
                     // Started again shortly from the stored cursor, this event included.
                     tracing::warn!(seq = event.seq, error = %e.message, "could not schedule webhook deliveries");
                     webhooks.shutdown.cancel();
@@ -354,27 +385,39 @@ impl Webhooks {
     }
 
     /// Records the deliveries an event calls for (with the new cursor), then sends them.
+    /// `known` is the subscriptions as of the event, kept up to date from the log itself.
     async fn schedule(
         &self,
         event: &Event,
         cursor: &mut (uuid::Uuid, u64),
+        known: &mut Subscribed,
     ) -> Result<(), ApiError> {
+        let world = event
+            .world
+            .as_deref()
+            .and_then(|w| w.parse::<WorldId>().ok());
+        match (&event.payload, world) {
+            (EventPayload::WebhookCreated { webhook }, Some(world)) => {
+                // The event leaves the secret out: the subscription is read once, here.
+                if let Some(sub) = self.subscription(webhook.id).await? {
+                    known.add(world, sub);
+                }
+            }
+            (EventPayload::WebhookDeleted { webhook }, _) => known.remove(webhook.id),
+            (EventPayload::WorldDeleted { world }, _) => known.forget(*world),
+            _ => {}
+        }
         let kind = event.payload.type_name();
         if !EVENT_TYPES.contains(&kind) {
             return Ok(());
         }
-        let Some(world) = event
-            .world
-            .as_deref()
-            .and_then(|w| w.parse::<WorldId>().ok())
-        else {
+        let Some(world) = world else {
             return Ok(());
         };
-        let subs: Vec<Subscription> = self
-            .subscriptions(world)
-            .await?
-            .into_iter()
+        let subs: Vec<Subscription> = known
+            .of(world)
             .filter(|s| s.webhook.events.iter().any(|e| e == kind))
+            .cloned()
             .collect();
         if subs.is_empty() {
             return Ok(());

@@ -479,3 +479,46 @@ async fn every_subscription_of_a_world_is_listed_however_many_there_are() {
     assert_eq!(listed.len(), MORE + 1);
     assert_eq!(listed[0], first["webhook"]);
 }
+
+/// The hold id a delivery is about.
+fn about(r: &Received) -> String {
+    let event: Value = serde_json::from_slice(&r.body).unwrap();
+    event["hold"].as_str().unwrap().to_owned()
+}
+
+/// The sender matches each event against the subscriptions made before it, which it keeps
+/// from the log: one made while it runs gets the events after it, one deleted gets none.
+#[tokio::test]
+async fn a_subscription_gets_the_events_after_it_was_made_and_none_after_it_was_deleted() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let ask = || raise(&agent, "lab", vec![question("Ship?", &["yes", "no"])]);
+    let only_created = json!({"events": ["hold.created"]});
+
+    let (first_url, mut first, _a) = receiver(0).await;
+    let first_hook = subscribe(&t, json!({"url": first_url, "events": ["hold.created"]})).await;
+    let one = held(&ask().await, 0);
+    assert_eq!(about(&next(&mut first).await), one);
+
+    let (second_url, mut second, _b) = receiver(0).await;
+    let mut body = only_created.clone();
+    body["url"] = json!(second_url);
+    subscribe(&t, body).await;
+    let two = held(&ask().await, 0);
+    assert_eq!(about(&next(&mut first).await), two);
+    assert_eq!(about(&next(&mut second).await), two);
+
+    let id = first_hook["webhook"]["id"].as_str().unwrap();
+    t.api
+        .delete(&format!("/api/v1/webhooks/{id}"))
+        .await
+        .expect(204);
+    let three = held(&ask().await, 0);
+    assert_eq!(about(&next(&mut second).await), three);
+    // The deleted subscription's receiver got nothing after hold two.
+    assert!(
+        first.try_recv().is_err(),
+        "a deleted subscription was sent an event"
+    );
+}
