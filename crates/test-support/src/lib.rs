@@ -33,6 +33,30 @@ use tempfile::TempDir;
 /// event ends as soon as the event comes.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Polls `check` until it answers `Ok`, for up to [`PATIENCE`], and returns that answer;
+/// past it, fails with the last `Err` (what was awaited, and what was seen instead).
+///
+/// For state with no event to wait on: a file another process writes, `/readyz` while a
+/// database comes back, a node's view while nodes are killed and started, a server's
+/// counters. Where the server streams an event for what a test awaits, the test waits on
+/// the stream instead.
+pub async fn eventually<T, F, Fut>(mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(seen) if tokio::time::Instant::now() >= deadline => {
+                panic!("not within {PATIENCE:?}: {seen}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
 /// The time a test's manual clock starts at.
 pub const START: Timestamp = Timestamp::from_millis(1_800_000_000_000);
 

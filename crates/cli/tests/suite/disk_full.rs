@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::eventually;
 use holdpoint_test_support::http::{Api, Method};
 use holdpoint_test_support::serve::{ServeCommand, Stderr};
 use holdpoint_test_support::tmpfs::Tmpfs;
@@ -108,19 +108,16 @@ async fn a_full_disk_refuses_new_holds_and_keeps_deciding_the_ones_it_has() {
 
     // Space is freed: new holds are taken again.
     std::fs::remove_file(fs.path().join("ballast")).unwrap();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let late = loop {
-        let reply = raise(&agent, 100).await;
+    let agent_ref = &agent;
+    let late = eventually(|| async move {
+        let reply = raise(agent_ref, 100).await;
         if reply.status == 201 {
-            break hold_id(&reply.body);
+            return Ok(hold_id(&reply.body));
         }
         assert_eq!(reply.status, 507, "{}", reply.text);
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "new holds were still refused after space was freed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        Err("new holds were still refused after space was freed".to_owned())
+    })
+    .await;
     raised.push(late);
 
     // After a restart, everything acknowledged is there, and the log verifies.

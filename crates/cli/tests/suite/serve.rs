@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::eventually;
 use holdpoint_test_support::http::Api;
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::serve::{Serve, ServeCommand};
@@ -24,15 +24,15 @@ pub(super) fn served(data: &Path, extra: &[&str]) -> Serve {
 
 /// Waits until the server reports a request to `route` in flight.
 pub(super) async fn wait_until_in_flight(api: &Api, route: &str) {
-    let line = format!("holdpoint_http_requests_in_flight{{route=\"{route}\"}} 1");
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !api.get("/metrics").await.text.contains(&line) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no request to {route} in flight"
-        );
-        tokio::task::yield_now().await;
-    }
+    let line = &format!("holdpoint_http_requests_in_flight{{route=\"{route}\"}} 1");
+    eventually(|| async move {
+        if api.get("/metrics").await.text.contains(line) {
+            Ok(())
+        } else {
+            Err(format!("no request to {route} in flight"))
+        }
+    })
+    .await
 }
 
 pub(super) fn admin(data: &Path, url: &str) -> Api {
@@ -138,8 +138,7 @@ async fn a_turn_waiting_on_a_hold_resumes_after_a_restart() {
 
 /// Waits until process `pid` has ended (gone, or a zombie nobody reaped yet).
 async fn ended(pid: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually(|| async move {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // The state follows the command name, which is in parentheses.
         let state = stat
@@ -150,14 +149,12 @@ async fn ended(pid: &str) {
             .chars()
             .next();
         if matches!(state, None | Some('Z' | 'X')) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("process {pid} is still running"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "process {pid} is still running"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -187,17 +184,13 @@ async fn a_command_running_when_the_server_is_killed_dies_with_it() {
     .expect(200);
 
     // The command runs (it wrote its pid); the server dies without a chance to clean up.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let pid = loop {
-        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
-            break pid.trim().to_owned();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never ran"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let pid_file = &pid_file;
+    let pid = eventually(|| async move {
+        std::fs::read_to_string(pid_file)
+            .map(|pid| pid.trim().to_owned())
+            .map_err(|_| "the command never ran".to_owned())
+    })
+    .await;
     first.kill().await;
 
     // The command dies with it, before its effect.

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::{Api, Method, Reply, RequestBuilder};
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use holdpoint_test_support::pg::TempSchema;
+use holdpoint_test_support::{PATIENCE, eventually};
 use serde_json::{Value, json};
 
 use super::cluster::Nodes;
@@ -24,21 +24,17 @@ const LEASE: Duration = Duration::from_secs(1);
 
 /// Waits until the turn has ended, reading it on `api`; the turn as it ended.
 async fn ended_turn(api: &Api, turn: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually(|| async move {
         let t = api
             .get(&format!("/api/v1/worlds/lab/turns/{turn}"))
             .await
             .expect(200);
-        if !matches!(t["status"].as_str(), Some("running" | "waiting")) {
-            return t;
+        match t["status"].as_str() {
+            Some("running" | "waiting") => Err(format!("the turn did not end: {t}")),
+            _ => Ok(t),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the turn did not end: {t}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,23 +234,47 @@ fn expires(n: usize) -> bool {
     n.is_multiple_of(3)
 }
 
+/// Waits until hold `id` has `status`, reading it on `api` (nodes may be killed meanwhile:
+/// there is no one stream to wait on).
+async fn status_becomes(api: &Api, id: &str, status: &str) {
+    eventually(|| async move {
+        let hold = api.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+        if hold["hold"]["status"] == status {
+            Ok(())
+        } else {
+            Err(format!("hold {id} is not {status}: {hold}"))
+        }
+    })
+    .await
+}
+
+/// Waits until the load has raised `count` holds.
+async fn raised_at_least<T>(raised: &Mutex<Vec<T>>, count: usize) {
+    eventually(|| async move {
+        let n = raised.lock().unwrap().len();
+        if n >= count {
+            Ok(())
+        } else {
+            Err(format!("the load stalled at {n} holds"))
+        }
+    })
+    .await
+}
+
 /// Waits until `count` holds of `tool` are pending, reading them on `api`.
 async fn pending(api: &Api, tool: &str, count: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually(|| async move {
         let page = api
             .get(&format!("/api/v1/holds?tool={tool}&limit=100"))
             .await
             .expect(200);
         if page["items"].as_array().map_or(0, Vec::len) >= count {
-            return;
+            Ok(())
+        } else {
+            Err(format!("fewer than {count} {tool} holds pending: {page}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fewer than {count} {tool} holds pending: {page}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// Approves, over and over, the pending holds of `tools` it finds on the nodes, until
@@ -440,11 +460,7 @@ async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_d
     }
 
     // Mid-load, node 1 is killed (its turn waiting on its hold), then started again.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while raised.lock().unwrap().len() < AGENTS * PER_AGENT / 3 {
-        assert!(tokio::time::Instant::now() < deadline, "the load stalled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    raised_at_least(&raised, AGENTS * PER_AGENT / 3).await;
     live.set(1, None);
     served[1].take().unwrap().kill().await;
     tools.lock().unwrap().push("shell_cmd");
@@ -458,20 +474,9 @@ async fn a_load_on_three_nodes_with_one_killed_and_restarted_loses_nothing_and_d
     // Every hold acknowledged is there and resolved as it should be; every turn finished.
     let raised = raised.lock().unwrap().clone();
     assert_eq!(raised.len(), AGENTS * PER_AGENT);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
     for (id, expires) in &raised {
         let want = if *expires { "timed_out" } else { "approved" };
-        loop {
-            let hold = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
-            if hold["hold"]["status"] == want {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "hold {id} is not {want}: {hold}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        status_becomes(&admin, id, want).await;
     }
     for (turn, effect) in &turns {
         let ended = ended_turn(&admin, turn).await;
@@ -648,22 +653,13 @@ impl Drop for OwnPostgres {
 
 /// Waits until `api`'s node says it is ready (its database reachable).
 async fn ready(api: &Api) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if api
-            .try_send(api.request(Method::GET, "/readyz"))
-            .await
-            .is_ok_and(|r| r.status == 200)
-        {
-            return;
+    eventually(|| async move {
+        match api.try_send(api.request(Method::GET, "/readyz")).await {
+            Ok(r) if r.status == 200 => Ok(()),
+            _ => Err(format!("{} did not become ready", api.base())),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} did not become ready",
-            api.base()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -716,21 +712,19 @@ async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_no
         tokio::spawn(async move {
             for n in 0..HOLDS {
                 let key = format!("bot-{n}");
-                let deadline = tokio::time::Instant::now() + PATIENCE;
-                let reply = loop {
+                // Sent again with its key while the database is away, until answered.
+                let (live, agent, key) = (&live, &agent, &key);
+                let reply = eventually(|| async move {
                     let reply = live
-                        .send(n, &agent, |api| {
+                        .send(n, agent, |api| {
                             api.request(Method::POST, "/api/v1/worlds/lab/holds")
-                                .header("Idempotency-Key", &key)
+                                .header("Idempotency-Key", key)
                                 .json(&json!({"items": [{"kind": "approval", "tool": "deploy", "arguments": {"n": n}}]}))
                         })
                         .await;
-                    if reply.status < 500 {
-                        break reply;
-                    }
-                    assert!(tokio::time::Instant::now() < deadline, "{}", reply.text);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                };
+                    if reply.status < 500 { Ok(reply) } else { Err(reply.text) }
+                })
+                .await;
                 assert!(matches!(reply.status, 200 | 201), "{}", reply.text);
                 let id = reply.body["results"][0]["hold"]["id"].as_str().unwrap();
                 raised.lock().unwrap().push(id.to_owned());
@@ -749,11 +743,7 @@ async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_no
     ));
 
     // Mid-load the database crashes and comes back; the nodes are left alone.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while raised.lock().unwrap().len() < HOLDS / 3 {
-        assert!(tokio::time::Instant::now() < deadline, "the load stalled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    raised_at_least(&raised, HOLDS / 3).await;
     pg.crash_and_restart();
     raiser.await.unwrap();
     for url in &urls {
@@ -763,19 +753,8 @@ async fn the_database_restarted_under_load_loses_nothing_acknowledged_and_the_no
     // Every hold acknowledged is there, and every acknowledged decision stands.
     let raised = raised.lock().unwrap().clone();
     assert_eq!(raised.len(), HOLDS);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
     for id in &raised {
-        loop {
-            let hold = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
-            if hold["hold"]["status"] == "approved" {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "hold {id} is not approved: {hold}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        status_becomes(&admin, id, "approved").await;
     }
     stop.store(true, Ordering::SeqCst);
     approver.await.unwrap();
@@ -883,8 +862,7 @@ async fn hook_receiver() -> (String, Deliveries) {
 
 /// Waits until `deliveries` holds events of `count` distinct positions in the log.
 async fn delivered(deliveries: &Deliveries, count: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually(|| async move {
         let seqs: std::collections::HashSet<u64> = deliveries
             .lock()
             .unwrap()
@@ -892,15 +870,12 @@ async fn delivered(deliveries: &Deliveries, count: usize) {
             .map(|(_, e)| e["seq"].as_u64().unwrap())
             .collect();
         if seqs.len() >= count {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{} of {count} events delivered", seqs.len()))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {count} events delivered",
-            seqs.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,7 +7,7 @@ use holdpoint_test_support::PATIENCE;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{TestServer, answer, approval, held, question, raise};
+use super::{TestServer, answer, approval, held, live_streams, question, raise, streams_become};
 
 /// The position of the newest event.
 async fn head(t: &TestServer) -> u64 {
@@ -94,15 +94,6 @@ async fn stalled_subscriber(t: &TestServer, token: &str) -> tokio::net::TcpStrea
     tcp
 }
 
-async fn live_streams(t: &TestServer) -> u64 {
-    let text = t.api.get("/metrics").await.text;
-    text.lines()
-        .find_map(|l| l.strip_prefix("holdpoint_live_streams "))
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_event() {
     let t = TestServer::with(super::ASK_ALL, |s| {
@@ -120,14 +111,7 @@ async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_eve
         readers.push(tokio::spawn(read_until_told(stream, told.clone())));
     }
     let mut stalled = stalled_subscriber(&t, &bot_token).await;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while live_streams(&t).await != 4 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the streams did not open"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    streams_become(&t, 4).await;
     // Events of about 800 KiB a request, until the stalled subscriber's buffers (its socket's
     // and the server's, some MB on loopback) are full and it is let go of: its stream closes
     // on the server.

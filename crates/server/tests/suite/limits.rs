@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use holdpoint_test_support::PATIENCE;
 use serde_json::{Value, json};
 
-use super::{Api, Reply, TestServer, answer, held, question};
+use super::{Api, Reply, TestServer, answer, held, question, streams_become};
 
 /// The error's setting, after checking the status, the code and `Retry-After`.
 #[track_caller]
@@ -34,38 +33,18 @@ fn refused(reply: Reply, status: u16) -> (String, u64) {
 
 /// Repeats `f` until it answers `status`, or panics after [`PATIENCE`].
 async fn until<F: Future<Output = Reply>>(status: u16, mut f: impl FnMut() -> F) -> Reply {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let reply = f().await;
-        if reply.status == status {
-            return reply;
+    holdpoint_test_support::eventually(|| {
+        let reply = f();
+        async move {
+            let reply = reply.await;
+            if reply.status == status {
+                Ok(reply)
+            } else {
+                Err(format!("still {}: {}", reply.status, reply.text))
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still {} after {PATIENCE:?}: {}",
-            reply.status,
-            reply.text
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn live_streams(t: &TestServer) -> u64 {
-    let text = t.api.get("/metrics").await.text;
-    text.lines()
-        .find_map(|l| l.strip_prefix("holdpoint_live_streams "))
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-/// Waits until the server counts `n` live streams.
-async fn streams_become(t: &TestServer, n: u64) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while live_streams(t).await != n {
-        assert!(tokio::time::Instant::now() < deadline, "not {n} streams");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]

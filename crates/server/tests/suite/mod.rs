@@ -213,3 +213,24 @@ pub async fn last_seq(t: &TestServer) -> u64 {
         .unwrap()
         .map_or(0, |h| h.seq)
 }
+
+/// The live streams the server counts now.
+pub async fn live_streams(t: &TestServer) -> u64 {
+    let text = t.api.get("/metrics").await.text;
+    text.lines()
+        .find_map(|l| l.strip_prefix("holdpoint_live_streams "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until the server counts `n` live streams.
+pub async fn streams_become(t: &TestServer, n: u64) {
+    holdpoint_test_support::eventually(|| async move {
+        match live_streams(t).await {
+            now if now == n => Ok(()),
+            now => Err(format!("{now} live streams, not {n}")),
+        }
+    })
+    .await
+}

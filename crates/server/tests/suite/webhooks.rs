@@ -190,10 +190,10 @@ async fn deliveries_are_signed_and_cover_created_and_decided() {
 }
 
 /// The deliveries of webhook `id` (a first page), once `done` holds for them (polled up to
-/// PATIENCE).
+/// PATIENCE: attempts are recorded as they are made, with no event of their own).
 async fn wait_for(t: &TestServer, id: &str, done: impl Fn(&Vec<Value>) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let done = &done;
+    holdpoint_test_support::eventually(|| async move {
         let d = t
             .api
             .get(&format!("/api/v1/webhooks/{id}/deliveries"))
@@ -201,14 +201,12 @@ async fn wait_for(t: &TestServer, id: &str, done: impl Fn(&Vec<Value>) -> bool) 
             .expect(200)["items"]
             .clone();
         if done(d.as_array().unwrap()) {
-            return d;
+            Ok(d)
+        } else {
+            Err(format!("deliveries did not settle: {d}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "deliveries did not settle: {d}"
-        );
-        tokio::task::yield_now().await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
