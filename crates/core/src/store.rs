@@ -308,6 +308,25 @@ where
     }
 }
 
+/// Every hold whose status is in `status`, oldest first, a page at a time ([`each_page`]).
+pub async fn each_hold(
+    store: &dyn Store,
+    status: StatusSet,
+    visit: impl FnMut(Vec<Positioned<Hold>>),
+) -> Result<(), StoreError> {
+    let read = |after, limit| {
+        let filter = HoldFilter {
+            status,
+            order: Order::Oldest,
+            limit,
+            after,
+            ..HoldFilter::default()
+        };
+        async move { store.holds(&filter).await }
+    };
+    each_page(read, visit).await
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies `tx` atomically and durably, then publishes its events. Returns them committed.

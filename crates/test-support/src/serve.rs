@@ -9,7 +9,7 @@ use std::process::{ExitStatus, Stdio};
 
 use rustix::process::Signal;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
 
 use crate::PATIENCE;
@@ -41,7 +41,8 @@ pub struct Serve {
     stdout: Option<Lines<BufReader<ChildStdout>>>,
     /// Standard output's lines after the banner, read off the pipe as they come.
     later: Option<mpsc::UnboundedReceiver<String>>,
-    stderr: Option<Lines<BufReader<ChildStderr>>>,
+    /// Standard error's lines (when piped), read off the pipe as they come.
+    stderr: Option<mpsc::UnboundedReceiver<String>>,
 }
 
 impl ServeCommand {
@@ -92,7 +93,10 @@ impl ServeCommand {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.holdpoint.display()));
         let stdout = child.stdout.take().map(|o| BufReader::new(o).lines());
-        let stderr = child.stderr.take().map(|e| BufReader::new(e).lines());
+        let stderr = child
+            .stderr
+            .take()
+            .map(|e| forward(BufReader::new(e).lines()));
         Serve {
             child,
             stdout,
@@ -119,31 +123,13 @@ impl Serve {
         let url = tokio::time::timeout(PATIENCE, banner)
             .await
             .expect("holdpoint serve did not listen in time")?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.later = Some(rx);
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                let _ = tx.send(line);
-            }
-        });
+        self.later = Some(forward(lines));
         Some(url)
     }
 
     /// The next line of standard output after the banner that contains `needle`.
     pub async fn stdout_line(&mut self, needle: &str) -> String {
-        let later = self.later.as_mut().expect("the server listens");
-        let find = async {
-            loop {
-                match later.recv().await {
-                    Some(line) if line.contains(needle) => return line,
-                    Some(_) => {}
-                    None => panic!("the output ended before a line with {needle:?}"),
-                }
-            }
-        };
-        tokio::time::timeout(PATIENCE, find)
-            .await
-            .unwrap_or_else(|_| panic!("no line with {needle:?} in time"))
+        line_with(self.later.as_mut().expect("the server listens"), needle).await
     }
 
     /// The server's URL, once it listens.
@@ -155,8 +141,11 @@ impl Serve {
 
     /// The next line of standard error (piped) that contains `needle`.
     pub async fn stderr_line(&mut self, needle: &str) -> String {
-        let lines = self.stderr.as_mut().expect("standard error is piped");
-        next_line(lines, needle).await
+        line_with(
+            self.stderr.as_mut().expect("standard error is piped"),
+            needle,
+        )
+        .await
     }
 
     /// The process's id, while it runs.
@@ -180,25 +169,31 @@ impl Serve {
     /// SIGTERM, then the exit status.
     pub async fn terminate(mut self) -> ExitStatus {
         self.signal(Signal::TERM);
-        // Drain standard error so the process never blocks writing its last lines.
-        let mut stderr = self.stderr.take();
-        let drain = async {
-            if let Some(lines) = stderr.as_mut() {
-                while let Ok(Some(_)) = lines.next_line().await {}
-            }
-        };
-        let (status, ()) =
-            tokio::time::timeout(PATIENCE, async { tokio::join!(self.child.wait(), drain) })
-                .await
-                .expect("the server did not stop in time");
-        status.unwrap()
+        tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("the server did not stop in time")
+            .unwrap()
     }
 }
 
-async fn next_line<R: AsyncBufRead + Unpin>(lines: &mut Lines<R>, needle: &str) -> String {
+/// Reads `lines` off their pipe as they come, so the server never blocks writing them.
+fn forward<R: AsyncBufRead + Unpin + Send + 'static>(
+    mut lines: Lines<R>,
+) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// The next of `lines` that contains `needle`.
+async fn line_with(lines: &mut mpsc::UnboundedReceiver<String>, needle: &str) -> String {
     let find = async {
         loop {
-            match lines.next_line().await.unwrap() {
+            match lines.recv().await {
                 Some(line) if line.contains(needle) => return line,
                 Some(_) => {}
                 None => panic!("the output ended before a line with {needle:?}"),

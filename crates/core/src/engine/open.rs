@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use holdpoint_protocol::{Hold, HoldId, Order};
+use holdpoint_protocol::{Hold, HoldId};
 
-use crate::store::{HoldFilter, StatusSet, Store, StoreError, each_page};
+use crate::store::{StatusSet, Store, StoreError, each_hold};
 
 /// Caps on open holds that a raise through [`Engine::gate_all`](super::Engine::gate_all) may
 /// not pass; `None`: no cap.
@@ -38,17 +38,7 @@ impl OpenHolds {
     /// The open holds in `store`, read a page at a time.
     pub(crate) async fn load(store: &dyn Store) -> Result<OpenHolds, StoreError> {
         let mut open = OpenHolds::default();
-        let read = |after, limit| {
-            let filter = HoldFilter {
-                status: StatusSet::Open,
-                order: Order::Oldest,
-                limit,
-                after,
-                ..HoldFilter::default()
-            };
-            async move { store.holds(&filter).await }
-        };
-        each_page(read, |page| {
+        each_hold(store, StatusSet::Open, |page| {
             for h in &page {
                 open.opened(&h.item);
             }

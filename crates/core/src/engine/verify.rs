@@ -6,7 +6,7 @@
 //! the walk's end): a difference is looked at again after following the log on, a few times,
 //! before it is called an edit.
 
-use holdpoint_protocol::{ChatId, HoldId, Message, Order, Turn};
+use holdpoint_protocol::{ChatId, HoldId, Message, Turn};
 use uuid::Uuid;
 
 use super::Engine;
@@ -14,7 +14,7 @@ use crate::audit::state::{Checked, StateCheck};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::record::decode;
-use crate::store::{HoldFilter, Record, RecordKind, StatusSet, Store, StoreError, each_page};
+use crate::store::{Record, RecordKind, StatusSet, Store, StoreError, each_hold, each_page};
 
 /// Events read from the log at a time.
 const EVENTS: usize = 1024;
@@ -102,17 +102,7 @@ impl Walk {
         checked: &mut Checked,
     ) -> Result<Result<(), ChainError>, StoreError> {
         let mut suspects = Vec::new();
-        let read = |after, limit| {
-            let filter = HoldFilter {
-                status: StatusSet::Any,
-                order: Order::Oldest,
-                limit,
-                after,
-                ..HoldFilter::default()
-            };
-            async move { store.holds(&filter).await }
-        };
-        each_page(read, |page| {
+        each_hold(store, StatusSet::Any, |page| {
             checked.holds += page.len() as u64;
             for h in &page {
                 if self.state.hold_differs(&h.item).is_some() {
