@@ -7,6 +7,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wire::{self, Outbound};
 
+mod streams;
+
 /// Room for messages between the relay and the SDK.
 const PIPE: usize = 256 * 1024;
 
@@ -17,8 +19,8 @@ const PIPE: usize = 256 * 1024;
 pub fn relay(ended: CancellationToken) -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
     let (ours, theirs) = tokio::io::duplex(PIPE);
     let (from_sdk, to_sdk) = tokio::io::split(ours);
-    tokio::spawn(inbound(tokio::io::stdin(), to_sdk, ended));
-    tokio::spawn(outbound(from_sdk, tokio::io::stdout()));
+    tokio::spawn(inbound(streams::input(), to_sdk, ended));
+    tokio::spawn(outbound(from_sdk, streams::output()));
     tokio::io::split(theirs)
 }
 

@@ -9,6 +9,7 @@ mod mcp;
 mod mcp_elicit;
 mod mcp_http;
 mod mcp_late_upstreams;
+mod mcp_stdio;
 mod mcp_tasks;
 mod mcp_upstreams;
 mod nodes;
