@@ -142,12 +142,16 @@ impl Holds {
                 step += 1;
             }
             tokio::select! {
-                () = stops.canceled.cancelled() => {
-                    self.withdraw(hold.id, stops.canceled_why).await;
-                    return Ok(Asked::Withdrawn);
-                }
+                // A client that goes away also has its requests canceled (the SDK cancels them
+                // when its input ends, after the relay has told of the end): when both are
+                // set, the client went away.
+                biased;
                 () = stops.disconnected.cancelled() => {
                     self.withdraw(hold.id, DISCONNECTED).await;
+                    return Ok(Asked::Withdrawn);
+                }
+                () = stops.canceled.cancelled() => {
+                    self.withdraw(hold.id, stops.canceled_why).await;
                     return Ok(Asked::Withdrawn);
                 }
                 waited = self.holdpoint.wait(hold.id, POLL) => {
