@@ -10,7 +10,7 @@ use holdpoint_client::Client;
 use holdpoint_mcp::{Approver, Gateway, Holds, McpSettings, Upstreams};
 
 use super::raise::{self, Target};
-use super::runtime;
+use super::runtime_on_one_thread;
 use crate::Failure;
 
 #[derive(Args)]
@@ -30,7 +30,7 @@ pub struct McpArgs {
 }
 
 pub fn run(args: McpArgs) -> Result<(), Failure> {
-    runtime()?.block_on(serve(args))
+    runtime_on_one_thread()?.block_on(serve(args))
 }
 
 async fn serve(args: McpArgs) -> Result<(), Failure> {

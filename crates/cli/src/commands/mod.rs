@@ -86,3 +86,15 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .build()
         .map_err(|e| Failure::Check(format!("cannot start: {e}")))
 }
+
+/// A runtime on this thread alone, for `holdpoint mcp`: its work is short steps handed from
+/// one task to the next (the client's line, the gate, the upstream's answer), which one thread
+/// runs without waking another, while a wake-up across CPUs costs tens of µs on a virtual or
+/// loaded machine. Blocking work still goes to the blocking pool, and the store's writer has
+/// a thread of its own.
+pub fn runtime_on_one_thread() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Check(format!("cannot start: {e}")))
+}
