@@ -1,7 +1,10 @@
 //! The MCP gateway's added latency for an allowed call over stdio: the same client calls the
-//! same upstream tool directly, then through `holdpoint mcp`, one call at a time, and the
-//! difference of the percentiles is the gateway's (with Holdpoint's gate: an HTTP request to
-//! the server, which records the allowed call durably).
+//! same upstream tool directly, then through `holdpoint mcp` in its two modes, one call at a
+//! time, and the difference of the percentiles is the gateway's, with Holdpoint's gate, which
+//! records the allowed call durably before it is forwarded: `holdpoint mcp --server URL`
+//! asks a server (in this process) over HTTP; `holdpoint mcp` with no server to reach runs
+//! Holdpoint in its own process (on the same data directory, once the server has stopped)
+//! and asks its engine directly.
 //!
 //! The upstream is this binary itself (`holdpoint-bench mcp-upstream`, see [`serve_upstream`]):
 //! a minimal MCP server on stdio written for this, so its own time is small and steady and the
@@ -172,7 +175,7 @@ pub async fn run(
         "== MCP gateway: an allowed tools/call over stdio, one at a time, {calls} calls timed after {WARM_UP}"
     );
     println!(
-        "   the same client and upstream, directly and through `holdpoint mcp` (its gate: HTTP to a server on loopback, SQLite in {})",
+        "   the same client and upstream, directly, through `holdpoint mcp --server URL` (its gate: HTTP to a server on loopback) and through `holdpoint mcp` running Holdpoint itself (its gate: the engine in its process); SQLite in {}",
         dir.path().display()
     );
     crate::disk::describe(dir.path());
@@ -188,40 +191,61 @@ pub async fn run(
         &policy,
         "mode = \"auto_deny\"\n\n[[rules]]\nname = \"the bench's echo\"\ntools = [\"up__echo\"]\naction = \"allow\"\n",
     )?;
-    let mut settings = Settings::default();
-    settings.policy.file = Some(policy);
-    let (server, admin) = start_with(&dir.path().join("data"), settings).await?;
-    let agent = admin.token("bench-mcp", "agent").await?;
+    // Read by `holdpoint mcp`: the upstream, and for the embedded run the policy, an address
+    // where no server answers, so that it runs Holdpoint itself, and no rate limit on the
+    // calls of one token (as the server of the other run has none).
     let config = dir.path().join("config.toml");
     let upstream = upstream_command()?;
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     std::fs::write(
         &config,
         format!(
-            "[mcp.servers.up]\ncommand = {:?}\nargs = [\"mcp-upstream\"]\n",
-            upstream.get_program().to_string_lossy()
+            "[server]\nbind = \"{nobody}\"\n\n[limits]\nrequests_per_second = {max}\nrequest_burst = {max}\n\n[policy]\nfile = {policy:?}\n\n[mcp.servers.up]\ncommand = {:?}\nargs = [\"mcp-upstream\"]\n",
+            upstream.get_program().to_string_lossy(),
+            max = u32::MAX,
         ),
     )?;
-    let mut command = Command::new(&holdpoint);
-    command
-        .args(["mcp", "--world", WORLD])
-        .env("HOLDPOINT_SERVER", server.url())
-        .env("HOLDPOINT_TOKEN", &agent.token)
-        .env("HOLDPOINT_CONFIG", &config)
-        .env("HOLDPOINT_DATA", dir.path().join("unused"));
-    let mut gateway = Client::start(command)?;
-    let through = Latencies::new(tokio::task::block_in_place(|| {
-        gateway.time_calls("up__echo", calls)
-    })?);
-    report("through gateway", &through);
+    let data = dir.path().join("data");
+    let mut settings = Settings::default();
+    settings.policy.file = Some(policy);
+    let (server, admin) = start_with(&data, settings).await?;
+    let agent = admin.token("bench-mcp", "agent").await?;
+    let gateway = |server: Option<String>| {
+        let mut command = Command::new(&holdpoint);
+        command
+            .args(["mcp", "--world", WORLD])
+            .env("HOLDPOINT_TOKEN", &agent.token)
+            .env("HOLDPOINT_CONFIG", &config)
+            .env("HOLDPOINT_DATA", &data)
+            .env_remove("HOLDPOINT_SERVER");
+        if let Some(url) = server {
+            command.env("HOLDPOINT_SERVER", url);
+        }
+        Client::start(command)
+    };
+    let timed = |server: Option<String>| {
+        let mut client = gateway(server)?;
+        let samples = tokio::task::block_in_place(|| client.time_calls("up__echo", calls))?;
+        anyhow::Ok(Latencies::new(samples))
+    };
+    let through = timed(Some(server.url()))?;
+    report("via a server", &through);
+    added(&through, &direct);
+    // The same data directory, once the server has let it go.
+    server.stop().await?;
+    let embedded = timed(None)?;
+    report("embedded", &embedded);
+    added(&embedded, &direct);
+    println!();
+    Ok(())
+}
+
+fn added(through: &Latencies, direct: &Latencies) {
     println!(
-        "  added            p50 {:>10}   p99 {:>10}",
+        "    added          p50 {:>10}   p99 {:>10}",
         difference(through.percentile(50.0), direct.percentile(50.0)),
         difference(through.percentile(99.0), direct.percentile(99.0))
     );
-    drop(gateway);
-    server.stop().await?;
-    println!();
-    Ok(())
 }
 
 /// A minimal MCP server on this process's stdin and stdout, with one tool, `echo`, which

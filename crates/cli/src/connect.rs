@@ -3,9 +3,11 @@
 //! Holdpoint in this process, on the same data directory, when no server is running.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use holdpoint_mcp::Holdpoint;
 use holdpoint_protocol::{Actor, Role, Source, TokenId};
 use holdpoint_server::{ADMIN_TOKEN_FILE, LaunchError, Server};
 
@@ -33,6 +35,8 @@ pub struct Connection {
 
 struct Embedded {
     server: Server,
+    /// The token this process acts with.
+    token: String,
     /// A token made for this process, revoked when it ends.
     minted: Option<TokenId>,
 }
@@ -115,15 +119,31 @@ impl Connect {
                 (created.token, Some(created.info.id))
             }
         };
-        let client = Client::new(&server.url(), token).map_err(client_failure)?;
+        let client = Client::new(&server.url(), token.clone()).map_err(client_failure)?;
         Ok(Connection {
             client,
-            embedded: Some(Embedded { server, minted }),
+            embedded: Some(Embedded {
+                server,
+                token,
+                minted,
+            }),
         })
     }
 }
 
 impl Connection {
+    /// How an MCP gateway in this process asks Holdpoint: the engine in this process, as the
+    /// holder of the token, when this process runs Holdpoint (the same asking as the
+    /// server's `/mcp/{world}`, without an HTTP exchange per call); else the server's API.
+    pub async fn mcp_holdpoint(&self) -> Result<Arc<dyn Holdpoint>, Failure> {
+        match &self.embedded {
+            Some(e) => holdpoint_server::mcp_in_process(e.server.app(), &e.token)
+                .await
+                .map_err(|e| Failure::Check(format!("error: {}", e.message))),
+            None => Ok(Arc::new(self.client.clone())),
+        }
+    }
+
     /// Stops the server this process ran, if any; its turns stay stored.
     pub async fn close(self) {
         if let Some(e) = self.embedded {

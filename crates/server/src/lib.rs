@@ -34,7 +34,7 @@ pub use auth::{Access, CSRF_HEADER, SESSION_COOKIE};
 pub use config::{ConfigError, LogFormat, Settings};
 pub use error::ApiError;
 pub use launch::{ADMIN_TOKEN_FILE, LaunchError, Server, load_policy};
-pub use routes::{openapi, operations, router};
+pub use routes::{mcp_in_process, openapi, operations, router};
 pub use webhooks::signature;
 
 /// Serves `app` on `listener` until `stop` resolves; then lets requests in flight finish.

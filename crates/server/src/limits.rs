@@ -175,6 +175,22 @@ impl Limiter {
         })
     }
 
+    /// Counts one request of `caller` (or what stands for one: a call of the MCP gateway in
+    /// this process); refused (429) beyond its rate.
+    pub fn count(&self, caller: &Caller) -> Result<(), ApiError> {
+        self.request(caller, Instant::now()).map_err(|wait| {
+            ApiError::limited(
+                StatusCode::TOO_MANY_REQUESTS,
+                "limits.requests_per_second",
+                format!(
+                    "{} made more than {} requests a second",
+                    caller.principal.name, self.settings.requests_per_second
+                ),
+                wait,
+            )
+        })
+    }
+
     /// Takes one request from `caller`'s bucket; when it is empty, how long until it is not.
     fn request(&self, caller: &Caller, now: Instant) -> Result<(), Duration> {
         let rate = f64::from(self.settings.requests_per_second);
@@ -208,19 +224,9 @@ impl Limiter {
 /// counted here.
 pub async fn rate(State(app): State<App>, req: Request, next: Next) -> Response {
     if let Some(caller) = req.extensions().get::<Caller>()
-        && let Err(wait) = app.limiter().request(caller, Instant::now())
+        && let Err(refused) = app.limiter().count(caller)
     {
-        let per_second = app.limiter().settings.requests_per_second;
-        return ApiError::limited(
-            StatusCode::TOO_MANY_REQUESTS,
-            "limits.requests_per_second",
-            format!(
-                "{} made more than {per_second} requests a second",
-                caller.principal.name
-            ),
-            wait,
-        )
-        .into_response();
+        return refused.into_response();
     }
     next.run(req).await
 }

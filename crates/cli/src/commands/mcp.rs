@@ -62,7 +62,7 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         );
     }
     let holds = Holds::new(
-        Arc::new(connection.client.clone()),
+        connection.mcp_holdpoint().await?,
         world,
         args.target.chat().cloned(),
     );

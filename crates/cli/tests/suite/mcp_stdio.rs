@@ -1,15 +1,20 @@
-//! `holdpoint mcp`'s standard streams: pipes are read and written in non-blocking mode, put
-//! back as they were when it ends (and a pipe that is standard error too is left blocking).
+//! `holdpoint mcp`'s standard streams and its two ways of reaching Holdpoint: pipes are read
+//! and written in non-blocking mode, put back as they were when it ends (and a pipe that is
+//! standard error too is left blocking); with no server to reach, it runs Holdpoint in its
+//! own process and asks that engine.
 
 use std::io::{BufRead, BufReader, PipeReader, Write};
 use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 
+use holdpoint_server::{Server, Settings};
 use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::http::Api;
 use rustix::fs::OFlags;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::mcp::Gateway;
+use super::lab::Lab;
+use super::mcp::{Gateway, python, script, text};
 
 fn nonblocking(fd: impl AsFd) -> bool {
     rustix::fs::fcntl_getfl(fd)
@@ -109,4 +114,116 @@ async fn a_pipe_that_is_standard_error_too_stays_blocking() {
     );
     drop(to_gateway);
     exits(child).await;
+}
+
+/// An agent's `up__echo` is allowed, `up__delete_all` denied.
+const POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "echo is fine"
+tools = ["up__echo"]
+action = "allow"
+
+[[rules]]
+name = "never delete everything"
+tools = ["up__delete_all"]
+action = "deny"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call() {
+    let lab = Lab::with_policy(vec![], Some(POLICY)).await;
+    let agent = lab.token("coder", "agent").await;
+    let Lab { server, dir, .. } = lab;
+    server.stop().await.unwrap();
+    let data = dir.path().join("data");
+    let upstream_log = dir.path().join("upstream.log");
+    // An address where no server answers.
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbind = \"{nobody}\"\n\n[policy]\nfile = {:?}\n\n[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?} }}\n",
+            dir.path().join("policy.toml").display().to_string(),
+            python().display().to_string(),
+            script("upstream.py").display().to_string(),
+            upstream_log.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let steps = json!([
+        {"call": "up__echo", "arguments": {"text": "hi"}},
+        {"call": "up__delete_all", "arguments": {"confirm": true}},
+    ]);
+    let client = tokio::process::Command::new(python())
+        .arg(script("client.py"))
+        .args(["session", &steps.to_string()])
+        .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
+        .env("HOLDPOINT_WORLD", "lab")
+        .env("HOLDPOINT_TOKEN", &agent)
+        .env("HOLDPOINT_CONFIG", &config)
+        .env("HOLDPOINT_DATA", &data)
+        .env_remove("HOLDPOINT_SERVER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(PATIENCE, client.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the MCP client failed: {stderr}");
+    assert!(
+        stderr.contains("running Holdpoint in this process"),
+        "{stderr}"
+    );
+    // The revision negotiated, then a line per step.
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(text(&results[0]), "echo: hi", "{results:?}");
+    assert_eq!(results[1]["isError"], true, "{results:?}");
+    assert!(
+        text(&results[1]).contains("never delete everything"),
+        "{results:?}"
+    );
+    let ran = std::fs::read_to_string(&upstream_log).unwrap();
+    assert_eq!(ran.lines().count(), 1, "only the allowed call ran: {ran}");
+
+    // The process recorded both calls in the data directory.
+    let mut settings = Settings::default();
+    settings.server.bind = "127.0.0.1:0".parse().unwrap();
+    let server = Server::start(&data, &settings).await.unwrap();
+    let admin = Api::new(&server.url(), server.admin_token());
+    let events = admin.get("/api/v1/audit/events").await.expect(200)["events"].clone();
+    let calls: Vec<(&str, &str)> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["tool"].is_string())
+        .map(|e| {
+            (
+                e["payload"]["type"].as_str().unwrap(),
+                e["payload"]["tool"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call.allowed", "up__echo"),
+            ("call.denied", "up__delete_all")
+        ]
+    );
+    server.stop().await.unwrap();
 }

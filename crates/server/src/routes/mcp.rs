@@ -109,7 +109,7 @@ async fn serve(
     let world_id = world.id.to_string();
     let agent: Arc<dyn Holdpoint> = Arc::new(AsAgent {
         app: app.clone(),
-        caller: caller.clone(),
+        who: Who::Session(caller.clone()),
     });
     let holds_world = world_id.clone();
     let open = move || {
@@ -234,11 +234,59 @@ impl Decider for AsPerson {
     }
 }
 
-/// The engine in this process, as the agent whose token opened the session: what the API's
-/// handlers do for that token, through the same functions.
+/// The engine in this process as the holder of `token`, for an MCP gateway on stdio in the
+/// process that runs Holdpoint itself (`holdpoint mcp` with no server running): it asks as
+/// the sessions of `/mcp/{world}` do, through the API handlers' own functions, without an
+/// HTTP exchange per call. The token must be one that may raise holds through the API (an
+/// agent's or an admin's), and it is checked again at each call, as the API checks it at
+/// each request: a token revoked meanwhile raises nothing more, and each call counts as a
+/// request against `limits.requests_per_second`.
+pub async fn in_process(app: &App, token: &str) -> Result<Arc<dyn Holdpoint>, ApiError> {
+    let caller = token_caller(app, token).await?;
+    caller.require(super::RAISERS)?;
+    Ok(Arc::new(AsAgent {
+        app: app.clone(),
+        who: Who::Token(token.to_owned()),
+    }))
+}
+
+async fn token_caller(app: &App, token: &str) -> Result<Caller, ApiError> {
+    app.credentials()
+        .by_token(token)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("the token is unknown or revoked"))
+}
+
+/// The engine in this process, as the agent whose token opened the session (or who holds
+/// the token): what the API's handlers do for that token, through the same functions.
 struct AsAgent {
     app: App,
-    caller: Caller,
+    who: Who,
+}
+
+enum Who {
+    /// An HTTP session's opener, whose token the API's guard checks at each request.
+    Session(Caller),
+    /// A token checked and counted at each call (no guard stands before a gateway on stdio).
+    Token(String),
+}
+
+impl AsAgent {
+    async fn caller(&self, what: impl Fn() -> String) -> Result<Caller, HoldpointError> {
+        match &self.who {
+            Who::Session(caller) => Ok(caller.clone()),
+            Who::Token(token) => {
+                let caller = token_caller(&self.app, token)
+                    .await
+                    .map_err(|e| HoldpointError::failed(what(), e.message))?;
+                caller
+                    .require(super::RAISERS)
+                    .and_then(|()| self.app.limiter().count(&caller))
+                    .map_err(|e| HoldpointError::failed(what(), e.message))?;
+                Ok(caller)
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -249,21 +297,24 @@ impl Holdpoint for AsAgent {
         new: NewHolds,
         key: &str,
     ) -> Result<GateResponse, HoldpointError> {
-        holds::raise(&self.app, &self.caller, world, new, Some(key.to_owned()))
+        let what = || format!("raising a hold in world {world:?}");
+        let caller = self.caller(what).await?;
+        holds::raise(&self.app, &caller, world, new, Some(key.to_owned()))
             .await
-            .map_err(|e| {
-                HoldpointError::failed(format!("raising a hold in world {world:?}"), e.message)
-            })
+            .map_err(|e| HoldpointError::failed(what(), e.message))
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
-        holds::wait_for(&self.app, &self.caller, id, timeout)
+        let what = || format!("waiting on hold {id}");
+        let caller = self.caller(what).await?;
+        holds::wait_for(&self.app, &caller, id, timeout)
             .await
-            .map_err(|e| HoldpointError::failed(format!("waiting on hold {id}"), e.message))
+            .map_err(|e| HoldpointError::failed(what(), e.message))
     }
 
     async fn withdraw(&self, id: HoldId, reason: &str) -> Result<(), HoldpointError> {
-        match holds::withdraw_as(&self.app, &self.caller, id, Some(reason.to_owned())).await {
+        let caller = self.caller(|| format!("withdrawing hold {id}")).await?;
+        match holds::withdraw_as(&self.app, &caller, id, Some(reason.to_owned())).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == "already_decided" => Err(HoldpointError::AlreadyDecided(id)),
             Err(e) => Err(HoldpointError::failed(

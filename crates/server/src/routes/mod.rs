@@ -14,6 +14,8 @@ mod ui;
 
 mod table;
 
+pub use mcp::in_process as mcp_in_process;
+
 use std::sync::LazyLock;
 
 use axum::Router;

@@ -8,6 +8,7 @@ mod external;
 mod fanout;
 mod housekeeping;
 mod limits;
+mod mcp_in_process;
 mod ops;
 mod policies;
 mod postgres;
