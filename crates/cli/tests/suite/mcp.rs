@@ -35,6 +35,22 @@ tools = ["up__delete_all"]
 action = "deny"
 "#;
 
+/// Waits for the MCP client `child` to end, which it must do well and in time; the JSON
+/// lines it printed, and its standard error.
+pub(super) async fn finished(child: tokio::process::Child) -> (Vec<Value>, String) {
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "the MCP client failed: {stderr}");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (lines, stderr)
+}
+
 /// The Python with the official `mcp` package: `$HOLDPOINT_TEST_PYTHON`, else the virtual
 /// environment scripts/test makes.
 pub(super) fn python() -> PathBuf {
@@ -167,17 +183,7 @@ impl Gateway {
 
     /// Runs the client to its end; the JSON lines it printed.
     pub(super) async fn run(&self, args: &[&str]) -> Vec<Value> {
-        let child = self.client(args).spawn().unwrap();
-        let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
-            .await
-            .expect("the MCP client did not finish in time")
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "the MCP client failed: {stderr}");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        finished(self.client(args).spawn().unwrap()).await.0
     }
 
     /// Calls `tool` and returns its result.

@@ -14,7 +14,7 @@ use rustix::fs::OFlags;
 use serde_json::{Value, json};
 
 use super::lab::Lab;
-use super::mcp::{Gateway, python, script, text};
+use super::mcp::{Gateway, finished, python, script, text};
 
 fn nonblocking(fd: impl AsFd) -> bool {
     rustix::fs::fcntl_getfl(fd)
@@ -175,22 +175,13 @@ async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let out = tokio::time::timeout(PATIENCE, client.wait_with_output())
-        .await
-        .expect("the MCP client did not finish in time")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the MCP client failed: {stderr}");
+    let (lines, stderr) = finished(client).await;
     assert!(
         stderr.contains("running Holdpoint in this process"),
         "{stderr}"
     );
     // The revision negotiated, then a line per step.
-    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .skip(1)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let results = &lines[1..];
     assert_eq!(text(&results[0]), "echo: hi", "{results:?}");
     assert_eq!(results[1]["isError"], true, "{results:?}");
     assert!(

@@ -3,12 +3,11 @@
 
 use std::process::Stdio;
 
-use holdpoint_test_support::PATIENCE;
 use serde_json::Value;
 
 use super::catalog::run;
 use super::lab::Lab;
-use super::mcp::{python, script};
+use super::mcp::{finished, python, script};
 
 /// Reading is allowed; the rest is asked.
 const POLICY: &str = r#"
@@ -45,16 +44,7 @@ async fn client(lab: &Lab, agent: &str, http: bool, args: &[&str]) -> Vec<Value>
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
-        .await
-        .expect("the MCP client did not finish in time")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the MCP client failed: {stderr}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    finished(child).await.0
 }
 
 /// The tool names a `list` step printed.
