@@ -100,9 +100,13 @@ impl Connect {
                 )),
                 e => Failure::Check(format!("error: cannot run Holdpoint here: {e}")),
             })?;
+        // Where people can see and decide what this process holds while it runs (the web
+        // interface, the API, `holdpoint holds --server`): its port is its own, so that it
+        // never stands in for a server another process expects at the configured address.
         eprintln!(
-            "No server at {url}; running Holdpoint in this process on {}.",
-            data.display()
+            "No server at {url}; running Holdpoint in this process on {}, serving people at {} while it runs.",
+            data.display(),
+            server.url()
         );
         let (token, minted) = match (std::env::var("HOLDPOINT_TOKEN"), server.admin_token()) {
             (Ok(t), _) => (t.trim().to_owned(), None),

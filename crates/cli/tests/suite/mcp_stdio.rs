@@ -180,6 +180,11 @@ async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call(
         stderr.contains("running Holdpoint in this process"),
         "{stderr}"
     );
+    // Where people can decide what it holds meanwhile: its own port on loopback.
+    assert!(
+        stderr.contains("serving people at http://127.0.0.1:"),
+        "{stderr}"
+    );
     // The revision negotiated, then a line per step.
     let results = &lines[1..];
     assert_eq!(text(&results[0]), "echo: hi", "{results:?}");
