@@ -43,6 +43,19 @@ fn shell(command: &str) -> Value {
 const FITS: &str =
     "return document.documentElement.scrollWidth <= document.documentElement.clientWidth";
 
+/// A server over the base policy with a world `lab` whose own policy allows `cat`, and an
+/// agent of it.
+async fn lab_allowing_cat() -> (TestServer, Api) {
+    let t = TestServer::with(BASE, |_| {}).await;
+    t.world("lab").await;
+    t.api
+        .put("/api/v1/worlds/lab/policy", json!({ "text": CAT }))
+        .await
+        .expect(200);
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    (t, agent)
+}
+
 async fn version_in_force(t: &TestServer) -> u64 {
     let state = t.api.get("/api/v1/worlds/lab/policy").await.expect(200);
     state["current"]["version"].as_u64().unwrap_or(0)
@@ -145,13 +158,7 @@ async fn approving_for_an_hour_from_the_card_makes_a_grant_that_expires() {
 
 #[tokio::test]
 async fn a_worlds_policy_is_edited_replayed_and_applied_from_its_page() {
-    let t = TestServer::with(BASE, |_| {}).await;
-    t.world("lab").await;
-    t.api
-        .put("/api/v1/worlds/lab/policy", json!({ "text": CAT }))
-        .await
-        .expect(200);
-    let agent = t.caller("deploy-bot", "agent", None).await;
+    let (t, agent) = lab_allowing_cat().await;
     // Recorded calls: one the policy in force allows, one it asks for.
     let reply = agent
         .post(
@@ -266,13 +273,7 @@ async fn a_worlds_policy_is_edited_replayed_and_applied_from_its_page() {
 
 #[tokio::test]
 async fn a_rule_suggested_from_a_decided_hold_is_added_to_the_worlds_policy() {
-    let t = TestServer::with(BASE, |_| {}).await;
-    t.world("lab").await;
-    t.api
-        .put("/api/v1/worlds/lab/policy", json!({ "text": CAT }))
-        .await
-        .expect(200);
-    let agent = t.caller("deploy-bot", "agent", None).await;
+    let (t, agent) = lab_allowing_cat().await;
     let alice: Api = t.caller("alice", "approver", None).await;
     let id = held(
         &raise(&agent, "lab", vec![shell("git push origin main")]).await,
