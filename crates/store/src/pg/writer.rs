@@ -10,6 +10,12 @@
 //! before it writes, so one that fails them leaves no trace; should a statement fail
 //! unexpectedly, the group is rolled back and its transactions redone one by one.
 //!
+//! While this writer is the only one writing, a group whose writes all carry their own
+//! guards takes a shorter way: one round trip in all (`try_at_head`). It moves the head it
+//! committed last, guarded on it still being the head, and writes without reading first;
+//! should the head have moved or a guard fail, the transaction rolls back and the group
+//! takes the checked way.
+//!
 //! A group that appends events notifies the tails of every node (`NOTIFY`, delivered at
 //! commit; see `tail.rs`). Committed events are published in log order, shared with this
 //! process's tail (`publish.rs`). The head read at a group's start says whether someone else
@@ -87,7 +93,15 @@ const FORGET_IDEMPOTENT: &str = "DELETE FROM idempotency WHERE key = $1 AND crea
 const APPEND_EVENTS: &str = "WITH appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
      SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
      UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1";
-const STATEMENTS: [&str; 18] = [
+/// The same, the head moved only from the one expected (taking its lock; a failure when
+/// another writer moved it), for a group written without reading first.
+const APPEND_AT_HEAD: &str = "WITH moved AS (UPDATE audit_head SET seq = $8, hash = $9 WHERE id = 1 AND seq = $10 AND hash = $11 RETURNING 1), \
+     appended AS (INSERT INTO events (seq, type, hold, world, chat, body, hash) \
+     SELECT * FROM unnest($1::bigint[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])) \
+     SELECT 1 / count(*) FROM moved";
+/// How long after meeting another writer's commits the writer keeps to the checked way.
+const SHARED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+const STATEMENTS: [&str; 19] = [
     MOVE_VERSION,
     HOLD_EXISTS,
     HOLD_VERSION,
@@ -106,6 +120,7 @@ const STATEMENTS: [&str; 18] = [
     INSERT_IDEMPOTENT,
     FORGET_IDEMPOTENT,
     APPEND_EVENTS,
+    APPEND_AT_HEAD,
 ];
 
 /// Why a group failed as a whole.
@@ -132,11 +147,23 @@ impl From<tokio_postgres::Error> for GroupError {
 
 type Sealed = Vec<Result<Vec<(u64, String)>, Conflict>>;
 
+/// A committed group: the head it started from and the one it left, and per job the
+/// positions and hashes of its events or the precondition that failed.
+struct Applied {
+    before: u64,
+    after: AuditHead,
+    sealed: Sealed,
+}
+
 pub(super) struct Writer {
     pub(super) target: Target,
     pub(super) client: Option<Client>,
     statements: HashMap<&'static str, Statement>,
     publisher: Arc<Publisher>,
+    /// The head this writer's last group left, while no other writer is known to follow it.
+    head: Option<AuditHead>,
+    /// Until when to keep to the checked way, having lately met another writer's commits.
+    shared_until: Option<std::time::Instant>,
 }
 
 impl Writer {
@@ -151,6 +178,8 @@ impl Writer {
             client: Some(client),
             statements: HashMap::new(),
             publisher,
+            head: None,
+            shared_until: None,
         }
     }
 
@@ -182,6 +211,7 @@ impl Writer {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.statements.clear();
+            self.head = None;
             let (client, pid) = connect(&self.target).await.map_err(StoreError)?;
             self.publisher.set_writer_pid(pid);
             self.client = Some(client);
@@ -220,8 +250,8 @@ impl Writer {
             }
             return;
         }
-        match self.try_group(&jobs).await {
-            Ok((before, sealed)) => {
+        match self.apply(&jobs).await {
+            Ok(Applied { before, sealed, .. }) => {
                 let mut publishing = self.publisher.lock().await;
                 if let Some(client) = &self.client
                     && let Err(e) = publishing.read_log(client, Some(before)).await
@@ -250,10 +280,7 @@ impl Writer {
                 }
             }
             Err(e) => {
-                let lost = self.client.as_ref().is_none_or(Client::is_closed);
-                if let Some(client) = self.client.as_ref().filter(|_| !lost) {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                }
+                let lost = !self.rolled_back().await;
                 if jobs.len() > 1 && !lost {
                     for job in jobs {
                         Box::pin(self.commit_group(vec![job])).await;
@@ -275,8 +302,104 @@ impl Writer {
         }
     }
 
-    /// Applies a group in one transaction. Returns the head it started from and, per job,
-    /// the positions and hashes of its events or the precondition that failed.
+    /// Applies a group in one transaction: in one round trip when it can (`try_at_head`),
+    /// else checked (`try_group`).
+    async fn apply(&mut self, jobs: &[Job]) -> Result<Applied, GroupError> {
+        let alone = self
+            .shared_until
+            .is_none_or(|t| t <= std::time::Instant::now());
+        let guess = self.head.take().filter(|_| alone);
+        let tried = match &guess {
+            Some(head) if jobs.iter().all(guarded) => Some(self.try_at_head(jobs, head).await),
+            _ => None,
+        };
+        let applied = match tried {
+            Some(Ok(applied)) => Ok(applied),
+            Some(Err(e)) if !self.rolled_back().await => Err(e),
+            _ => {
+                let applied = self.try_group(jobs).await;
+                if let (Ok(a), Some(guess)) = (&applied, &guess)
+                    && a.before != guess.seq
+                {
+                    // Someone else committed since our last group: theirs come often
+                    // enough that guessing the head would mostly cost a round trip.
+                    self.shared_until = Some(std::time::Instant::now() + SHARED_FOR);
+                }
+                applied
+            }
+        };
+        if let Ok(a) = &applied {
+            self.head = Some(a.after.clone());
+        }
+        applied
+    }
+
+    /// Ends a failed group's transaction; false when the connection is lost (whether the
+    /// group was applied is then unknown).
+    async fn rolled_back(&self) -> bool {
+        match self.client.as_ref().filter(|c| !c.is_closed()) {
+            Some(client) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                !client.is_closed()
+            }
+            None => false,
+        }
+    }
+
+    /// Applies a group whose writes all carry their own guards (`guarded`) in one
+    /// round trip, after `head`, the head this writer's last group left: `BEGIN`; the
+    /// events and the head's move, only from `head` (which takes the head's lock first, as
+    /// the checked way does); the writes; `COMMIT`. Each write fails where its check would
+    /// have found a conflict, and a failure rolls the whole group back: the caller then
+    /// applies it the checked way, which tells which jobs conflict.
+    async fn try_at_head(&self, jobs: &[Job], head: &AuditHead) -> Result<Applied, GroupError> {
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
+        let session = Session {
+            client,
+            statements: &self.statements,
+        };
+        let mut after = head.clone();
+        let mut events = EventRows::default();
+        let sealed = jobs
+            .iter()
+            .map(|job| {
+                Ok(job
+                    .events
+                    .iter()
+                    .map(|e| events.append(&mut after, e))
+                    .collect())
+            })
+            .collect();
+        let mut steps: Vec<Step<'_, Answer, GroupError>> = Vec::new();
+        steps.push(Box::pin(async move {
+            client.batch_execute("BEGIN").await?;
+            Ok(Answer::Applied)
+        }));
+        steps.push(session.append_at(events, head, &after)?);
+        for write in jobs.iter().flat_map(|job| &job.writes) {
+            steps.push(session.write(write, None)?);
+        }
+        if jobs
+            .iter()
+            .flat_map(|job| &job.writes)
+            .any(PreparedWrite::changes_cached)
+        {
+            steps.push(session.move_catalog()?);
+        }
+        steps.push(session.commit((after.seq != head.seq).then_some(after.seq)));
+        in_order(steps).await?;
+        Ok(Applied {
+            before: head.seq,
+            after,
+            sealed,
+        })
+    }
+
+    /// Applies a group in one transaction, checking each job's preconditions before it
+    /// writes.
     ///
     /// The group's statements are pipelined (`pipeline.rs`), a few round trips for the
     /// whole group instead of some for each job: the head's lock with the first wave's
@@ -284,7 +407,7 @@ impl Writer {
     /// group's events; the commit. A wave is a run of jobs whose checks read nothing that an
     /// earlier job of the same wave writes (`waves`), so every check sees what the jobs
     /// before it wrote, as when they ran one by one.
-    async fn try_group(&mut self, jobs: &[Job]) -> Result<(u64, Sealed), GroupError> {
+    async fn try_group(&self, jobs: &[Job]) -> Result<Applied, GroupError> {
         let client = self
             .client
             .as_ref()
@@ -365,23 +488,19 @@ impl Writer {
             // Every node's cache learns of it before it next answers from it (catalog.rs).
             writes.push(session.move_catalog()?);
         }
-        let mut commit = "COMMIT".to_owned();
-        if head.seq != before {
+        let moved = head.seq != before;
+        if moved {
             // The group's events and the new head in one statement, after the last writes:
             // nothing reads the log inside the group, so they can wait for its end.
             writes.push(session.append(events, &head)?);
-            // The other nodes' tails are woken at commit, in the same round trip.
-            commit = format!("NOTIFY {CHANNEL}, '{}'; COMMIT", head.seq);
         }
-        // The commit goes with the writes. A write that fails (a conditional one that
-        // changed nothing included) aborts the transaction, and the `COMMIT` then rolls it
-        // back; its error is the first answer read, so the group is reported failed.
-        writes.push(Box::pin(async move {
-            client.batch_execute(&commit).await?;
-            Ok(Answer::Applied)
-        }));
+        writes.push(session.commit(moved.then_some(head.seq)));
         in_order(writes).await?;
-        Ok((before, results))
+        Ok(Applied {
+            before,
+            after: head,
+            sealed: results,
+        })
     }
 }
 
@@ -663,6 +782,57 @@ impl<'s> Session<'s> {
         }))
     }
 
+    /// `COMMIT`, sent with the writes: a write that fails (a conditional one that changed
+    /// nothing included) aborts the transaction, and the `COMMIT` then rolls it back; its
+    /// error is the first answer read, so the group is reported failed. With `head`, the
+    /// group appended events up to it, and the other nodes' tails are woken at commit.
+    fn commit(&self, head: Option<u64>) -> Step<'s, Answer, GroupError> {
+        let client = self.client;
+        let commit = match head {
+            Some(seq) => format!("NOTIFY {CHANNEL}, '{seq}'; COMMIT"),
+            None => "COMMIT".to_owned(),
+        };
+        Box::pin(async move {
+            client.batch_execute(&commit).await?;
+            Ok(Answer::Applied)
+        })
+    }
+
+    /// The group's events and the head's move from `from` to `to`, in one statement that
+    /// fails when `from` is no longer the head.
+    fn append_at(
+        &self,
+        events: EventRows,
+        from: &AuditHead,
+        to: &AuditHead,
+    ) -> Result<Step<'s, Answer, GroupError>, GroupError> {
+        let append = self.statement(APPEND_AT_HEAD)?;
+        let client = self.client;
+        let (seq, hash) = (to.seq as i64, to.hash.clone());
+        let (old_seq, old_hash) = (from.seq as i64, from.hash.clone());
+        Ok(Box::pin(async move {
+            client
+                .execute(
+                    &append,
+                    &[
+                        &events.seq,
+                        &events.kind,
+                        &events.hold,
+                        &events.world,
+                        &events.chat,
+                        &events.body,
+                        &events.hash,
+                        &seq,
+                        &hash,
+                        &old_seq,
+                        &old_hash,
+                    ],
+                )
+                .await?;
+            Ok(Answer::Applied)
+        }))
+    }
+
     /// The group's events and the new head, in one statement.
     fn append(
         &self,
@@ -736,6 +906,23 @@ async fn check_record(
         return Ok(taken(k));
     }
     Ok(Checked::Clear)
+}
+
+/// Whether each of `job`'s writes fails by itself where its check would find a conflict, so
+/// the job can be written without reading first: a hold's or a key's insert on its unique
+/// index, a hold's update on its version; the others check nothing.
+fn guarded(job: &Job) -> bool {
+    job.writes.iter().all(|w| match w {
+        PreparedWrite::InsertHold(_)
+        | PreparedWrite::UpdateHold(_)
+        | PreparedWrite::InsertGrant { .. }
+        | PreparedWrite::PutIdempotent { .. }
+        | PreparedWrite::ForgetIdempotent { .. } => true,
+        PreparedWrite::RevokeGrant { .. }
+        | PreparedWrite::PutRecord(_)
+        | PreparedWrite::DeleteRecord { .. }
+        | PreparedWrite::DeleteRecords { .. } => false,
+    })
 }
 
 /// A write expected to change exactly one row.
