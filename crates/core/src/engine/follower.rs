@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
-use holdpoint_protocol::{Event, EventPayload};
+use holdpoint_protocol::{Event, EventPayload, Hold};
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
@@ -73,6 +73,13 @@ impl Engine {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
                 lock(&self.inner.open_holds).opened(hold);
+                // A hint for deciding it here though another node raised it (recent.rs);
+                // this node's own holds are kept already, by the commit that wrote them.
+                let mut recent = lock(&self.inner.recent);
+                if recent.get(hold.id).is_none() {
+                    recent.put(Arc::new(Hold::clone(hold)));
+                }
+                drop(recent);
                 let mut timers = lock(&self.inner.timers);
                 if let Some(at) = hold.deadline {
                     timers.set(hold.id, TimerKind::Deadline, at);

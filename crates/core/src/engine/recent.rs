@@ -1,5 +1,6 @@
-//! Holds this node wrote recently, so that the hot path (a decision soon after a hold is
-//! raised, a wait on a hold just raised) need not read the store.
+//! Holds this node wrote recently, and those it saw raised on other nodes, so that the hot
+//! path (a decision soon after a hold is raised, a wait on a hold just raised) need not read
+//! the store.
 //!
 //! Entries are hints. A change computed from an entry is committed at the entry's version:
 //! if the hold changed meanwhile (on another node, say) the store refuses it and the engine
