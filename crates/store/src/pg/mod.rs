@@ -1,7 +1,8 @@
 //! The PostgreSQL store: the same contract as the SQLite one, on a database that several
 //! processes (nodes) can share.
 //!
-//! One writer task per process applies transactions in groups (`writer.rs`), each group one
+//! One writer per process, on a thread of its own, applies transactions in groups
+//! (`writer.rs`), each group one
 //! PostgreSQL transaction that first locks the chain head's row; a tail follows what other
 //! nodes commit (`tail.rs`), and the two publish every event once, in log order
 //! (`publish.rs`); reads go to a few shared connections that reconnect by themselves
@@ -26,6 +27,7 @@ use holdpoint_core::store::{
     Record, RecordKind, Store, StoreError, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
+use tokio::sync::oneshot;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
@@ -47,7 +49,8 @@ const EVENT_BUFFER: usize = 4096;
 pub struct PgStore {
     target: Target,
     writer: Option<mpsc::UnboundedSender<Message>>,
-    writer_task: Mutex<Option<JoinHandle<()>>>,
+    /// Answers once the writer's thread has stopped.
+    writer_task: Mutex<Option<oneshot::Receiver<()>>>,
     /// Follows other nodes' commits (none for a store opened read-only).
     tail: Option<JoinHandle<()>>,
     readers: Arc<Readers>,
@@ -74,7 +77,7 @@ impl PgStore {
     /// host, the credentials, the database's name.
     pub async fn open(url: &str) -> Result<PgStore, OpenError> {
         let target = Target::parse(url).map_err(open_error)?;
-        let (mut client, pid) = writer::connect(&target).await.map_err(open_error)?;
+        let (mut client, _) = writer::connect(&target).await.map_err(open_error)?;
         schema::migrate(&mut client)
             .await
             .map_err(|m| open_error(format!("PostgreSQL at {}: {m}", target.name)))?;
@@ -82,11 +85,13 @@ impl PgStore {
         let head = reader::audit_head(&conn)
             .await
             .map_err(|e| open_error(e.0))?;
-        let Conn { client, .. } = conn;
+        drop(conn);
         let publisher = Arc::new(Publisher::new(head.map_or(0, |h| h.seq), EVENT_BUFFER));
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = writer::Writer::new(target.clone(), (client, pid), publisher.clone());
-        let task = tokio::spawn(writer.serve(rx));
+        let writer = writer::Writer::new(target.clone(), publisher.clone());
+        let task = writer
+            .spawn(rx)
+            .map_err(|e| open_error(format!("cannot start the writer's thread: {e}")))?;
         let tail = tokio::spawn(tail::run(target.clone(), publisher.clone()));
         let readers = Arc::new(Readers::new(target.clone(), READERS));
         Ok(PgStore {
