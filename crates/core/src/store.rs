@@ -249,15 +249,6 @@ pub struct Positioned<T> {
     pub item: T,
 }
 
-/// What the deadline timers need to know of an open hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpenTimer {
-    pub hold: HoldId,
-    pub deadline: Option<Timestamp>,
-    /// `None` once the reminder has fired.
-    pub remind_at: Option<Timestamp>,
-}
-
 /// Which events to read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventFilter {
@@ -337,8 +328,6 @@ pub trait Store: Send + Sync + 'static {
     async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError>;
     /// Whether the chat has an open hold (the composer lock).
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
-    /// Deadlines and reminders of every open hold, for the timers after a start.
-    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError>;
 
     /// Grants not revoked, of one world or of all.
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;

@@ -46,7 +46,6 @@ macro_rules! store_contract {
             lists_holds_by_agent_and_tool,
             urgent_order_pages_by_deadline,
             finds_open_holds_in_a_chat,
-            lists_the_timers_of_open_holds,
             grants_are_listed_until_revoked,
             idempotency_keys_are_recorded_once,
             idempotency_records_are_forgotten_oldest_first,
@@ -600,42 +599,6 @@ pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(!store.chat_has_open_hold("w", "c").await.unwrap());
-}
-
-pub async fn lists_the_timers_of_open_holds(store: Arc<dyn Store>) {
-    let a = hold_in("w", None, BatchId::random(), START);
-    let mut b = hold_in("w", None, BatchId::random(), START);
-    let c = hold_in("w", None, BatchId::random(), START);
-    for h in [&a, &b, &c] {
-        store.commit(insert(h)).await.unwrap();
-    }
-    b.version += 1;
-    b.reminded = true;
-    store
-        .commit(Transaction {
-            writes: vec![Write::UpdateHold(Arc::new(b.clone()))],
-            events: vec![],
-        })
-        .await
-        .unwrap();
-    store
-        .commit(Transaction {
-            writes: vec![Write::UpdateHold(Arc::new(resolved(&c)))],
-            events: vec![],
-        })
-        .await
-        .unwrap();
-    let mut timers = store.open_timers().await.unwrap();
-    timers.sort_by_key(|t| t.hold != a.id);
-    assert_eq!(timers.len(), 2);
-    assert_eq!(
-        (timers[0].hold, timers[0].deadline, timers[0].remind_at),
-        (a.id, a.deadline, a.remind_at)
-    );
-    assert_eq!(
-        (timers[1].hold, timers[1].deadline, timers[1].remind_at),
-        (b.id, b.deadline, None)
-    );
 }
 
 pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {

@@ -8,7 +8,6 @@ use holdpoint_protocol::{Event, EventPayload, Hold};
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::timers::TimerKind;
 use super::{Engine, Inner, lock, write};
 use crate::store::EventFilter;
 
@@ -80,14 +79,7 @@ impl Engine {
                     recent.put(Arc::new(Hold::clone(hold)));
                 }
                 drop(recent);
-                let mut timers = lock(&self.inner.timers);
-                if let Some(at) = hold.deadline {
-                    timers.set(hold.id, TimerKind::Deadline, at);
-                }
-                if let Some(at) = hold.remind_at.filter(|_| !hold.reminded) {
-                    timers.set(hold.id, TimerKind::Remind, at);
-                }
-                drop(timers);
+                lock(&self.inner.timers).track(hold);
                 self.inner.timers_changed.notify_one();
             }
             EventPayload::HoldDecided { outcome }

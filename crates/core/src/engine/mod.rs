@@ -38,8 +38,8 @@ pub use verify::verify;
 use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
 use crate::policy::{Layers, Policy};
-use crate::store::{CommitError, Store, StoreError, Transaction, Write};
-use timers::{TimerKind, TimerQueue};
+use crate::store::{CommitError, StatusSet, Store, StoreError, Transaction, Write, each_hold};
+use timers::TimerQueue;
 
 /// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine
 /// refuses to start a policy that can ask when no channel is registered, so a hold can never
@@ -158,16 +158,16 @@ impl EngineBuilder {
         for g in self.store.grants(None).await? {
             grant_index.insert(g);
         }
+        // The open holds, a page at a time: counted, and their timers set.
         let mut queue = TimerQueue::default();
-        let open_holds = open::OpenHolds::load(&*self.store).await?;
-        for t in self.store.open_timers().await? {
-            if let Some(at) = t.deadline {
-                queue.set(t.hold, TimerKind::Deadline, at);
+        let mut open_holds = open::OpenHolds::default();
+        each_hold(&*self.store, StatusSet::Open, |page| {
+            for h in &page {
+                open_holds.opened(&h.item);
+                queue.track(&h.item);
             }
-            if let Some(at) = t.remind_at {
-                queue.set(t.hold, TimerKind::Remind, at);
-            }
-        }
+        })
+        .await?;
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use holdpoint_protocol::{Hold, HoldId};
 
-use crate::store::{StatusSet, Store, StoreError, each_hold};
-
 /// Caps on open holds that a raise through [`Engine::gate_all`](super::Engine::gate_all) may
 /// not pass; `None`: no cap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,18 +33,6 @@ pub(crate) struct OpenHolds {
 }
 
 impl OpenHolds {
-    /// The open holds in `store`, read a page at a time.
-    pub(crate) async fn load(store: &dyn Store) -> Result<OpenHolds, StoreError> {
-        let mut open = OpenHolds::default();
-        each_hold(store, StatusSet::Open, |page| {
-            for h in &page {
-                open.opened(&h.item);
-            }
-        })
-        .await?;
-        Ok(open)
-    }
-
     pub(crate) fn opened(&mut self, hold: &Hold) {
         if self.holds.contains_key(&hold.id) {
             return;

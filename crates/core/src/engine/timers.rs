@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use holdpoint_protocol::{HoldId, Timestamp};
+use holdpoint_protocol::{Hold, HoldId, Timestamp};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub(crate) enum TimerKind {
@@ -36,6 +36,16 @@ impl TimerQueue {
             self.queue.remove(&(old, hold, kind));
         }
         self.queue.insert((at, hold, kind));
+    }
+
+    /// Schedules the timers `hold` has left: its deadline, and its reminder unless sent.
+    pub(crate) fn track(&mut self, hold: &Hold) {
+        if let Some(at) = hold.deadline {
+            self.set(hold.id, TimerKind::Deadline, at);
+        }
+        if let Some(at) = hold.remind_at.filter(|_| !hold.reminded) {
+            self.set(hold.id, TimerKind::Remind, at);
+        }
     }
 
     /// Drops every timer of a hold.

@@ -210,10 +210,21 @@ async fn pending_holds_survive_a_restart_and_expire_on_time() {
     t.engine.verify_audit().await.unwrap().unwrap();
 }
 
+/// After a restart, every open hold's deadline is armed again, and its reminder unless it
+/// was sent already: one hold reminded before the restart, one not yet.
 #[tokio::test]
-async fn a_restarted_engine_rearms_deadlines() {
+async fn a_restarted_engine_rearms_deadlines_and_the_reminders_not_yet_sent() {
     let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
-    let h = raise(&t, vec![approval("deploy", json!({}))])
+    let mut events = t.stream().await;
+    let reminded = raise(&t, vec![approval("shell_cmd", json!({"command": "ls"}))])
+        .await
+        .remove(0);
+    t.clock.advance(Duration::from_secs(480));
+    next_matching(&mut events, "the first hold's reminder", |e| {
+        e.payload.type_name() == "hold.reminded" && e.hold == Some(reminded.id)
+    })
+    .await;
+    let fresh = raise(&t, vec![approval("deploy", json!({}))])
         .await
         .remove(0);
     let (dir, clock) = t.shut_down().await;
@@ -222,13 +233,25 @@ async fn a_restarted_engine_rearms_deadlines() {
         dir,
     };
     let t = TestEngine::on(temp, Policy::from_toml(POLICY).unwrap(), clock).await;
-    assert_eq!(t.engine.tracked_timers(), 2, "deadline and reminder");
+    assert_eq!(
+        t.engine.tracked_timers(),
+        3,
+        "both deadlines, and the reminder of the hold not reminded yet"
+    );
+    let mut events = t.stream().await;
     let engine = t.engine.clone();
     let waiter = tokio::spawn(async move {
         engine
-            .wait(h.id, Duration::from_secs(60), &Scope::any())
+            .wait(fresh.id, Duration::from_secs(60), &Scope::any())
             .await
     });
+    // Past the first hold's deadline: it expires without a second reminder.
+    t.clock.advance(Duration::from_secs(120));
+    let next = next_matching(&mut events, "the first hold's end", |e| {
+        e.hold == Some(reminded.id)
+    })
+    .await;
+    assert_eq!(next.payload.type_name(), "hold.expired");
     t.clock.advance(Duration::from_secs(3600));
     let outcome = waiter.await.unwrap().unwrap().unwrap();
     assert_eq!(outcome.status, OutcomeStatus::TimedOut);

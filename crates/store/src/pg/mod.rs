@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
-    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
-    Record, RecordKind, Store, StoreError, Transaction,
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
+    RecordKind, Store, StoreError, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
@@ -217,10 +217,6 @@ impl Store for PgStore {
 
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {
         reader::chat_has_open_hold(&*self.conn().await?, world, chat).await
-    }
-
-    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError> {
-        reader::open_timers(&*self.conn().await?).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, Record, RecordKind, StatusSet,
-    StoreError,
+    EventFilter, EventPage, HoldFilter, Positioned, Record, RecordKind, StatusSet, StoreError,
 };
 use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
 use tokio_postgres::Row;
@@ -172,21 +171,6 @@ pub(super) async fn chat_has_open_hold(
         .await
         .map_err(sql_error)?;
     Ok(row.is_some())
-}
-
-pub(super) async fn open_timers(conn: &Conn) -> Result<Vec<OpenTimer>, StoreError> {
-    let rows = conn
-        .query("SELECT id, deadline, remind_at FROM holds WHERE open", &[])
-        .await
-        .map_err(sql_error)?;
-    Ok(rows
-        .iter()
-        .map(|r| OpenTimer {
-            hold: HoldId::from_uuid(r.get(0)),
-            deadline: r.get::<_, Option<i64>>(1).map(Timestamp::from_millis),
-            remind_at: r.get::<_, Option<i64>>(2).map(Timestamp::from_millis),
-        })
-        .collect())
 }
 
 pub(super) async fn grants(conn: &Conn, world: Option<String>) -> Result<Vec<Grant>, StoreError> {

@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
-    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenTimer, Positioned,
-    Record, RecordKind, Store, StoreError, Transaction,
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
+    RecordKind, Store, StoreError, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
@@ -296,10 +296,6 @@ impl Store for SqliteStore {
         let (world, chat) = (world.to_owned(), chat.to_owned());
         self.lookup(move |c| reader::chat_has_open_hold(c, &world, &chat))
             .await
-    }
-
-    async fn open_timers(&self) -> Result<Vec<OpenTimer>, StoreError> {
-        self.read(reader::open_timers).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

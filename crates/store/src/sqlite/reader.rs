@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldFilter, OpenTimer, Positioned, Record, RecordKind, StatusSet,
-    StoreError,
+    EventFilter, EventPage, HoldFilter, Positioned, Record, RecordKind, StatusSet, StoreError,
 };
 use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
 use rusqlite::types::Value as Sql;
@@ -246,30 +245,6 @@ pub(super) fn chat_has_open_hold(
     )
     .and_then(|mut s| s.query_row(params![world, chat], |r| r.get(0)))
     .map_err(sql_error)
-}
-
-pub(super) fn open_timers(conn: &Connection) -> Result<Vec<OpenTimer>, StoreError> {
-    let mut stmt = conn
-        .prepare("SELECT id, deadline, remind_at FROM holds WHERE open = 1")
-        .map_err(sql_error)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                r.get::<_, Option<i64>>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-            ))
-        })
-        .map_err(sql_error)?;
-    rows.map(|r| {
-        let (id, deadline, remind_at) = r.map_err(sql_error)?;
-        Ok(OpenTimer {
-            hold: HoldId::from_uuid(stored_id(&id)?),
-            deadline: deadline.map(Timestamp::from_millis),
-            remind_at: remind_at.map(Timestamp::from_millis),
-        })
-    })
-    .collect()
 }
 
 pub(super) fn grants(conn: &Connection, world: Option<String>) -> Result<Vec<Grant>, StoreError> {

@@ -162,10 +162,6 @@ fn open_hold_lookups_use_the_open_indexes() {
             "holds_open_chat",
         ),
         (
-            "SELECT id, deadline, remind_at FROM holds WHERE open = 1",
-            "holds_open",
-        ),
-        (
             "SELECT seq FROM events WHERE seq > 5 AND world = 'w' AND chat = 'c' ORDER BY seq",
             "events_chat",
         ),
