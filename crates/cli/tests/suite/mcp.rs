@@ -100,12 +100,9 @@ impl Gateway {
 
     async fn open(extra: &str, http: bool) -> Gateway {
         let logs = tempfile::tempdir().unwrap();
-        let upstream_log = logs.path().join("upstream.log");
         let text = format!(
-            "[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?} }}\n{extra}\n",
-            python().display().to_string(),
-            script("upstream.py").display().to_string(),
-            upstream_log.display().to_string(),
+            "{}{extra}\n",
+            upstream_section(&logs.path().join("upstream.log"))
         );
         Gateway::configured(POLICY, &text, logs, http).await
     }
@@ -158,27 +155,15 @@ impl Gateway {
     /// The client script `name` (under tests/mcp) with `ARGS`, in the environment in which
     /// `client.py` runs.
     pub(super) fn client_script(&self, name: &str, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(python());
-        if self.http {
-            c.env(
-                "HOLDPOINT_MCP_URL",
-                format!("{}/mcp/lab", self.lab.server.url()),
-            );
+        Client {
+            server: Some(&self.lab.server.url()),
+            http: self.http,
+            token: &self.agent,
+            config: &self.config,
+            data: &self.lab.data().join("elsewhere"),
+            upstream_log: Some(&self.upstream_log),
         }
-        c.arg(script(name))
-            .args(args)
-            .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
-            .env("HOLDPOINT_WORLD", "lab")
-            .env("HOLDPOINT_SERVER", self.lab.server.url())
-            .env("HOLDPOINT_TOKEN", &self.agent)
-            .env("HOLDPOINT_CONFIG", &self.config)
-            .env("HOLDPOINT_DATA", self.lab.data().join("elsewhere"))
-            .env("UPSTREAM_LOG", &self.upstream_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        c
+        .command(name, args)
     }
 
     /// Runs the client to its end; the JSON lines it printed.
@@ -242,6 +227,67 @@ impl Gateway {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
+}
+
+/// How an MCP client script reaches Holdpoint, and as whom, for world `lab`.
+pub(super) struct Client<'a> {
+    /// The server that `holdpoint mcp` reaches, or none: then it runs Holdpoint in its own
+    /// process.
+    pub(super) server: Option<&'a str>,
+    /// Whether the client reaches the server's `/mcp/lab` itself (else it starts `holdpoint
+    /// mcp`).
+    pub(super) http: bool,
+    /// An agent's token.
+    pub(super) token: &'a str,
+    /// `holdpoint mcp`'s configuration file (its `[mcp.servers.NAME]` sections).
+    pub(super) config: &'a Path,
+    /// `holdpoint mcp`'s data directory.
+    pub(super) data: &'a Path,
+    /// `$UPSTREAM_LOG`, which the upstreams inherit (none: they inherit none).
+    pub(super) upstream_log: Option<&'a Path>,
+}
+
+impl Client<'_> {
+    /// The client script `name` (under tests/mcp) with `args`: its output piped, killed when
+    /// dropped. Of the test's own environment, nothing that would steer Holdpoint or the
+    /// upstreams reaches it.
+    pub(super) fn command(&self, name: &str, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(python());
+        c.arg(script(name))
+            .args(args)
+            .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
+            .env("HOLDPOINT_WORLD", "lab")
+            .env("HOLDPOINT_TOKEN", self.token)
+            .env("HOLDPOINT_CONFIG", self.config)
+            .env("HOLDPOINT_DATA", self.data)
+            .env_remove("HOLDPOINT_SERVER")
+            .env_remove("HOLDPOINT_MCP_URL")
+            .env_remove("UPSTREAM_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(server) = self.server {
+            c.env("HOLDPOINT_SERVER", server);
+            if self.http {
+                c.env("HOLDPOINT_MCP_URL", format!("{server}/mcp/lab"));
+            }
+        }
+        if let Some(log) = self.upstream_log {
+            c.env("UPSTREAM_LOG", log);
+        }
+        c
+    }
+}
+
+/// The `[mcp.servers.up]` section: `tests/mcp/upstream.py`, logging the calls it runs to `log`.
+pub(super) fn upstream_section(log: &Path) -> String {
+    format!(
+        "[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?} }}\n",
+        python().display().to_string(),
+        script("upstream.py").display().to_string(),
+        log.display().to_string(),
+    )
 }
 
 pub(super) fn text(result: &Value) -> String {

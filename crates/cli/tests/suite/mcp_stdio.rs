@@ -14,7 +14,7 @@ use rustix::fs::OFlags;
 use serde_json::{Value, json};
 
 use super::lab::Lab;
-use super::mcp::{Gateway, finished, python, script, text};
+use super::mcp::{Client, Gateway, finished, text, upstream_section};
 
 fn nonblocking(fd: impl AsFd) -> bool {
     rustix::fs::fcntl_getfl(fd)
@@ -148,11 +148,9 @@ async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call(
     std::fs::write(
         &config,
         format!(
-            "[server]\nbind = \"{nobody}\"\n\n[policy]\nfile = {:?}\n\n[mcp.servers.up]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?} }}\n",
+            "[server]\nbind = \"{nobody}\"\n\n[policy]\nfile = {:?}\n\n{}",
             dir.path().join("policy.toml").display().to_string(),
-            python().display().to_string(),
-            script("upstream.py").display().to_string(),
-            upstream_log.display().to_string(),
+            upstream_section(&upstream_log),
         ),
     )
     .unwrap();
@@ -160,21 +158,17 @@ async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call(
         {"call": "up__echo", "arguments": {"text": "hi"}},
         {"call": "up__delete_all", "arguments": {"confirm": true}},
     ]);
-    let client = tokio::process::Command::new(python())
-        .arg(script("client.py"))
-        .args(["session", &steps.to_string()])
-        .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
-        .env("HOLDPOINT_WORLD", "lab")
-        .env("HOLDPOINT_TOKEN", &agent)
-        .env("HOLDPOINT_CONFIG", &config)
-        .env("HOLDPOINT_DATA", &data)
-        .env_remove("HOLDPOINT_SERVER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let client = Client {
+        server: None,
+        http: false,
+        token: &agent,
+        config: &config,
+        data: &data,
+        upstream_log: None,
+    }
+    .command("client.py", &["session", &steps.to_string()])
+    .spawn()
+    .unwrap();
     let (lines, stderr) = finished(client).await;
     assert!(
         stderr.contains("running Holdpoint in this process"),

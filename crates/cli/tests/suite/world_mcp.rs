@@ -1,13 +1,11 @@
 //! A world's own MCP servers from the terminal (`holdpoint worlds mcp`), and `holdpoint mcp
 //! --world` serving them with their secrets, though nothing shows those.
 
-use std::process::Stdio;
-
 use serde_json::Value;
 
 use super::catalog::run;
 use super::lab::Lab;
-use super::mcp::{finished, python, script};
+use super::mcp::{Client, finished, python, script};
 
 /// Reading is allowed; the rest is asked.
 const POLICY: &str = r#"
@@ -24,26 +22,17 @@ annotations = { read_only = true }
 /// file: the servers are the world's own), or over `http` against the server's `/mcp/lab`.
 /// The JSON lines it printed.
 async fn client(lab: &Lab, agent: &str, http: bool, args: &[&str]) -> Vec<Value> {
-    let mut command = tokio::process::Command::new(python());
-    if http {
-        command.env("HOLDPOINT_MCP_URL", format!("{}/mcp/lab", lab.server.url()));
+    let child = Client {
+        server: Some(&lab.server.url()),
+        http,
+        token: agent,
+        config: &lab.data().join("no-config.toml"),
+        data: &lab.data().join("elsewhere"),
+        upstream_log: None,
     }
-    let child = command
-        .arg(script("client.py"))
-        .args(args)
-        .env("HOLDPOINT_BIN", env!("CARGO_BIN_EXE_holdpoint"))
-        .env("HOLDPOINT_WORLD", "lab")
-        .env("HOLDPOINT_SERVER", lab.server.url())
-        .env("HOLDPOINT_TOKEN", agent)
-        .env("HOLDPOINT_CONFIG", lab.data().join("no-config.toml"))
-        .env("HOLDPOINT_DATA", lab.data().join("elsewhere"))
-        .env_remove("UPSTREAM_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    .command("client.py", args)
+    .spawn()
+    .unwrap();
     finished(child).await.0
 }
 
