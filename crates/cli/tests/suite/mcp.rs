@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use holdpoint_server::Settings;
 use holdpoint_test_support::PATIENCE;
@@ -35,20 +36,50 @@ tools = ["up__delete_all"]
 action = "deny"
 "#;
 
+/// How long an MCP client may take to end: it starts Python, `holdpoint mcp` and the
+/// upstreams (some of them twice, after failed starts that back off 1s, then 2s), on a machine
+/// that runs other tests meanwhile. Only a client that hangs waits this long.
+const CLIENT_PATIENCE: Duration = Duration::from_secs(4 * PATIENCE.as_secs());
+
 /// Waits for the MCP client `child` to end, which it must do well and in time; the JSON
 /// lines it printed, and its standard error.
 pub(super) async fn finished(child: tokio::process::Child) -> (Vec<Value>, String) {
-    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
-        .await
-        .expect("the MCP client did not finish in time")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = ended(child).await;
+    let stderr = super::stderr(&out);
     assert!(out.status.success(), "the MCP client failed: {stderr}");
-    let lines = String::from_utf8_lossy(&out.stdout)
+    let lines = super::stdout(&out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     (lines, stderr)
+}
+
+/// Waits for the MCP client `child` to end, which it must do well and in time; the last line
+/// it printed (a call's result).
+pub(super) async fn result_of(child: tokio::process::Child) -> Value {
+    let (mut lines, stderr) = finished(child).await;
+    lines
+        .pop()
+        .unwrap_or_else(|| panic!("the MCP client printed nothing: {stderr}"))
+}
+
+/// Waits for the MCP client `child` to end, which it must do in time and with a failure; its
+/// standard error.
+pub(super) async fn failed(child: tokio::process::Child) -> String {
+    let out = ended(child).await;
+    assert!(
+        !out.status.success(),
+        "the MCP client succeeded: {}",
+        super::stdout(&out)
+    );
+    super::stderr(&out)
+}
+
+async fn ended(child: tokio::process::Child) -> std::process::Output {
+    tokio::time::timeout(CLIENT_PATIENCE, child.wait_with_output())
+        .await
+        .expect("the MCP client did not finish in time")
+        .unwrap()
 }
 
 /// The Python with the official `mcp` package: `$HOLDPOINT_TEST_PYTHON`, else the virtual
@@ -173,8 +204,8 @@ impl Gateway {
 
     /// Calls `tool` and returns its result.
     pub(super) async fn call(&self, tool: &str, arguments: Value) -> Value {
-        let lines = self.run(&["call", tool, &arguments.to_string()]).await;
-        lines.last().unwrap().clone()
+        let client = self.client(&["call", tool, &arguments.to_string()]).spawn();
+        result_of(client.unwrap()).await
     }
 
     /// The calls the upstream ran.
@@ -384,9 +415,7 @@ async fn an_asked_call_waits_for_a_person_then_runs_exactly_what_was_approved() 
         json!({"action": "edit", "arguments": {"name": "a", "text": "hello, edited"}}),
     )
     .await;
-    let out = client.wait_with_output().await.unwrap();
-    let result: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let result = result_of(client).await;
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(text(&result), "wrote a: hello, edited");
     let progress = result["progress"].as_array().unwrap();
@@ -416,9 +445,7 @@ async fn an_asked_call_denied_with_a_reason_is_an_error_with_the_reason() {
         json!({"action": "deny", "reason": "not on a Friday"}),
     )
     .await;
-    let out = client.wait_with_output().await.unwrap();
-    let result: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let result = result_of(client).await;
     assert_eq!(result["isError"], true);
     let said = text(&result);
     assert!(said.contains("denied by alice: not on a Friday"), "{said}");
@@ -435,9 +462,7 @@ async fn require_approval_asks_even_where_policy_allows() {
     let hold = gw.lab.pending_hold().await;
     assert_eq!(hold["spec"]["tool"], "up__echo");
     gw.decide(&hold, json!({"action": "approve"})).await;
-    let out = client.wait_with_output().await.unwrap();
-    let result: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let result = result_of(client).await;
     assert_eq!(text(&result), "echo: careful");
 }
 
@@ -457,9 +482,7 @@ async fn ask_human_and_request_approval_are_answered_through_the_api() {
     assert_eq!(hold["spec"]["question"], "Which branch?");
     gw.decide(&hold, json!({"action": "answer", "options": ["dev"]}))
         .await;
-    let out = client.wait_with_output().await.unwrap();
-    let answer: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let answer = result_of(client).await;
     assert_eq!(answer["isError"], false, "{answer}");
     let body = &answer["structuredContent"];
     assert_eq!(body["status"], "answered");
@@ -488,9 +511,7 @@ async fn ask_human_and_request_approval_are_answered_through_the_api() {
     assert_eq!(hold["spec"]["tool"], "deploy");
     gw.decide(&hold, json!({"action": "deny", "reason": "freeze"}))
         .await;
-    let out = client.wait_with_output().await.unwrap();
-    let answer: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let answer = result_of(client).await;
     let body = &answer["structuredContent"];
     assert_eq!(body["approved"], false, "{answer}");
     assert_eq!(body["status"], "denied");
@@ -571,15 +592,7 @@ async fn a_client_that_cancels_its_call_withdraws_the_hold() {
 #[tokio::test]
 async fn require_approval_naming_a_tool_outside_tools_is_refused_naming_the_tool() {
     let gw = Gateway::start("tools = [\"echo\"]\nrequire_approval = [\"write_note\"]").await;
-    let out = gw
-        .client(&["list"])
-        .spawn()
-        .unwrap()
-        .wait_with_output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = failed(gw.client(&["list"]).spawn().unwrap()).await;
     assert!(
         stderr.contains("mcp.servers.up.require_approval")
             && stderr.contains("\"write_note\" is not among tools"),

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};
 
-use super::mcp::{Gateway, text, until_printed};
+use super::catalog::run;
+use super::mcp::{Gateway, failed, finished, text, until_printed};
 
 pub(super) const VIA: &str = "MCP elicitation in elicit-test 1.2";
 pub(super) const NOTE: &str = r#"{"name": "a", "text": "hello"}"#;
@@ -56,6 +57,22 @@ pub(super) async fn resolutions(gw: &Gateway, id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Runs the elicitation client with an agent's token as the approver's, which must fail; its
+/// standard error.
+async fn refused_with_an_agent_token_as_approver_token(gw: &Gateway) -> String {
+    let agent = gw.lab.token("sneaky", "agent").await;
+    let child = gw
+        .client_script(
+            "elicit_client.py",
+            &["call", "up__echo", r#"{"text": "x"}"#],
+        )
+        .env("ELICIT", "cancel")
+        .env("HOLDPOINT_APPROVER_TOKEN", &agent)
+        .spawn()
+        .unwrap();
+    failed(child).await
+}
+
 #[tokio::test]
 async fn an_approval_given_in_the_client_runs_the_call_recorded_with_the_person_and_the_client() {
     let gw = Gateway::start("").await;
@@ -99,13 +116,8 @@ async fn an_approval_given_in_the_client_runs_the_call_recorded_with_the_person_
         json!({"source": "person", "name": "alice", "role": "approver", "via": VIA})
     );
     // `holds show` says it too.
-    let shown = gw
-        .lab
-        .command(&["holds", "show", id], &gw.lab.token)
-        .output()
-        .await
-        .unwrap();
-    let shown = String::from_utf8_lossy(&shown.stdout);
+    let (code, shown, err) = run(&gw.lab, &gw.lab.token, &["holds", "show", id]).await;
+    assert_eq!(code, 0, "{err}");
     assert!(
         shown.contains(&format!("alice (person) via {VIA}")),
         "{shown}"
@@ -137,18 +149,7 @@ async fn over_http_an_approval_given_in_the_client_is_the_person_s_of_the_approv
 #[tokio::test]
 async fn over_http_an_agent_token_as_approver_token_is_refused() {
     let gw = Gateway::served("").await;
-    let agent = gw.lab.token("sneaky", "agent").await;
-    let out = gw
-        .client_script(
-            "elicit_client.py",
-            &["call", "up__echo", r#"{"text": "x"}"#],
-        )
-        .env("ELICIT", "cancel")
-        .env("HOLDPOINT_APPROVER_TOKEN", &agent)
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
+    refused_with_an_agent_token_as_approver_token(&gw).await;
     assert!(gw.upstream_calls().is_empty());
 }
 
@@ -298,28 +299,19 @@ async fn without_an_approver_token_no_elicitation_is_sent() {
     );
     let hold = gw.lab.pending_hold().await;
     gw.decide(&hold, json!({"action": "approve"})).await;
-    let out = child.wait_with_output().await.unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(printed.contains("wrote a: hello"), "{printed}");
-    assert!(!printed.contains("elicited"), "{printed}");
+    let (lines, _) = finished(child).await;
+    assert!(
+        lines.iter().all(|l| l.get("elicited").is_none()),
+        "{lines:?}"
+    );
+    let result = lines.iter().find_map(|l| l.get("result"));
+    assert_eq!(text(result.unwrap()), "wrote a: hello", "{lines:?}");
 }
 
 #[tokio::test]
 async fn an_agent_token_as_approver_token_is_refused() {
     let gw = Gateway::start("").await;
-    let agent = gw.lab.token("sneaky", "agent").await;
-    let out = gw
-        .client_script(
-            "elicit_client.py",
-            &["call", "up__echo", r#"{"text": "x"}"#],
-        )
-        .env("ELICIT", "cancel")
-        .env("HOLDPOINT_APPROVER_TOKEN", &agent)
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_with_an_agent_token_as_approver_token(&gw).await;
     assert!(
         stderr.contains("HOLDPOINT_APPROVER_TOKEN") && stderr.contains("agents never decide"),
         "{stderr}"

@@ -8,7 +8,7 @@ use tokio::io::BufReader;
 use holdpoint_test_support::http::{Api, Reply};
 
 use super::lab::Lab;
-use super::mcp::{Gateway, text, until_printed};
+use super::mcp::{Gateway, result_of, text, until_printed};
 
 /// An MCP `initialize` request, as a client sends it first.
 fn initialize() -> Value {
@@ -41,24 +41,6 @@ async fn send(gw: &Gateway, token: Option<&str>, session: Option<&str>, body: Va
         None => gw.lab.admin.anonymous(),
     };
     send_as(&api, session, body).await
-}
-
-async fn last_line(child: tokio::process::Child) -> Value {
-    let out = tokio::time::timeout(
-        holdpoint_test_support::PATIENCE * 3,
-        child.wait_with_output(),
-    )
-    .await
-    .expect("the MCP client did not finish in time")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_else(|| {
-        panic!(
-            "the client printed nothing: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    serde_json::from_str(last).unwrap()
 }
 
 #[tokio::test]
@@ -131,7 +113,7 @@ async fn an_asked_call_over_http_waits_for_a_person_then_runs_what_was_approved_
         "it ran before approval"
     );
     gw.decide(&hold, json!({"action": "approve"})).await;
-    let result = last_line(client).await;
+    let result = result_of(client).await;
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(text(&result), "wrote a: hello");
     assert!(
@@ -152,7 +134,7 @@ async fn an_asked_call_over_http_waits_for_a_person_then_runs_what_was_approved_
         json!({"action": "deny", "reason": "not on a Friday"}),
     )
     .await;
-    let result = last_line(client).await;
+    let result = result_of(client).await;
     assert_eq!(result["isError"], true, "{result}");
     assert!(
         text(&result).contains("denied by alice: not on a Friday"),
@@ -179,7 +161,7 @@ async fn ask_human_and_request_approval_are_offered_over_http() {
     assert_eq!(hold["spec"]["question"], "Which branch?");
     gw.decide(&hold, json!({"action": "answer", "options": ["dev"]}))
         .await;
-    let answer = last_line(client).await;
+    let answer = result_of(client).await;
     assert_eq!(answer["isError"], false, "{answer}");
     assert_eq!(
         answer["structuredContent"]["options"],
@@ -196,7 +178,7 @@ async fn ask_human_and_request_approval_are_offered_over_http() {
     assert_eq!(hold["spec"]["tool"], "deploy");
     gw.decide(&hold, json!({"action": "deny", "reason": "freeze"}))
         .await;
-    let answer = last_line(client).await;
+    let answer = result_of(client).await;
     let body = &answer["structuredContent"];
     assert_eq!(body["approved"], false, "{answer}");
     assert_eq!(body["by"], json!(["alice"]));

@@ -6,12 +6,10 @@
 //! Python SDK's client (`tests/mcp/tools_client.py`).
 
 use std::path::Path;
-use std::time::Duration;
 
-use holdpoint_test_support::PATIENCE;
 use serde_json::Value;
 
-use super::mcp::{Gateway, python, script, text};
+use super::mcp::{Gateway, finished, python, script, text};
 
 const POLICY: &str = r#"
 mode = "manual"
@@ -43,20 +41,7 @@ async fn wait_for_echo(gw: &Gateway) -> Vec<Value> {
         )
         .spawn()
         .unwrap();
-    // Failed starts back off 1s, then 2s, and each Python start takes a while.
-    let out = tokio::time::timeout(PATIENCE + Duration::from_secs(60), child.wait_with_output())
-        .await
-        .expect("the MCP client did not finish in time")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    finished(child).await.0
 }
 
 fn starts(dir: &Path) -> usize {

@@ -4,12 +4,11 @@
 //! answers with 5 MB on request. The client is the official Python SDK's (`tests/mcp/client.py`).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use holdpoint_test_support::PATIENCE;
 use serde_json::{Value, json};
 
-use super::mcp::{Gateway, python, script, text};
+use super::mcp::{Gateway, finished, python, result_of, script, text};
 
 /// Reading is allowed, the open world denied, the fault server allowed; creating a
 /// directory is asked with a deadline of a second; the rest is asked.
@@ -71,33 +70,12 @@ fn filesystem_server(dir: &Path) -> String {
     )
 }
 
-/// How long a session may take: it starts the gateway and Python servers, some twice, on a
-/// machine that runs other tests meanwhile.
-const SESSION_PATIENCE: Duration = Duration::from_secs(4 * PATIENCE.as_secs());
-
 /// Runs `steps` in one session of the client; a result for each.
 async fn session(gw: &Gateway, steps: Value) -> Vec<Value> {
     let child = gw.client(&["session", &steps.to_string()]).spawn().unwrap();
-    let mut lines = lines_of(child).await;
+    let (mut lines, _) = finished(child).await;
     lines.remove(0); // the protocol version
     lines
-}
-
-/// The JSON lines a client printed, once it has finished.
-async fn lines_of(child: tokio::process::Child) -> Vec<Value> {
-    let out = tokio::time::timeout(SESSION_PATIENCE, child.wait_with_output())
-        .await
-        .expect("the MCP client did not finish in time")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the MCP client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// What the fault server logged.
@@ -111,11 +89,6 @@ fn fault_log(gw: &Gateway) -> Vec<Value> {
 
 fn call(tool: &str, arguments: Value) -> Value {
     json!({"call": tool, "arguments": arguments})
-}
-
-/// A client calling a tool: its result, the last line it printed.
-async fn result_of(child: tokio::process::Child) -> Value {
-    lines_of(child).await.pop().unwrap()
 }
 
 #[tokio::test]
@@ -291,7 +264,8 @@ async fn an_upstream_that_crashes_mid_call_fails_that_call_and_is_started_again_
     );
     assert_eq!(results[2]["isError"], false, "{}", results[2]);
     assert_eq!(text(&results[2]), "echo: after");
-    let starts = fault_log(&gw)
+    let starts = gw
+        .upstream_calls()
         .iter()
         .filter(|e| e.get("started").is_some())
         .count();
