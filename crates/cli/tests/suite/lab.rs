@@ -114,12 +114,21 @@ impl Lab {
         Terminal::spawn(c)
     }
 
-    /// The one hold pending, once there is one.
-    /// The first pending hold, once there is one: the stream of events is opened first, so a
-    /// hold raised while the list is read is seen on it.
+    /// The first pending hold, once there is one.
     pub async fn pending_hold(&self) -> Value {
+        self.first_listed("/api/v1/holds").await
+    }
+
+    /// The first hold raised, pending or not, once there is one.
+    pub async fn first_hold(&self) -> Value {
+        self.first_listed("/api/v1/holds?status=any").await
+    }
+
+    /// The first hold the listing `list` has, once there is one: the stream of events is
+    /// opened first, so a hold raised while the list is read is seen on it.
+    async fn first_listed(&self, list: &str) -> Value {
         let mut events = self.admin.events("", None).await;
-        let page = self.admin.get("/api/v1/holds").await.expect(200);
+        let page = self.admin.get(list).await.expect(200);
         if let Some(h) = page["items"].get(0) {
             return h.clone();
         }

@@ -208,31 +208,14 @@ impl Gateway {
         result_of(client.unwrap()).await
     }
 
-    /// The calls the upstream ran.
+    /// What the upstreams logged: the calls they ran (and, for `tests/mcp/fault.py`, its
+    /// starts).
     pub(super) fn upstream_calls(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.upstream_log)
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
-    }
-
-    /// The first hold raised (pending or not), once there is one.
-    pub(super) async fn first_hold(&self) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let page = self
-                .lab
-                .admin
-                .get("/api/v1/holds?status=any")
-                .await
-                .expect(200);
-            if let Some(h) = page["items"].get(0) {
-                return h.clone();
-            }
-            assert!(tokio::time::Instant::now() < deadline, "no hold was raised");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
     }
 
     pub(super) async fn decide(&self, hold: &Value, body: Value) {
@@ -243,22 +226,25 @@ impl Gateway {
             .expect(200);
     }
 
-    /// Waits until the hold `id` is resolved; the hold.
+    /// Waits until the hold `id` is resolved; the hold. The stream of events is opened first,
+    /// so a resolution while the hold is read is seen on it.
     pub(super) async fn resolved(&self, id: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut events = self.lab.admin.events("", None).await;
+        let hold = self.lab.hold(id).await;
+        if hold["outcome"].is_object() {
+            return hold;
+        }
         loop {
-            let hold = self.lab.hold(id).await;
-            if hold["outcome"].is_object() {
-                return hold;
+            let event = events.next().await;
+            if event.data["hold"] == id && RESOLVING.contains(&event.event.as_str()) {
+                return self.lab.hold(id).await;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "hold {id} was not resolved: {hold}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 }
+
+/// The events that resolve a hold.
+pub(super) const RESOLVING: [&str; 3] = ["hold.decided", "hold.expired", "hold.withdrawn"];
 
 /// How an MCP client script reaches Holdpoint, and as whom, for world `lab`.
 pub(super) struct Client<'a> {
@@ -494,20 +480,7 @@ async fn ask_human_and_request_approval_are_answered_through_the_api() {
         .client(&["call", "request_approval", &request.to_string()])
         .spawn()
         .unwrap();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let hold = loop {
-        let page = gw
-            .lab
-            .admin
-            .get("/api/v1/holds?status=pending")
-            .await
-            .expect(200);
-        if let Some(h) = page["items"].get(0) {
-            break h.clone();
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no hold was raised");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let hold = gw.lab.pending_hold().await;
     assert_eq!(hold["spec"]["tool"], "deploy");
     gw.decide(&hold, json!({"action": "deny", "reason": "freeze"}))
         .await;
@@ -578,7 +551,7 @@ async fn a_client_that_cancels_its_call_withdraws_the_hold() {
         .unwrap();
     let mut stdout = BufReader::new(client.stdout.take().unwrap());
     until_printed(&mut stdout, "\"canceled\"").await;
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
     assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
     assert_eq!(

@@ -9,7 +9,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout};
 
 use super::catalog::run;
-use super::mcp::{Gateway, failed, finished, text, until_printed};
+use super::mcp::{Gateway, RESOLVING, failed, finished, text, until_printed};
 
 pub(super) const VIA: &str = "MCP elicitation in elicit-test 1.2";
 pub(super) const NOTE: &str = r#"{"name": "a", "text": "hello"}"#;
@@ -49,10 +49,7 @@ pub(super) async fn resolutions(gw: &Gateway, id: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| {
-            let kind = e["payload"]["type"].as_str().unwrap();
-            ["hold.decided", "hold.expired", "hold.withdrawn"].contains(&kind)
-        })
+        .filter(|e| RESOLVING.contains(&e["payload"]["type"].as_str().unwrap()))
         .cloned()
         .collect()
 }
@@ -84,7 +81,7 @@ async fn an_approval_given_in_the_client_runs_the_call_recorded_with_the_person_
     );
     let mut out = stdout(&mut child);
     let elicited = printed(&mut out, "elicited").await;
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let message = elicited["message"].as_str().unwrap();
     for shown in [
         "up__write_note",
@@ -137,7 +134,7 @@ async fn over_http_an_approval_given_in_the_client_is_the_person_s_of_the_approv
     printed(&mut out, "elicited").await;
     let result = printed(&mut out, "result").await;
     assert_eq!(text(&result), "wrote a: hello", "{result}");
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let events = resolutions(&gw, hold["id"].as_str().unwrap()).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(
@@ -265,7 +262,7 @@ async fn declining_in_the_client_is_a_denial_recorded_as_declined() {
         said.contains("denied by alice: declined in the MCP client"),
         "{said}"
     );
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let events = resolutions(&gw, hold["id"].as_str().unwrap()).await;
     assert_eq!(events[0]["actor"]["via"], VIA);
     assert_eq!(

@@ -224,7 +224,7 @@ async fn a_client_that_cancels_its_call_over_http_withdraws_the_hold() {
         .unwrap();
     let mut stdout = BufReader::new(client.stdout.take().unwrap());
     until_printed(&mut stdout, "\"canceled\"").await;
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
     assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
     assert_eq!(

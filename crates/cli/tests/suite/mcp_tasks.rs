@@ -76,7 +76,7 @@ async fn canceled(gw: &Gateway) {
     assert_eq!(canceled["status"], "cancelled", "{canceled}");
     let task = printed(&mut out, "task").await;
     assert_eq!(task["status"], "cancelled");
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
     assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
     assert_eq!(
@@ -120,7 +120,7 @@ async fn approved_in_the_client(gw: &Gateway) {
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(text(&result), "wrote a: hello");
     assert_eq!(printed(&mut out, "task").await["status"], "completed");
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let id = hold["id"].as_str().unwrap();
     let events = resolutions(gw, id).await;
     assert_eq!(events.len(), 1, "{events:?}");

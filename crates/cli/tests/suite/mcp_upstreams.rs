@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use holdpoint_test_support::PATIENCE;
+use holdpoint_test_support::eventually;
 use serde_json::{Value, json};
 
 use super::mcp::{Gateway, finished, python, result_of, script, text};
@@ -76,15 +76,6 @@ async fn session(gw: &Gateway, steps: Value) -> Vec<Value> {
     let (mut lines, _) = finished(child).await;
     lines.remove(0); // the protocol version
     lines
-}
-
-/// What the fault server logged.
-fn fault_log(gw: &Gateway) -> Vec<Value> {
-    std::fs::read_to_string(&gw.upstream_log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn call(tool: &str, arguments: Value) -> Value {
@@ -164,7 +155,7 @@ async fn an_asked_call_whose_deadline_passes_gets_the_timeout_outcome() {
     let result = gw.call("fs__create_directory", json!({"path": sub})).await;
     assert_eq!(result["isError"], true, "{result}");
     assert!(text(&result).contains("no one decided in time"), "{result}");
-    let hold = gw.first_hold().await;
+    let hold = gw.lab.first_hold().await;
     let hold = gw.resolved(hold["id"].as_str().unwrap()).await;
     assert_eq!(hold["status"], "timed_out", "{hold}");
     assert!(!sub.exists(), "the call ran after its hold timed out");
@@ -269,7 +260,7 @@ async fn an_upstream_that_crashes_mid_call_fails_that_call_and_is_started_again_
         .iter()
         .filter(|e| e.get("started").is_some())
         .count();
-    assert_eq!(starts, 2, "{:?}", fault_log(&gw));
+    assert_eq!(starts, 2, "{:?}", gw.upstream_calls());
 }
 
 #[tokio::test]
@@ -332,15 +323,15 @@ async fn a_call_that_gets_no_answer_times_out_and_is_canceled_while_other_calls_
     );
     assert_eq!(text(echoed), "echo: meanwhile");
     // The server was told: its call was canceled.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !fault_log(&gw).contains(&json!({"tool": "hang", "canceled": true})) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the hung call was not canceled: {:?}",
-            fault_log(&gw)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(|| async {
+        let logged = gw.upstream_calls();
+        if logged.contains(&json!({"tool": "hang", "canceled": true})) {
+            Ok(())
+        } else {
+            Err(format!("the hung call was not canceled: {logged:?}"))
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
