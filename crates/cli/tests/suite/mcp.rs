@@ -511,15 +511,15 @@ pub(super) async fn until_printed(
     }
 }
 
-#[tokio::test]
-async fn a_client_that_disconnects_while_waiting_withdraws_its_hold() {
-    let gw = Gateway::start("").await;
+/// A client that dies while its call waits (`holdpoint mcp`'s standard input ends, or the
+/// call's HTTP stream closes, without a word): its hold is withdrawn, approving it is too late,
+/// and nothing runs.
+pub(super) async fn disconnecting_withdraws_the_hold(gw: &Gateway) {
     let mut client = gw
         .client(&["call", "up__write_note", r#"{"name": "c", "text": "x"}"#])
         .spawn()
         .unwrap();
     let hold = gw.lab.pending_hold().await;
-    // The client dies: the gateway's standard input ends.
     client.kill().await.unwrap();
     let id = hold["id"].as_str().unwrap();
     let withdrawn = gw.resolved(id).await;
@@ -528,7 +528,6 @@ async fn a_client_that_disconnects_while_waiting_withdraws_its_hold() {
         withdrawn["outcome"]["reason"],
         "the MCP client disconnected"
     );
-    // Approving now is too late, and nothing ran.
     let (code, _) = gw
         .approver
         .post(
@@ -541,9 +540,8 @@ async fn a_client_that_disconnects_while_waiting_withdraws_its_hold() {
     assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
 }
 
-#[tokio::test]
-async fn a_client_that_cancels_its_call_withdraws_the_hold() {
-    let gw = Gateway::start("").await;
+/// A client that cancels its call while it waits: its hold is withdrawn, and nothing runs.
+pub(super) async fn canceling_withdraws_the_hold(gw: &Gateway) {
     let mut client = gw
         .client(&["cancel", "up__write_note", r#"{"name": "d", "text": "x"}"#])
         .env("CLIENT_LINGER", "30")
@@ -560,6 +558,16 @@ async fn a_client_that_cancels_its_call_withdraws_the_hold() {
     );
     assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
     client.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_while_waiting_withdraws_its_hold() {
+    disconnecting_withdraws_the_hold(&Gateway::start("").await).await;
+}
+
+#[tokio::test]
+async fn a_client_that_cancels_its_call_withdraws_the_hold() {
+    canceling_withdraws_the_hold(&Gateway::start("").await).await;
 }
 
 #[tokio::test]

@@ -3,12 +3,13 @@
 //! this server connects to it when it starts, and shares it between sessions.
 
 use serde_json::{Value, json};
-use tokio::io::BufReader;
 
 use holdpoint_test_support::http::{Api, Reply};
 
 use super::lab::Lab;
-use super::mcp::{Gateway, result_of, text, until_printed};
+use super::mcp::{
+    Gateway, canceling_withdraws_the_hold, disconnecting_withdraws_the_hold, result_of, text,
+};
 
 /// An MCP `initialize` request, as a client sends it first.
 fn initialize() -> Value {
@@ -187,52 +188,12 @@ async fn ask_human_and_request_approval_are_offered_over_http() {
 
 #[tokio::test]
 async fn a_client_that_disconnects_over_http_withdraws_its_hold_and_nothing_runs() {
-    let gw = Gateway::served("").await;
-    let mut client = gw
-        .client(&["call", "up__write_note", r#"{"name": "c", "text": "x"}"#])
-        .spawn()
-        .unwrap();
-    let hold = gw.lab.pending_hold().await;
-    // The client dies without a word: its call's stream closes.
-    client.kill().await.unwrap();
-    let id = hold["id"].as_str().unwrap();
-    let withdrawn = gw.resolved(id).await;
-    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
-    assert_eq!(
-        withdrawn["outcome"]["reason"],
-        "the MCP client disconnected"
-    );
-    let (code, _) = gw
-        .approver
-        .post(
-            &format!("/api/v1/holds/{id}/decision"),
-            json!({"action": "approve"}),
-        )
-        .await
-        .error(409);
-    assert_eq!(code, "already_decided");
-    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    disconnecting_withdraws_the_hold(&Gateway::served("").await).await;
 }
 
 #[tokio::test]
 async fn a_client_that_cancels_its_call_over_http_withdraws_the_hold() {
-    let gw = Gateway::served("").await;
-    let mut client = gw
-        .client(&["cancel", "up__write_note", r#"{"name": "d", "text": "x"}"#])
-        .env("CLIENT_LINGER", "30")
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(client.stdout.take().unwrap());
-    until_printed(&mut stdout, "\"canceled\"").await;
-    let hold = gw.lab.first_hold().await;
-    let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
-    assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
-    assert_eq!(
-        withdrawn["outcome"]["reason"],
-        "the MCP client canceled the call"
-    );
-    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
-    client.kill().await.unwrap();
+    canceling_withdraws_the_hold(&Gateway::served("").await).await;
 }
 
 #[tokio::test]
