@@ -1,9 +1,10 @@
-//! The writer: one task and one connection per process, applying transactions in groups,
+//! The writer: one thread and one connection per process, applying transactions in groups,
 //! one PostgreSQL transaction (one WAL flush) per group.
 //!
-//! A group first locks the chain head's row (`SELECT … FOR UPDATE`). That lock is what keeps
-//! the audit chain one line: whoever holds it appends after the head it read, and every other
-//! writer, in this process or on another node, waits for the commit. Because every group
+//! A group first locks the chain head's row (`SELECT … FOR UPDATE`, or the guarded `UPDATE`
+//! below). That lock is what keeps the audit chain one line: whoever holds it appends after
+//! the head it read, and every other writer, in this process or on another node, waits for
+//! the commit. Because every group
 //! takes it, all writes are serialised: a precondition checked with a read still holds when
 //! the write follows, and positions and sequence numbers are handed out in commit order, so
 //! a reader never sees sequence n+1 before n. Each transaction's preconditions are checked
