@@ -403,7 +403,7 @@ impl Writer {
             client.batch_execute("BEGIN").await?;
             Ok(Answer::Applied)
         }));
-        steps.push(session.append_at(events, head, &after)?);
+        steps.push(session.append(events, &after, Some(head))?);
         for write in jobs.iter().flat_map(|job| &job.writes) {
             steps.push(session.write(write, None)?);
         }
@@ -517,7 +517,7 @@ impl Writer {
         if moved {
             // The group's events and the new head in one statement, after the last writes:
             // nothing reads the log inside the group, so they can wait for its end.
-            writes.push(session.append(events, &head)?);
+            writes.push(session.append(events, &head, None)?);
         }
         writes.push(session.commit(moved.then_some(head.seq)));
         in_order(writes).await?;
@@ -823,67 +823,37 @@ impl<'s> Session<'s> {
         })
     }
 
-    /// The group's events and the head's move from `from` to `to`, in one statement that
-    /// fails when `from` is no longer the head.
-    fn append_at(
-        &self,
-        events: EventRows,
-        from: &AuditHead,
-        to: &AuditHead,
-    ) -> Result<Step<'s, Answer, GroupError>, GroupError> {
-        let append = self.statement(APPEND_AT_HEAD)?;
-        let client = self.client;
-        let (seq, hash) = (to.seq as i64, to.hash.clone());
-        let (old_seq, old_hash) = (from.seq as i64, from.hash.clone());
-        Ok(Box::pin(async move {
-            client
-                .execute(
-                    &append,
-                    &[
-                        &events.seq,
-                        &events.kind,
-                        &events.hold,
-                        &events.world,
-                        &events.chat,
-                        &events.body,
-                        &events.hash,
-                        &seq,
-                        &hash,
-                        &old_seq,
-                        &old_hash,
-                    ],
-                )
-                .await?;
-            Ok(Answer::Applied)
-        }))
-    }
-
-    /// The group's events and the new head, in one statement.
+    /// The group's events and the new head `to`, in one statement; with `from`, the head
+    /// moves only from it, and the statement fails when `from` is no longer the head.
     fn append(
         &self,
         events: EventRows,
-        head: &AuditHead,
+        to: &AuditHead,
+        from: Option<&AuditHead>,
     ) -> Result<Step<'s, Answer, GroupError>, GroupError> {
-        let append = self.statement(APPEND_EVENTS)?;
+        let append = self.statement(match from {
+            Some(_) => APPEND_AT_HEAD,
+            None => APPEND_EVENTS,
+        })?;
         let client = self.client;
-        let (seq, hash) = (head.seq as i64, head.hash.clone());
+        let (seq, hash) = (to.seq as i64, to.hash.clone());
+        let from = from.map(|f| (f.seq as i64, f.hash.clone()));
         Ok(Box::pin(async move {
-            client
-                .execute(
-                    &append,
-                    &[
-                        &events.seq,
-                        &events.kind,
-                        &events.hold,
-                        &events.world,
-                        &events.chat,
-                        &events.body,
-                        &events.hash,
-                        &seq,
-                        &hash,
-                    ],
-                )
-                .await?;
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+                &events.seq,
+                &events.kind,
+                &events.hold,
+                &events.world,
+                &events.chat,
+                &events.body,
+                &events.hash,
+                &seq,
+                &hash,
+            ];
+            if let Some((from_seq, from_hash)) = &from {
+                params.extend([from_seq as &(dyn ToSql + Sync), from_hash]);
+            }
+            client.execute(&append, &params).await?;
             Ok(Answer::Applied)
         }))
     }
