@@ -371,6 +371,18 @@ impl Writer {
         }
     }
 
+    /// The connection and its statements, for a group.
+    fn session(&self) -> Result<Session<'_>, GroupError> {
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
+        Ok(Session {
+            client,
+            statements: &self.statements,
+        })
+    }
+
     /// Applies a group whose writes all carry their own guards (`guarded`) in one
     /// round trip, after `head`, the head this writer's last group left: `BEGIN`; the
     /// events and the head's move, only from `head` (which takes the head's lock first, as
@@ -378,14 +390,8 @@ impl Writer {
     /// have found a conflict, and a failure rolls the whole group back: the caller then
     /// applies it the checked way, which tells which jobs conflict.
     async fn try_at_head(&self, jobs: &[Job], head: &AuditHead) -> Result<Applied, GroupError> {
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        let session = Session {
-            client,
-            statements: &self.statements,
-        };
+        let session = self.session()?;
+        let client = session.client;
         let mut after = head.clone();
         let mut events = EventRows::default();
         let sealed = jobs
@@ -433,14 +439,7 @@ impl Writer {
     /// earlier job of the same wave writes (`waves`), so every check sees what the jobs
     /// before it wrote, as when they ran one by one.
     async fn try_group(&self, jobs: &[Job]) -> Result<Applied, GroupError> {
-        let client = self
-            .client
-            .as_ref()
-            .ok_or_else(|| GroupError::Unexpected("no connection".into()))?;
-        let session = Session {
-            client,
-            statements: &self.statements,
-        };
+        let session = self.session()?;
         let mut head: Option<AuditHead> = None;
         let mut before = 0;
         let mut events = EventRows::default();
