@@ -33,6 +33,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use crate::cpu::CpuTimes;
 use crate::stats::{Latencies, ms};
 use crate::wire::Connection;
 
@@ -46,6 +47,8 @@ struct Samples {
     decide: Vec<Duration>,
     resume: Vec<Duration>,
     cycle: Vec<Duration>,
+    /// The share of the machine's CPUs busy while the samples were taken.
+    busy: Option<f64>,
 }
 
 impl Samples {
@@ -55,6 +58,7 @@ impl Samples {
         self.decide.extend(other.decide);
         self.resume.extend(other.resume);
         self.cycle.extend(other.cycle);
+        self.busy = self.busy.or(other.busy);
     }
 }
 
@@ -310,7 +314,14 @@ async fn level(
             }
         }));
     }
-    let mut all = Samples::default();
+    tokio::time::sleep_until(warmup.into()).await;
+    let before = CpuTimes::now();
+    tokio::time::sleep_until(end.into()).await;
+    let after = CpuTimes::now();
+    let mut all = Samples {
+        busy: before.zip(after).and_then(|(b, a)| b.busy_until(a)),
+        ..Samples::default()
+    };
     for w in workers {
         all.extend(w.await??);
     }
@@ -364,8 +375,15 @@ fn print_levels(measured: Vec<(usize, Samples)>, seconds: f64) -> Vec<(usize, f6
     let mut rates = Vec::new();
     for (c, samples) in measured {
         let rate = samples.cycle.len() as f64 / seconds;
+        let busy = samples.busy.map_or(String::new(), |b| {
+            format!(
+                "   machine's CPU {:.0}% busy (of {})",
+                b * 100.0,
+                crate::cpu::count()
+            )
+        });
         println!(
-            "  concurrency {c:>4}: {rate:>8.0} cycles/s   ({} cycles)",
+            "  concurrency {c:>4}: {rate:>8.0} cycles/s   ({} cycles){busy}",
             samples.cycle.len()
         );
         report("create", samples.create);

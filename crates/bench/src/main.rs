@@ -5,6 +5,7 @@
 //!
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
+mod cpu;
 mod cycle;
 mod disk;
 mod fanout;
