@@ -125,6 +125,26 @@ async fn a_store_that_lost_its_connection_publishes_what_others_wrote_meanwhile(
     writer.close().await;
 }
 
+/// A store whose tail is stopped learns of what another wrote only from its own writer,
+/// which takes the head's lock: it publishes the others' events, then its own, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_publishes_what_others_wrote_before_its_own_events() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let (deaf, other) = (schema.store().await, schema.store().await);
+    deaf.stop_tail();
+    let mut seen = deaf.subscribe();
+    for i in 0..3 {
+        append(&other, &format!("other{i}")).await;
+    }
+    assert_eq!(append(&deaf, "own").await, 4);
+    assert_eq!(received(&mut seen, 4).await, vec![1, 2, 3, 4]);
+    for s in [deaf, other] {
+        s.close().await;
+    }
+}
+
 /// The test database's URL with one part replaced.
 fn with(url: &str, password: Option<&str>, database: Option<&str>) -> String {
     let (rest, db) = url
