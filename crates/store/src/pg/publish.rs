@@ -10,30 +10,10 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use holdpoint_protocol::Event;
 use tokio::sync::{Mutex, MutexGuard, broadcast};
-use tokio_postgres::{Client, Row};
+use tokio_postgres::Client;
 
 /// Events read per statement when publishing from the log.
-pub(super) const PAGE: i64 = 1000;
-/// The log after a position (`$1`), a page (`$2`) at a time.
-pub(super) const READ_LOG: &str =
-    "SELECT seq, body, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT $2";
-
-/// The events of `rows` (read with `READ_LOG`), in order, up to the first that cannot be
-/// read (said in the log); whether all could.
-pub(super) fn open_rows(rows: &[Row]) -> (Vec<Arc<Event>>, bool) {
-    let mut events = Vec::with_capacity(rows.len());
-    for r in rows {
-        match holdpoint_core::audit::open(r.get(1), r.get(2)) {
-            Ok(event) => events.push(Arc::new(event)),
-            Err(e) => {
-                let seq = r.get::<_, i64>(0);
-                tracing::error!(seq, error = %e, "an event in the log is unreadable");
-                return (events, false);
-            }
-        }
-    }
-    (events, true)
-}
+const PAGE: i64 = 1000;
 
 pub(super) struct Publisher {
     /// The last sequence number published; held while publishing.
@@ -120,16 +100,27 @@ impl Publishing<'_> {
     ) -> Result<(), tokio_postgres::Error> {
         while upto.is_none_or(|u| *self.published < u) {
             let after = *self.published as i64;
-            let rows = client.query(READ_LOG, &[&after, &PAGE]).await?;
+            let rows = client
+                .query(
+                    "SELECT seq, body, hash FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&after, &PAGE],
+                )
+                .await?;
             let full = rows.len() as i64 == PAGE;
-            let (events, readable) = open_rows(&rows);
-            for event in events {
-                if upto.is_some_and(|u| event.seq > u) {
+            for r in rows {
+                let seq = r.get::<_, i64>(0) as u64;
+                if upto.is_some_and(|u| seq > u) {
                     return Ok(());
                 }
-                self.send(event);
+                match holdpoint_core::audit::open(r.get(1), r.get(2)) {
+                    Ok(event) => self.send(Arc::new(event)),
+                    Err(e) => {
+                        tracing::error!(seq, error = %e, "an event in the log is unreadable");
+                        return Ok(());
+                    }
+                }
             }
-            if !full || !readable {
+            if !full {
                 return Ok(());
             }
         }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{AuditHead, seal};
 use holdpoint_core::store::{CommitError, Conflict, PreparedEvent, StoreError};
-use holdpoint_protocol::{Event, Grant, GrantId, HoldId};
+use holdpoint_protocol::{Grant, GrantId, HoldId};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, SimpleQueryMessage, Statement};
@@ -37,7 +37,7 @@ use tokio_postgres::{Client, SimpleQueryMessage, Statement};
 use super::catalog::MOVE_VERSION;
 use super::conn::Target;
 use super::pipeline::{Step, in_order};
-use super::publish::{PAGE, Publisher, READ_LOG, open_rows};
+use super::publish::Publisher;
 use super::reader::parent_key;
 use super::tail::CHANNEL;
 use crate::rows::{Job, Message, PreparedWrite, RecordRow};
@@ -102,7 +102,7 @@ const APPEND_AT_HEAD: &str = "WITH moved AS (UPDATE audit_head SET seq = $8, has
      SELECT 1 / count(*) FROM moved";
 /// How long after meeting another writer's commits the writer keeps to the checked way.
 const SHARED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
-const STATEMENTS: [&str; 20] = [
+const STATEMENTS: [&str; 19] = [
     MOVE_VERSION,
     HOLD_EXISTS,
     HOLD_VERSION,
@@ -122,7 +122,6 @@ const STATEMENTS: [&str; 20] = [
     FORGET_IDEMPOTENT,
     APPEND_EVENTS,
     APPEND_AT_HEAD,
-    READ_LOG,
 ];
 
 /// Why a group failed as a whole.
@@ -155,9 +154,6 @@ struct Applied {
     before: u64,
     after: AuditHead,
     sealed: Sealed,
-    /// Events others committed before the group that this process had not published when
-    /// it began (read under the head's lock; the first page of them at most).
-    others: Vec<Arc<Event>>,
 }
 
 pub(super) struct Writer {
@@ -280,16 +276,8 @@ impl Writer {
             return;
         }
         match self.apply(&jobs).await {
-            Ok(Applied {
-                before,
-                sealed,
-                others,
-                ..
-            }) => {
+            Ok(Applied { before, sealed, .. }) => {
                 let mut publishing = self.publisher.lock().await;
-                for event in others {
-                    publishing.send(event);
-                }
                 if let Some(client) = &self.client
                     && let Err(e) = publishing.read_log(client, Some(before)).await
                 {
@@ -438,7 +426,6 @@ impl Writer {
             before: head.seq,
             after,
             sealed,
-            others: Vec::new(),
         })
     }
 
@@ -455,7 +442,6 @@ impl Writer {
         let session = self.session()?;
         let mut head: Option<AuditHead> = None;
         let mut before = 0;
-        let mut others = Vec::new();
         let mut events = EventRows::default();
         let mut results: Sealed = Vec::with_capacity(jobs.len());
         let mut writes: Vec<Step<'_, Answer, GroupError>> = Vec::new();
@@ -464,11 +450,7 @@ impl Writer {
             let mut steps = std::mem::take(&mut writes);
             let lock = head.is_none();
             if lock {
-                // With the lock, what others committed since this process last published:
-                // the writer publishes it before its own events, and would otherwise read
-                // it after the commit, one more round trip.
-                let published = self.publisher.published();
-                steps.splice(0..0, [session.begin_and_lock(), session.others(published)?]);
+                steps.insert(0, session.begin_and_lock());
             }
             let mut checked = Vec::new();
             for (j, job) in jobs[wave.clone()].iter().enumerate() {
@@ -481,14 +463,11 @@ impl Writer {
             }
             let mut answers = in_order(steps).await?.into_iter();
             if lock {
-                let (Some(Answer::Head(h)), Some(Answer::Others(o))) =
-                    (answers.next(), answers.next())
-                else {
+                let Some(Answer::Head(h)) = answers.next() else {
                     return Err(GroupError::Unexpected("the chain head was not read".into()));
                 };
                 before = h.seq;
                 head = Some(h);
-                others = o;
             }
             let head = head
                 .as_mut()
@@ -545,7 +524,6 @@ impl Writer {
             before,
             after: head,
             sealed: results,
-            others,
         })
     }
 }
@@ -553,7 +531,6 @@ impl Writer {
 /// What a pipelined statement of a group answered.
 enum Answer {
     Head(AuditHead),
-    Others(Vec<Arc<Event>>),
     Checked(Checked),
     Applied,
 }
@@ -601,17 +578,6 @@ impl<'s> Session<'s> {
             };
             Ok(Answer::Head(AuditHead { seq, hash }))
         })
-    }
-
-    /// The events after `published` in the log (a page at most): sent after the head's lock,
-    /// they are every event others committed that this process may not have published.
-    fn others(&self, published: u64) -> Result<Step<'s, Answer, GroupError>, GroupError> {
-        let read = self.statement(READ_LOG)?;
-        let client = self.client;
-        Ok(Box::pin(async move {
-            let rows = client.query(&read, &[&(published as i64), &PAGE]).await?;
-            Ok(Answer::Others(open_rows(&rows).0))
-        }))
     }
 
     /// The statement that reads `write`'s precondition; none when it has none.
