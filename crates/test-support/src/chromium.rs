@@ -36,29 +36,22 @@ impl Chromium {
     /// A browser whose window is `width` × `height`; `patience` bounds chromedriver's start.
     /// A dialog (an injected `alert`, say) is left open, so the next command fails.
     pub async fn start(width: u32, height: u32, patience: Duration) -> Result<Chromium, String> {
-        let mut driver = Command::new("chromedriver")
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                format!("chromedriver could not start ({e}); Debian's chromium-driver installs it")
-            })?;
-        let stdout = driver.stdout.take().ok_or("chromedriver has no output")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = tokio::time::timeout(patience, lines.next_line())
-                .await
-                .map_err(|_| "chromedriver said nothing")?
-                .map_err(|e| format!("chromedriver's output: {e}"))?
-                .ok_or("chromedriver ended before it started")?;
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim_end_matches('.').trim().to_owned();
+        // Now and then, on a loaded machine, chromedriver exits before it listens; another
+        // one is started then, twice at most.
+        let mut ended = Vec::new();
+        let (driver, port) = loop {
+            match Self::driver(patience).await? {
+                Ok(started) => break started,
+                Err(why) if ended.len() < 2 => ended.push(why),
+                Err(why) => {
+                    ended.push(why);
+                    return Err(format!(
+                        "chromedriver ended before it started, three times: {}",
+                        ended.join("; ")
+                    ));
+                }
             }
         };
-        // Keep reading so chromedriver never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let profile = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut args: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
         args.push(format!("--user-data-dir={}", profile.path().display()));
@@ -86,5 +79,54 @@ impl Chromium {
             _driver: driver,
             _profile: profile,
         })
+    }
+
+    /// A chromedriver on a free port, and the port; `Ok(Err(why))` when it ended before it
+    /// listened (`why`: its exit status and what it wrote on standard error).
+    async fn driver(patience: Duration) -> Result<Result<(Child, String), String>, String> {
+        let mut driver = Command::new("chromedriver")
+            .arg("--port=0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                format!("chromedriver could not start ({e}); Debian's chromium-driver installs it")
+            })?;
+        let stdout = driver.stdout.take().ok_or("chromedriver has no output")?;
+        let stderr = driver
+            .stderr
+            .take()
+            .ok_or("chromedriver has no error output")?;
+        // Read to the end, so chromedriver never blocks on a full pipe; kept for a failure.
+        let said = tokio::spawn(async move {
+            let mut said = Vec::new();
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                said.push(line);
+            }
+            said.join(" / ")
+        });
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = tokio::time::timeout(patience, lines.next_line())
+                .await
+                .map_err(|_| "chromedriver said nothing")?
+                .map_err(|e| format!("chromedriver's output: {e}"))?;
+            let Some(line) = line else {
+                let status = driver.wait().await.map_err(|e| e.to_string())?;
+                let said = tokio::time::timeout(patience, said)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                return Ok(Err(format!("{status}, saying {said:?}")));
+            };
+            if let Some(rest) = line.split("started successfully on port ").nth(1) {
+                let port = rest.trim_end_matches('.').trim().to_owned();
+                tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+                return Ok(Ok((driver, port)));
+            }
+        }
     }
 }
