@@ -156,6 +156,17 @@ const RESERVED_PREFIX: &[&str] = &[
 const RESERVED_CLOSE: &[&str] = &["fi", "done", "esac", "}"];
 const RESERVED_HEADER: &[&str] = &["for", "case", "select", "function", "in"];
 
+/// Whether the shell reserves `word` (a keyword, not a program), for tests that make up
+/// program names.
+#[cfg(test)]
+pub(crate) fn is_reserved(word: &str) -> bool {
+    RESERVED_PREFIX
+        .iter()
+        .chain(RESERVED_CLOSE)
+        .chain(RESERVED_HEADER)
+        .any(|r| *r == word)
+}
+
 impl Parser<'_> {
     fn peek(&self) -> Option<u8> {
         self.chars.get(self.pos).copied()
@@ -550,13 +561,7 @@ mod tests {
 
     /// A program name that is no shell keyword.
     fn program() -> impl Strategy<Value = String> {
-        "[a-z]{1,8}".prop_filter("not a reserved word", |w| {
-            !RESERVED_PREFIX
-                .iter()
-                .chain(RESERVED_CLOSE)
-                .chain(RESERVED_HEADER)
-                .any(|r| r == w)
-        })
+        "[a-z]{1,8}".prop_filter("not a reserved word", |w| !is_reserved(w))
     }
 
     proptest! {

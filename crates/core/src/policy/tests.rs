@@ -681,10 +681,13 @@ fn rules_in_two_orders()
     })
 }
 
-/// A program name that is not `git`.
+/// A program name that is not `git`, nor a word the shell reserves (`git; fi` runs no
+/// second command: the line is opaque, and not allowed either).
 fn other_program() -> impl proptest::strategy::Strategy<Value = String> {
     use proptest::prelude::*;
-    "[a-z]{1,8}".prop_filter("another program", |p| p != "git")
+    "[a-z]{1,8}".prop_filter("another program", |p| {
+        p != "git" && !super::shell::is_reserved(p)
+    })
 }
 
 /// What can follow a command so that more than it runs, or runs differently: another
@@ -710,6 +713,19 @@ fn more_than_one_command() -> impl proptest::strategy::Strategy<Value = (String,
     ]
     .prop_map(|s| (s, false));
     prop_oneof![chained, opaque]
+}
+
+/// A keyword after a list operator runs no second command, but it makes the line opaque,
+/// so a rule allowing the first program does not allow the line.
+#[test]
+fn an_allowed_program_followed_by_a_keyword_is_not_allowed() {
+    let p = policy(
+        "[[rules]]\nname = \"git\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"git\" }",
+    );
+    for line in ["git; fi ", "git && done", "git; in x"] {
+        assert!(!shell::parse(line).is_plain(), "{line:?} read as plain");
+        assert_ne!(shell(&p, line).0, Action::Allow, "{line:?} allowed");
+    }
 }
 
 proptest::proptest! {
