@@ -1,15 +1,14 @@
 //! Prometheus metrics: pending holds, decisions by outcome and source, time to decision, and
 //! HTTP requests by route and status.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use holdpoint_core::{Engine, Scope};
-use holdpoint_protocol::{EventPayload, HoldId, Timestamp};
+use holdpoint_core::Engine;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
@@ -165,28 +164,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// When the open holds whose creation the log showed were created, so that a resolution's
-/// time to decision needs no read of the store (on several nodes, most holds were written by
-/// another). At most `MAX_CREATED` are kept; a hold created before this node started, or
-/// beyond that, is read.
-#[derive(Default)]
-struct Created(HashMap<HoldId, Timestamp>);
-
-/// The most creation times `Created` keeps: about 4 MB.
-const MAX_CREATED: usize = 100_000;
-
-impl Created {
-    fn insert(&mut self, id: HoldId, at: Timestamp) {
-        if self.0.len() < MAX_CREATED {
-            self.0.insert(id, at);
-        }
-    }
-
-    fn remove(&mut self, id: &HoldId) -> Option<Timestamp> {
-        self.0.remove(id)
-    }
-}
-
 /// Counts resolutions as the log records them (this node's and others'), until `shutdown`.
 pub async fn follow(
     engine: Engine,
@@ -195,7 +172,6 @@ pub async fn follow(
 ) -> Result<(), ApiError> {
     let mut events = engine.events(None, Default::default()).await?;
     tokio::spawn(async move {
-        let mut created = Created::default();
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -204,21 +180,11 @@ pub async fn follow(
                     Err(_) => return,
                 },
             };
-            if let EventPayload::HoldCreated { hold } = &event.payload {
-                created.insert(hold.id, hold.created_at);
-                continue;
-            }
             let (Some(outcome), Some(id)) = (event.payload.resolution(), event.hold) else {
                 continue;
             };
-            let created = match created.remove(&id) {
-                Some(at) => Some(at),
-                None => engine
-                    .hold(id, &Scope::any())
-                    .await
-                    .ok()
-                    .map(|h| h.created_at),
-            };
+            // From memory for a hold raised lately, on any node (no read of the store).
+            let created = engine.created_at(id).await.ok();
             let seconds = created.map(|c| outcome.decided_at.duration_since(c).as_secs_f64());
             let status = serde_json::to_value(outcome.status)
                 .ok()

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use holdpoint_protocol::{Event, Grant, Hold, HoldId, HoldQuery, Order, Page, StatusFilter};
+use holdpoint_protocol::{
+    Event, Grant, Hold, HoldId, HoldQuery, Order, Page, StatusFilter, Timestamp,
+};
 
 use super::cursor::Cursor;
 use super::{Engine, EventStream, Scope, lock};
@@ -28,6 +30,16 @@ impl Engine {
                 what: "hold",
                 id: id.to_string(),
             }),
+        }
+    }
+
+    /// When hold `id` was created. That never changes, so any version of it kept among the
+    /// recent holds (this node's, and those it saw raised elsewhere) answers; else the store.
+    pub async fn created_at(&self, id: HoldId) -> Result<Timestamp, EngineError> {
+        let kept = lock(&self.inner.recent).get(id).map(|h| h.created_at);
+        match kept {
+            Some(at) => Ok(at),
+            None => Ok(self.hold(id, &Scope::any()).await?.created_at),
         }
     }
 

@@ -174,6 +174,7 @@ async fn pending_holds_survive_a_restart_and_expire_on_time() {
     let long = raise(&t, vec![approval("deploy", json!({"v": 1}))])
         .await
         .remove(0);
+    assert_eq!(t.engine.created_at(long.id).await.unwrap(), long.created_at);
     let (dir, clock) = t.shut_down().await;
 
     // Thirty minutes pass with nothing running: the short hold's deadline goes by.
@@ -194,6 +195,8 @@ async fn pending_holds_survive_a_restart_and_expire_on_time() {
 
     let reopened = t.engine.hold(long.id, &Scope::any()).await.unwrap();
     assert!(reopened.is_open());
+    // Not kept in memory after the restart: read.
+    assert_eq!(t.engine.created_at(long.id).await.unwrap(), long.created_at);
     assert_eq!(reopened.deadline, long.deadline, "the original deadline");
     let r = t
         .engine
