@@ -217,7 +217,8 @@ impl App {
         }
     }
 
-    /// Starts the background work: metrics from the event log, webhook deliveries.
+    /// Starts the background work: metrics and revocations from the event log, webhook
+    /// deliveries, housekeeping.
     pub async fn start_background(&self) -> Result<(), ApiError> {
         crate::metrics::follow(
             self.engine().clone(),
@@ -225,6 +226,14 @@ impl App {
             self.shutdown().clone(),
         )
         .await?;
+        self.credentials()
+            .ends()
+            .follow(
+                self.engine(),
+                self.credentials().clone(),
+                self.shutdown().clone(),
+            )
+            .await?;
         self.webhooks().start().await?;
         self.housekeeping().start(self.shutdown().clone());
         Ok(())

@@ -244,6 +244,7 @@ mod tests {
             token: TokenId::random(),
             world: None,
             csrf: None,
+            session: None,
         }
     }
 

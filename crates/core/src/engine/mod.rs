@@ -66,11 +66,14 @@ pub enum StartError {
     Store(#[from] StoreError),
 }
 
-/// Limits a caller to one world (and chat). Holds outside it look like holds that do not exist.
+/// Limits a caller to one world (and chat), and an agent's credential to the holds raised
+/// under its name. Holds outside it look like holds that do not exist.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scope {
     pub world: Option<String>,
     pub chat: Option<String>,
+    /// Only holds whose `requested_by` is this.
+    pub raised_by: Option<String>,
 }
 
 impl Scope {
@@ -81,7 +84,7 @@ impl Scope {
     pub fn world(world: impl Into<String>) -> Self {
         Scope {
             world: Some(world.into()),
-            chat: None,
+            ..Scope::default()
         }
     }
 
@@ -91,6 +94,10 @@ impl Scope {
                 .chat
                 .as_ref()
                 .is_none_or(|c| Some(c) == hold.chat.as_ref())
+            && self
+                .raised_by
+                .as_ref()
+                .is_none_or(|r| *r == hold.requested_by)
     }
 }
 

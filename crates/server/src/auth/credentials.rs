@@ -15,7 +15,7 @@ use holdpoint_protocol::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::Caller;
+use super::{Caller, Ends};
 use crate::error::ApiError;
 
 /// How long a browser session lasts.
@@ -42,12 +42,13 @@ impl TokenRecord {
         }
     }
 
-    fn caller(&self, csrf: Option<String>) -> Caller {
+    fn caller(&self) -> Caller {
         Caller {
             principal: Principal::new(self.name.clone(), self.role),
             token: self.id,
             world: self.world,
-            csrf,
+            csrf: None,
+            session: None,
         }
     }
 }
@@ -88,11 +89,20 @@ pub(super) fn same(a: &str, b: &str) -> bool {
 #[derive(Clone)]
 pub struct Credentials {
     runtime: Runtime,
+    ends: Ends,
 }
 
 impl Credentials {
     pub fn new(runtime: Runtime) -> Self {
-        Credentials { runtime }
+        Credentials {
+            runtime,
+            ends: Ends::default(),
+        }
+    }
+
+    /// The credentials of the requests under way, which end with them.
+    pub fn ends(&self) -> &Ends {
+        &self.ends
     }
 
     fn records(&self) -> &Records {
@@ -205,6 +215,8 @@ impl Credentials {
         };
         let event = self.event(by, EventPayload::TokenRevoked { token: info });
         self.records().commit(vec![write], vec![event]).await?;
+        // Other nodes learn it from the log; this one ends its requests before answering.
+        self.ends.revoked(id);
         Ok(())
     }
 
@@ -218,14 +230,31 @@ impl Credentials {
 
     /// The caller a bearer token stands for.
     pub async fn by_token(&self, token: &str) -> Result<Option<Caller>, ApiError> {
-        Ok(self.token_by_secret(token).await?.map(|t| t.caller(None)))
+        Ok(self.token_by_secret(token).await?.map(|t| t.caller()))
     }
 
     /// The caller a session cookie stands for, while the session lasts and its token exists.
     pub async fn by_session(&self, cookie: &str) -> Result<Option<Caller>, ApiError> {
+        let hash = sha256_hex(cookie.as_bytes());
+        let Some(session) = self.lasting_session(&hash).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Caller {
+            csrf: Some(session.csrf),
+            session: Some(hash),
+            ..session.token.caller()
+        }))
+    }
+
+    /// Whether the session whose cookie has the SHA-256 `hash` still lasts.
+    pub async fn session_lasts(&self, hash: &str) -> Result<bool, ApiError> {
+        Ok(self.lasting_session(hash).await?.is_some())
+    }
+
+    async fn lasting_session(&self, hash: &str) -> Result<Option<SessionRecord>, ApiError> {
         let Some(session) = self
             .records()
-            .by_key::<SessionRecord>(RecordKind::Session, None, &sha256_hex(cookie.as_bytes()))
+            .by_key::<SessionRecord>(RecordKind::Session, None, hash)
             .await?
         else {
             return Ok(None);
@@ -242,7 +271,7 @@ impl Credentials {
         {
             return Ok(None);
         }
-        Ok(Some(session.token.caller(Some(session.csrf))))
+        Ok(Some(session))
     }
 
     /// Starts a browser session for a person's token; returns the cookie's secret.
@@ -277,9 +306,10 @@ impl Credentials {
 
     /// Ends the session of `cookie`, if it exists.
     pub async fn log_out(&self, cookie: &str) -> Result<(), ApiError> {
+        let hash = sha256_hex(cookie.as_bytes());
         let found = self
             .records()
-            .by_key::<SessionRecord>(RecordKind::Session, None, &sha256_hex(cookie.as_bytes()))
+            .by_key::<SessionRecord>(RecordKind::Session, None, &hash)
             .await?;
         if let Some(session) = found {
             let write = Write::DeleteRecord {
@@ -288,6 +318,7 @@ impl Credentials {
             };
             self.records().commit(vec![write], vec![]).await?;
         }
+        self.ends.session_ended(&hash);
         Ok(())
     }
 

@@ -78,11 +78,32 @@ impl Access {
 /// Checks Host and Origin, then who is calling and whether the route's [`Access`] (put into
 /// the request by the route table; none for an unknown path, which needs a caller) lets them;
 /// puts the [`Caller`] into the request.
+///
+/// A request with a caller is watched until its response's last byte: when its credential
+/// ends (a token revoked, a session signed out), a request that only reads (a long poll) is
+/// answered 401 and any response still streaming (a live stream) ends.
 pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
-    match check(&guard, &mut req).await {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+    if let Err(e) = check(&guard, &mut req).await {
+        return e.into_response();
     }
+    let Some(caller) = req.extensions().get::<super::Caller>() else {
+        return next.run(req).await;
+    };
+    let watch = guard.credentials.ends().watch(caller);
+    let response = if req.method().is_safe() {
+        tokio::select! {
+            response = next.run(req) => response,
+            () = watch.ended() => return ended().into_response(),
+        }
+    } else {
+        // A change runs to its end: its answer says what it did.
+        next.run(req).await
+    };
+    response.map(|body| watch.cut(body))
+}
+
+fn ended() -> ApiError {
+    ApiError::unauthorized("the credential was revoked, or the session ended, during the request")
 }
 
 async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {

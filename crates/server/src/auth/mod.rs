@@ -11,6 +11,7 @@
 //! - `guard`: the middleware that checks Host, Origin and CSRF and finds the caller.
 
 mod credentials;
+mod ends;
 mod guard;
 
 use axum::extract::FromRequestParts;
@@ -19,6 +20,7 @@ use holdpoint_core::{Scope, roles};
 use holdpoint_protocol::{Actor, Event, EventPayload, Principal, Role, TokenId, WorldId};
 
 pub use credentials::{Credentials, SESSION_TTL, secret};
+pub use ends::Ends;
 pub use guard::{Access, CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
 
 use crate::error::ApiError;
@@ -33,15 +35,23 @@ pub struct Caller {
     pub world: Option<WorldId>,
     /// For browser sessions: the CSRF token.
     pub csrf: Option<String>,
+    /// For browser sessions: the SHA-256 of the session's cookie, which names it.
+    pub session: Option<String>,
 }
 
 impl Caller {
-    /// What this caller may see of holds.
+    /// What this caller may see of holds: an agent's credential, only those raised under
+    /// its name.
     pub fn scope(&self) -> Scope {
         Scope {
             world: self.world.map(|w| w.to_string()),
             chat: None,
+            raised_by: self.is_agent().then(|| self.principal.name.clone()),
         }
+    }
+
+    pub fn is_agent(&self) -> bool {
+        self.principal.role == Role::Agent
     }
 
     pub fn require(&self, roles: &[Role]) -> Result<(), ApiError> {

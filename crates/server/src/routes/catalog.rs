@@ -82,9 +82,10 @@ pub async fn update_world(
     Ok(Json(shown(updated)))
 }
 
-/// The world's own MCP servers with the values of their `env` and `headers`, for the MCP
-/// gateway that starts them (`holdpoint mcp --world`; agents and admins). Nothing else shows
-/// these values.
+/// The world's own MCP servers, for the MCP gateway that starts them (`holdpoint mcp
+/// --world`). Admins get the values of their `env` and `headers`, and nothing else shows
+/// them; an agent's credential gets them `(hidden)`, like everyone else: a program is never
+/// handed a secret (the gateway starts only the servers that need none).
 #[utoipa::path(get, path = "/api/v1/worlds/{world}/mcp-servers", tag = "worlds", params(("world" = String, Path)),
     responses((status = 200, body = BTreeMap<String, UpstreamConfig>), (status = 404, body = ErrorBody)))]
 pub async fn world_mcp_servers(
@@ -92,7 +93,11 @@ pub async fn world_mcp_servers(
     caller: Caller,
     Path(world): Path<String>,
 ) -> Result<Json<BTreeMap<String, UpstreamConfig>>, ApiError> {
-    Ok(Json(app.world(&caller, &world).await?.mcp_servers))
+    let mut servers = app.world(&caller, &world).await?.mcp_servers;
+    if !caller.is_admin() {
+        holdpoint_core::mcp::hide_all_secrets(&mut servers);
+    }
+    Ok(Json(servers))
 }
 
 /// Delete a world with its agents and chats (admins). Its working directory is kept.

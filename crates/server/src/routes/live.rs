@@ -1,5 +1,6 @@
 //! `GET /api/v1/events`: committed events as server-sent events, resumable.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 
 use axum::extract::State;
@@ -8,14 +9,16 @@ use axum::response::sse::{Event as Sse, KeepAlive};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use holdpoint_core::store::EventFilter;
-use holdpoint_protocol::{ErrorBody, StreamParams};
+use holdpoint_core::{Engine, Scope};
+use holdpoint_protocol::{ErrorBody, Event, EventPayload, HoldId, StreamParams};
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Params;
 
-/// Live events. Each SSE message has `id` (the event's position), `event` (its type) and
+/// Live events. An agent's credential gets only the events of the holds raised under its
+/// name. Each SSE message has `id` (the event's position), `event` (its type) and
 /// `data` (the event as JSON). Reconnecting with `Last-Event-ID` replays exactly what was
 /// missed. On an idle stream a comment line is sent as a heartbeat every `server.heartbeat`
 /// (15 seconds by default), which keeps proxies from closing it. A reader that accepts nothing
@@ -80,17 +83,27 @@ pub async fn stream(
         )
         .await?;
     let shutdown = app.shutdown().clone();
+    let raised = caller.is_agent().then(|| Raised {
+        name: caller.principal.name.clone(),
+        known: HashMap::new(),
+    });
+    let engine = app.engine().clone();
     let body = stream::unfold(
-        (events, shutdown, slot),
-        move |(mut events, shutdown, slot)| {
+        (events, shutdown, slot, raised),
+        move |(mut events, shutdown, slot, mut raised)| {
             let caller = caller.clone();
+            let engine = engine.clone();
             async move {
                 let next = loop {
                     let next = tokio::select! {
                         () = shutdown.cancelled() => return None,
                         e = events.next() => e.ok()?,
                     };
-                    if caller.sees(&next) {
+                    let own = match &mut raised {
+                        Some(raised) => raised.sees(&engine, &next).await,
+                        None => true,
+                    };
+                    if own && caller.sees(&next) {
                         break next;
                     }
                 };
@@ -99,11 +112,46 @@ pub async fn stream(
                     .event(next.payload.type_name())
                     .json_data(&*next)
                     .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
-                Some((Ok::<_, Infallible>(message), (events, shutdown, slot)))
+                Some((
+                    Ok::<_, Infallible>(message),
+                    (events, shutdown, slot, raised),
+                ))
             }
         },
     );
     Ok(axum::response::Sse::new(body)
         .keep_alive(KeepAlive::new().interval(app.config().heartbeat))
         .into_response())
+}
+
+/// What an agent's credential sees of the log: the events of the holds raised under its name.
+struct Raised {
+    name: String,
+    /// Whether each hold met so far was raised under `name`.
+    known: HashMap<HoldId, bool>,
+}
+
+impl Raised {
+    /// Holds remembered at most; past it the memory starts again (and reads what it needs).
+    const KNOWN: usize = 10_000;
+
+    async fn sees(&mut self, engine: &Engine, event: &Event) -> bool {
+        let Some(id) = event.hold else {
+            return false;
+        };
+        let own = match (&event.payload, self.known.get(&id)) {
+            (EventPayload::HoldCreated { hold }, _) => hold.requested_by == self.name,
+            (_, Some(own)) => return *own,
+            // A hold raised before this stream's first event.
+            _ => engine
+                .hold(id, &Scope::any())
+                .await
+                .is_ok_and(|h| h.requested_by == self.name),
+        };
+        if self.known.len() >= Self::KNOWN {
+            self.known.clear();
+        }
+        self.known.insert(id, own);
+        own
+    }
 }

@@ -45,7 +45,10 @@ const AGENTS: &[Role] = &[Role::Agent];
 
 /// Every route, once: its handler (method, path and description in its `#[utoipa::path]`)
 /// and who may call it. Deciding holds needs a person's role, but that is the engine's rule
-/// (with a rule's named approvers), so those routes only need a caller.
+/// (with a rule's named approvers), so those routes only need a caller. An agent's
+/// credential gets least privilege: it raises holds, and reads, waits on and withdraws the
+/// ones raised under its name (`Caller::scope`), by id or on the live stream; chats, the
+/// listing of holds, grants and the policy are people's.
 fn declare() -> Routes {
     use Access::{Probe, Public, Roles, Signed};
     let pages = ui::PAGES
@@ -77,27 +80,27 @@ fn declare() -> Routes {
         .add(Signed, routes!(catalog::agent))
         .add(Roles(ADMINS), routes!(catalog::update_agent))
         .add(Roles(ADMINS), routes!(catalog::delete_agent))
-        .add(Signed, routes!(catalog::chats))
-        .add(Signed, routes!(catalog::create_chat))
-        .add(Signed, routes!(catalog::chat))
-        .add(Signed, routes!(catalog::update_chat))
-        .add(Signed, routes!(catalog::delete_chat))
-        .add(Signed, routes!(catalog::messages))
-        .add(Signed, routes!(catalog::send))
-        .add(Signed, routes!(catalog::turn))
-        .add(Signed, routes!(catalog::cancel))
+        .add(Roles(PEOPLE), routes!(catalog::chats))
+        .add(Roles(PEOPLE), routes!(catalog::create_chat))
+        .add(Roles(PEOPLE), routes!(catalog::chat))
+        .add(Roles(PEOPLE), routes!(catalog::update_chat))
+        .add(Roles(PEOPLE), routes!(catalog::delete_chat))
+        .add(Roles(PEOPLE), routes!(catalog::messages))
+        .add(Roles(PEOPLE), routes!(catalog::send))
+        .add(Roles(PEOPLE), routes!(catalog::turn))
+        .add(Roles(PEOPLE), routes!(catalog::cancel))
         .add(Roles(RAISERS), routes!(holds::create))
-        .add(Signed, routes!(holds::list))
+        .add(Roles(PEOPLE), routes!(holds::list))
         .add(Signed, routes!(holds::get))
         .add(Signed, routes!(holds::decide))
         .add(Signed, routes!(holds::decide_default))
         .add(Signed, routes!(holds::decide_batch))
         .add(Signed, routes!(holds::wait))
         .add(Signed, routes!(holds::withdraw))
-        .add(Signed, routes!(grants::list))
-        .add(Signed, routes!(grants::revoke))
+        .add(Roles(PEOPLE), routes!(grants::list))
+        .add(Roles(PEOPLE), routes!(grants::revoke))
         .add(Roles(PEOPLE), routes!(grants::policy))
-        .add(Signed, routes!(grants::explain))
+        .add(Roles(PEOPLE), routes!(grants::explain))
         .add(Roles(PEOPLE), routes!(policy::world_policy))
         .add(Roles(ADMINS), routes!(policy::set_world_policy))
         .add(Roles(PEOPLE), routes!(policy::history))

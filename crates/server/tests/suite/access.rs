@@ -590,39 +590,55 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/api/v1/worlds/{world}/agents/{agent}", "signed"),
     ("PATCH", "/api/v1/worlds/{world}/agents/{agent}", "admin"),
     ("DELETE", "/api/v1/worlds/{world}/agents/{agent}", "admin"),
-    ("GET", "/api/v1/worlds/{world}/chats", "signed"),
-    ("POST", "/api/v1/worlds/{world}/chats", "signed"),
-    ("GET", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
-    ("PATCH", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
-    ("DELETE", "/api/v1/worlds/{world}/chats/{chat}", "signed"),
+    ("GET", "/api/v1/worlds/{world}/chats", "admin approver"),
+    ("POST", "/api/v1/worlds/{world}/chats", "admin approver"),
+    (
+        "GET",
+        "/api/v1/worlds/{world}/chats/{chat}",
+        "admin approver",
+    ),
+    (
+        "PATCH",
+        "/api/v1/worlds/{world}/chats/{chat}",
+        "admin approver",
+    ),
+    (
+        "DELETE",
+        "/api/v1/worlds/{world}/chats/{chat}",
+        "admin approver",
+    ),
     (
         "GET",
         "/api/v1/worlds/{world}/chats/{chat}/messages",
-        "signed",
+        "admin approver",
     ),
     (
         "POST",
         "/api/v1/worlds/{world}/chats/{chat}/messages",
-        "signed",
+        "admin approver",
     ),
-    ("GET", "/api/v1/worlds/{world}/turns/{turn}", "signed"),
+    (
+        "GET",
+        "/api/v1/worlds/{world}/turns/{turn}",
+        "admin approver",
+    ),
     (
         "POST",
         "/api/v1/worlds/{world}/turns/{turn}/cancel",
-        "signed",
+        "admin approver",
     ),
     ("POST", "/api/v1/worlds/{world}/holds", "agent admin"),
-    ("GET", "/api/v1/holds", "signed"),
+    ("GET", "/api/v1/holds", "admin approver"),
     ("GET", "/api/v1/holds/{hold}", "signed"),
     ("POST", "/api/v1/holds/{hold}/decision", "signed"),
     ("POST", "/api/v1/holds/{hold}/default", "signed"),
     ("POST", "/api/v1/batches/{batch}/decision", "signed"),
     ("GET", "/api/v1/holds/{hold}/wait", "signed"),
     ("POST", "/api/v1/holds/{hold}/withdraw", "signed"),
-    ("GET", "/api/v1/worlds/{world}/grants", "signed"),
-    ("DELETE", "/api/v1/grants/{grant}", "signed"),
+    ("GET", "/api/v1/worlds/{world}/grants", "admin approver"),
+    ("DELETE", "/api/v1/grants/{grant}", "admin approver"),
     ("GET", "/api/v1/policy", "admin approver"),
-    ("POST", "/api/v1/policy/explain", "signed"),
+    ("POST", "/api/v1/policy/explain", "admin approver"),
     ("POST", "/api/v1/policy/reload", "admin"),
     ("GET", "/api/v1/worlds/{world}/policy", "admin approver"),
     ("PUT", "/api/v1/worlds/{world}/policy", "admin"),
@@ -739,4 +755,70 @@ async fn every_route_refuses_the_callers_its_access_does_not_allow() {
         ACCESS.len(),
         "a stated route is not declared"
     );
+}
+
+#[tokio::test]
+async fn an_agent_sees_only_the_holds_it_raised_and_nothing_of_people_s_work() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let bot = t.caller("bot", "agent", None).await;
+    let other = t.caller("other-bot", "agent", None).await;
+    let mut stream = bot.events("", None).await;
+    let theirs = held(
+        &raise(&other, "lab", vec![question("Theirs?", &["yes"])]).await,
+        0,
+    );
+    let mine = held(
+        &raise(&bot, "lab", vec![question("Mine?", &["yes"])]).await,
+        0,
+    );
+
+    // By id: its own hold, and another agent's as if it did not exist.
+    bot.get(&format!("/api/v1/holds/{mine}")).await.expect(200);
+    bot.get(&format!("/api/v1/holds/{theirs}")).await.error(404);
+    bot.get(&format!("/api/v1/holds/{theirs}/wait?timeout=1s"))
+        .await
+        .error(404);
+    bot.post(
+        &format!("/api/v1/holds/{theirs}/withdraw"),
+        json!({"reason": "mine now"}),
+    )
+    .await
+    .error(404);
+
+    // On the live stream: its own hold's events only, whatever comes between them.
+    super::answer(&t.api, &theirs, "yes").await.expect(200);
+    super::answer(&t.api, &mine, "yes").await.expect(200);
+    let seen: Vec<(String, String)> = [stream.next().await, stream.next().await]
+        .into_iter()
+        .map(|m| (m.event, m.data["hold"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("hold.created".to_owned(), mine.clone()),
+            ("hold.decided".to_owned(), mine.clone())
+        ]
+    );
+
+    // People's work: listings of holds, chats, grants and the policy (explain would tell a
+    // program which calls pass unasked).
+    for (method, path, body) in [
+        (Method::GET, "/api/v1/holds", None),
+        (
+            Method::POST,
+            "/api/v1/policy/explain",
+            Some(json!({"world": "lab", "tool": "shell_cmd", "arguments": {"command": "ls"}})),
+        ),
+        (Method::GET, "/api/v1/worlds/lab/chats", None),
+        (Method::POST, "/api/v1/worlds/lab/chats", Some(json!({}))),
+        (Method::GET, "/api/v1/worlds/lab/grants", None),
+    ] {
+        let mut request = bot.request(method.clone(), path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let (code, _) = bot.send(request).await.error(403);
+        assert_eq!(code, "forbidden", "{method} {path}");
+    }
 }

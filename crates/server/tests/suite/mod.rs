@@ -12,6 +12,7 @@ mod mcp_in_process;
 mod ops;
 mod policies;
 mod postgres;
+mod revocation;
 mod turns;
 mod ui;
 mod via;

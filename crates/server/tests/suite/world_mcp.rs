@@ -387,14 +387,23 @@ async fn a_worlds_servers_are_checked_and_their_secrets_never_shown() {
         "{log}"
     );
 
-    // The gateway that starts the servers reads them whole, as an agent; people do not.
-    let agent = t.caller("gateway", "agent", Some("lab")).await;
-    let servers = agent
+    // Only an admin reads them whole; an agent's credential is never handed a secret, and
+    // other people do not read them at all.
+    let servers = t
+        .api
         .get("/api/v1/worlds/lab/mcp-servers")
         .await
         .expect(200);
     assert_eq!(servers["gh"]["env"]["GITHUB_TOKEN"], "ghp_secret");
     assert_eq!(servers["web"]["headers"]["Authorization"], "Bearer s3cret");
+    let agent = t.caller("gateway", "agent", Some("lab")).await;
+    let servers = agent
+        .get("/api/v1/worlds/lab/mcp-servers")
+        .await
+        .expect(200);
+    assert_eq!(servers["gh"]["env"]["GITHUB_TOKEN"], "(hidden)");
+    assert_eq!(servers["web"]["headers"]["Authorization"], "(hidden)");
+    assert!(!servers.to_string().contains("s3cret") && !servers.to_string().contains("ghp_"));
     let approver = t.caller("alice", "approver", None).await;
     approver
         .get("/api/v1/worlds/lab/mcp-servers")
