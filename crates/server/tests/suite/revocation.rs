@@ -77,6 +77,15 @@ async fn revoking_a_token_ends_its_streams_waits_and_sessions_within_a_second() 
         })
     };
     super::streams_become(&t, 3).await;
+    let in_flight = "holdpoint_http_requests_in_flight{route=\"/api/v1/holds/{hold}/wait\"} 1";
+    let admin = &t.api;
+    holdpoint_test_support::eventually(|| async move {
+        match admin.get("/metrics").await.text.contains(in_flight) {
+            true => Ok(()),
+            false => Err("the long poll is not under way".to_owned()),
+        }
+    })
+    .await;
 
     t.api
         .delete(&format!("/api/v1/tokens/{}", token_id(&t, "alice").await))
@@ -177,4 +186,40 @@ async fn a_stream_opened_as_its_token_is_revoked_does_not_outlive_it() {
             assert!(ended, "round {round}: a stream outlived its token");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_revoked_on_one_node_ends_its_stream_on_another() {
+    let Some(schema) = holdpoint_test_support::pg::TempSchema::new().await else {
+        return;
+    };
+    let on_schema = |s: &mut holdpoint_server::Settings| s.store.url = Some(schema.url.clone());
+    let first = TestServer::with(super::ASK_ALL, on_schema).await;
+    let second = TestServer::with(super::ASK_ALL, on_schema).await;
+    let alice = first.token("alice", "approver", None).await;
+    let on_second = Api::new(&second.server.url(), Some(&alice));
+    let mut stream = on_second.events("", None).await;
+
+    first
+        .api
+        .delete(&format!(
+            "/api/v1/tokens/{}",
+            token_id(&first, "alice").await
+        ))
+        .await
+        .expect(204);
+    let deadline = Instant::now() + WITHIN;
+    let ended = loop {
+        match tokio::time::timeout_at(deadline, stream.read(WITHIN)).await {
+            Err(_) | Ok(Ok(None)) => break false,
+            Ok(Ok(Some(_))) => {}
+            Ok(Err(_)) => break true,
+        }
+    };
+    assert!(
+        ended,
+        "the stream on the other node went on after the revocation"
+    );
+    second.server.stop().await.unwrap();
+    first.server.stop().await.unwrap();
 }
