@@ -1,6 +1,7 @@
 //! The gate step: each proposed call is checked (a known tool, JSON arguments), then the
 //! engine's gate decides the rest in one batch: allowed, denied, held or invalid.
 
+use holdpoint_core::policy::Call;
 use holdpoint_core::store::RecordKind;
 use holdpoint_protocol::{
     ApprovalRequest, ApprovedBy, CallState, ChatId, DecidedBy, GateRequest, GateResult,
@@ -159,6 +160,17 @@ impl Driver<'_> {
         };
         if let Err(error) = tools::check_path(def, &self.dir, &args) {
             return Ok(Gated::Done(ToolResult::InvalidArguments { error }));
+        }
+        // Policy first, for every tool: what it denies is refused before anyone is asked and
+        // whatever "yes for this chat" was said before. Approvals are screened so by the
+        // engine's gate itself (a deny before any grant); questions and skills here.
+        if matches!(def.gate, Gate::Question | Gate::Skill) {
+            let call = Call::new(def.name, &args);
+            if let Some(by) = self.rt.engine().screen(&self.turn.world.to_string(), &call) {
+                return Ok(Gated::Done(ToolResult::DeniedByPolicy {
+                    rule: outcome::describe(&by),
+                }));
+            }
         }
         Ok(match def.gate {
             Gate::Policy | Gate::AlwaysAsk => Gated::Ask(HoldRequest::Approval(ApprovalRequest {

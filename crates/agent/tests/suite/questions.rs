@@ -6,6 +6,8 @@ use holdpoint_test_support::llm::{Step, call};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use holdpoint_test_support::admin;
+
 use super::{Harness, by, next_hold, turn_end};
 
 fn ask(id: &str, confirm: bool) -> Step {
@@ -245,4 +247,130 @@ async fn a_skill_allowed_for_the_session_is_not_asked_again_in_that_chat() {
         .unwrap();
     let hold = next_hold(&mut events).await;
     assert_eq!(hold.chat.as_deref(), Some(other.id.to_string().as_str()));
+}
+
+/// A base policy whose locked rule denies loading skills, in every world.
+const NO_SKILLS: &str = r#"
+[[rules]]
+name = "no skills"
+tools = ["load_skill"]
+action = "deny"
+locked = true
+"#;
+
+#[tokio::test]
+async fn a_locked_deny_of_load_skill_wins_over_yes_for_this_chat() {
+    let load = || Step::calls(vec![call("s", "load_skill", json!({"name": "deploy"}))]);
+    let h = Harness::new(
+        "",
+        vec![
+            load(),
+            Step::text("1"),
+            load(),
+            Step::text("2"),
+            load(),
+            Step::text("3"),
+        ],
+    )
+    .await;
+    std::fs::write(h.world_dir().join("skills/deploy.md"), "# Deploying").unwrap();
+    let mut events = h.events().await;
+    let first = h.send("load it").await;
+    let hold = next_hold(&mut events).await;
+    h.decide(
+        &hold,
+        Decision::Answer {
+            options: vec!["yes_in_session".into()],
+        },
+    )
+    .await;
+    turn_end(&h.rt, &mut events, first.id).await;
+    assert_eq!(
+        h.llm.requests()[1].tool_result("s").unwrap()["output"]["instructions"],
+        "# Deploying"
+    );
+
+    // The base now locks a deny: the chat's earlier "yes" no longer counts…
+    h.engine
+        .set_policy(holdpoint_core::policy::Policy::from_toml(NO_SKILLS).unwrap())
+        .unwrap();
+    let second = h.send("again").await;
+    turn_end(&h.rt, &mut events, second.id).await;
+    assert_eq!(
+        h.llm.requests()[3].tool_result("s").unwrap(),
+        json!({"status": "denied_by_policy", "rule": "rule \"no skills\""})
+    );
+    // …and a fresh chat is refused, not asked.
+    let other = h.new_chat().await;
+    let third =
+        h.rt.send_message(&by(), h.world.id, other.id, "elsewhere")
+            .await
+            .unwrap();
+    turn_end(&h.rt, &mut events, third.id).await;
+    assert_eq!(
+        h.llm.requests()[5].tool_result("s").unwrap()["status"],
+        "denied_by_policy"
+    );
+    assert_eq!(
+        count_holds(&h).await,
+        1,
+        "only the first load asked a person"
+    );
+}
+
+#[tokio::test]
+async fn a_worlds_deny_refuses_skills_and_questions_before_anyone_is_asked() {
+    let h = Harness::new(
+        "",
+        vec![
+            Step::calls(vec![
+                call("s", "load_skill", json!({"name": "deploy"})),
+                call(
+                    "q",
+                    "ask_human",
+                    json!({"question": "Deploy now?", "options": [{"id": "yes", "label": "Deploy"}]}),
+                ),
+            ]),
+            Step::text("done"),
+        ],
+    )
+    .await;
+    std::fs::write(h.world_dir().join("skills/deploy.md"), "# Deploying").unwrap();
+    let world_policy = r#"
+[[rules]]
+name = "this world loads no skills"
+tools = ["load_skill"]
+action = "deny"
+
+[[rules]]
+name = "nobody to ask here"
+tools = ["ask_human"]
+action = "deny"
+"#;
+    h.engine
+        .set_world_policy(&admin("root"), *h.world.id.as_uuid(), world_policy)
+        .await
+        .unwrap();
+    let mut events = h.events().await;
+    let turn = h.send("load it").await;
+    turn_end(&h.rt, &mut events, turn.id).await;
+    let request = &h.llm.requests()[1];
+    assert_eq!(
+        request.tool_result("s").unwrap(),
+        json!({"status": "denied_by_policy", "rule": "rule \"this world loads no skills\""})
+    );
+    assert_eq!(
+        request.tool_result("q").unwrap(),
+        json!({"status": "denied_by_policy", "rule": "rule \"nobody to ask here\""})
+    );
+    assert_eq!(count_holds(&h).await, 0);
+}
+
+/// How many holds the engine has raised, open or decided.
+async fn count_holds(h: &Harness) -> usize {
+    let query = holdpoint_protocol::HoldQuery {
+        status: holdpoint_protocol::StatusFilter::Any,
+        ..Default::default()
+    };
+    h.engine.holds(&query).await.unwrap().items.len()
 }

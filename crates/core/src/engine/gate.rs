@@ -71,6 +71,18 @@ impl Engine {
         }
     }
 
+    /// Whether policy denies a call in `world`: `Some` with what denied it (a rule of either
+    /// layer, locked or not, or the mode `auto_deny`). For calls a person is asked about in
+    /// another way than an approval — a question, a skill to load — whose tools policy
+    /// governs all the same: the caller refuses a denied call before it asks anyone or
+    /// honours an earlier "yes", as the gate refuses a denied approval before it looks at
+    /// grants.
+    pub fn screen(&self, world: &str, call: &Call<'_>) -> Option<DecidedBy> {
+        let (policy, _) = self.policy_for(world);
+        let eval = policy.evaluate(call);
+        (eval.action == Action::Deny).then(|| policy.decided_by(&eval))
+    }
+
     /// What would be decided for a call in `world` / `chat`, and why (rules, grants, mode).
     pub fn explain(&self, world: &str, chat: Option<&str>, call: &Call<'_>) -> Explanation {
         let (policy, _) = self.policy_for(world);

@@ -2,6 +2,7 @@ mod batches;
 mod concurrency;
 mod deadlines;
 mod decisions;
+mod deny_wins;
 mod gate;
 mod grants;
 mod interleavings;
