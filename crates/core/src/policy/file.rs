@@ -420,6 +420,7 @@ fn build_rule(
         annotations: r.annotations.map(|a| AnnotationMatcher(a.into())),
         ask,
         tools: r.tools.clone(),
+        defaults: None,
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use holdpoint_protocol::{Deadline, PolicyLayer, PolicyVersion};
 
 use super::matcher::{Pointer, ToolIndex};
-use super::{Mode, Policy, PolicyError, PolicyErrors};
+use super::{AskDefaults, Mode, Policy, PolicyError, PolicyErrors};
 use crate::canonical;
 
 /// A world's own policy, as stored, and the policy in force for the world.
@@ -197,9 +197,15 @@ fn layered(base: &Policy, own: &Policy) -> Policy {
         .map(|c| (c.pointer.clone(), c.slot))
         .collect();
     let mut command_pointers = own.command_pointers;
+    // A locked rule asks with the base's deadlines and timeout outcomes where it names none.
+    let defaults = Arc::new(AskDefaults {
+        tools: base.tools.clone(),
+        default_deadline: base.default_deadline,
+    });
     for r in base.rules.iter().filter(|r| r.locked) {
         let mut r = r.clone();
         r.layer = Some(PolicyLayer::Base);
+        r.defaults = Some(defaults.clone());
         if let Some(c) = &mut r.command {
             c.slot = match slots.iter().find(|(p, _)| *p == c.pointer) {
                 Some((_, slot)) => *slot,

@@ -165,6 +165,17 @@ pub(crate) struct Rule {
     pub(crate) ask: RuleAsk,
     /// The tool patterns as written (the index holds them compiled).
     pub(crate) tools: Vec<String>,
+    /// In a world's layered policy, a locked rule's own file's `[tools.NAME]` and
+    /// `default_deadline`: what it asks with where it says nothing itself (`None`: the
+    /// policy's own).
+    pub(crate) defaults: Option<Arc<AskDefaults>>,
+}
+
+/// The settings an `ask` rule falls back on where it names no `deadline` or `on_timeout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AskDefaults {
+    pub(crate) tools: HashMap<String, ToolSettings>,
+    pub(crate) default_deadline: Deadline,
 }
 
 /// A loaded, checked policy. Immutable; reloading builds a new one.
@@ -398,7 +409,13 @@ impl Policy {
     /// How to ask for `tool`, when `rule` (or the mode, `None`) asked.
     pub fn ask_settings(&self, tool: &str, rule: Option<usize>) -> AskSettings {
         let r = rule.and_then(|i| self.rules.get(i));
-        let tool_settings = self.tools.get(tool);
+        // A locked rule asks as its own file says: a world's defaults cannot stretch its
+        // deadline or turn its timeout into an approval.
+        let (tools, default_deadline) = match r.and_then(|r| r.defaults.as_deref()) {
+            Some(d) => (&d.tools, d.default_deadline),
+            None => (&self.tools, self.default_deadline),
+        };
+        let tool_settings = tools.get(tool);
         let quorum = r.map_or(1, |r| r.ask.quorum.max(1));
         let offers = r
             .and_then(|r| r.ask.offers.clone())
@@ -408,7 +425,7 @@ impl Policy {
             deadline: r
                 .and_then(|r| r.ask.deadline)
                 .or(tool_settings.and_then(|t| t.deadline))
-                .unwrap_or(self.default_deadline),
+                .unwrap_or(default_deadline),
             remind_before: self.remind_before,
             on_timeout: r
                 .and_then(|r| r.ask.on_timeout)

@@ -395,6 +395,73 @@ deadline = "2d"
 }
 
 #[tokio::test]
+async fn a_locked_ask_without_a_deadline_waits_as_the_base_says_not_the_world() {
+    // The base: holds wait 20 minutes, `git push` 15 and fails closed; at most a day.
+    let base = r#"
+default_deadline = "20m"
+
+[tools.shell_cmd]
+deadline = "15m"
+on_timeout = "deny"
+
+[[rules]]
+name = "pushing needs a person"
+tools = ["shell_cmd"]
+action = "ask"
+command = { program = "git", args = ["push"] }
+locked = true
+
+[[rules]]
+name = "deploys need a person"
+tools = ["deploy"]
+action = "ask"
+locked = true
+"#;
+    let t = TestEngine::new(Policy::from_toml(base).unwrap()).await;
+    let world = Uuid::now_v7();
+    // The world would stretch every wait as far as it can and approve on timeout.
+    let world_policy = r#"
+default_deadline = "never"
+max_deadline = "never"
+
+[tools.shell_cmd]
+deadline = "1d"
+on_timeout = "approve"
+"#;
+    t.engine
+        .set_world_policy(&admin("root"), world, world_policy)
+        .await
+        .unwrap();
+    let w = world.to_string();
+    let waits = |h: &Hold| h.deadline.map(|d| d.duration_since(h.created_at));
+    let minutes = |m: u64| Some(std::time::Duration::from_secs(m * 60));
+
+    let push = held(shell(&t, &w, "git push origin main").await);
+    assert_eq!(
+        (waits(&push), push.on_timeout.clone()),
+        (minutes(15), holdpoint_protocol::OnTimeout::Deny),
+        "the base's [tools.shell_cmd] decides the locked rule's hold"
+    );
+    let deploy = held(tool(&t, &w, "deploy").await);
+    assert_eq!(waits(&deploy), minutes(20), "the base's default_deadline");
+    // What the world's own mode asks keeps the world's settings.
+    let other = held(shell(&t, &w, "cat notes").await);
+    assert_eq!(
+        (waits(&other), other.on_timeout),
+        (minutes(24 * 60), holdpoint_protocol::OnTimeout::Approve)
+    );
+    // Explain says the same as the hold.
+    let args = json!({"command": "git push"});
+    let e = t.engine.explain(&w, None, &Call::new("shell_cmd", &args));
+    assert_eq!(
+        e.ask.map(|a| a.deadline),
+        Some(holdpoint_protocol::Deadline::After(
+            std::time::Duration::from_secs(900)
+        ))
+    );
+}
+
+#[tokio::test]
 async fn a_worlds_checks_and_examples_run_against_the_policy_in_force() {
     let t = engine().await;
     let world = Uuid::now_v7();
