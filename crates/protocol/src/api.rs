@@ -267,7 +267,8 @@ pub struct ArgCondition {
     pub not: bool,
 }
 
-/// A shell command a rule matches: its program and leading arguments (literals or globs).
+/// A shell command a rule matches: its program and leading arguments (literals or globs),
+/// and flags it must have anywhere among its arguments, each in any of its spellings.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandCondition {
     /// Where the command line is in the arguments (a JSON pointer).
@@ -275,6 +276,9 @@ pub struct CommandCondition {
     pub program: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Each a flag's spellings as the policy writes them: `-r|-R|--recursive`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 /// What an `ask` rule sets; what it leaves out comes from the tool's settings, then the

@@ -870,7 +870,7 @@ function ruleEntry(r) {
   const facts = [
     ["Tools", r.tools.join(", ")],
     ...(r.args || []).map((a) => ["Argument", `${a.pointer || "(all)"} ${a.not ? "not " : ""}${a.test} ${JSON.stringify(a.value)}`]),
-    r.command && ["Command", `${r.command.program}${r.command.args && r.command.args.length ? " " + r.command.args.join(" ") : ""} (at ${r.command.pointer})`],
+    r.command && ["Command", `${r.command.program}${r.command.args && r.command.args.length ? " " + r.command.args.join(" ") : ""}${r.command.flags && r.command.flags.length ? " with " + r.command.flags.join(", ") : ""} (at ${r.command.pointer})`],
     r.annotations && ["Annotations", Object.entries(r.annotations).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `${k}=${v}`).join(", ")],
     r.ask && r.ask.approvers && r.ask.approvers.length && ["Approvers", r.ask.approvers.join(", ")],
     r.ask && r.ask.quorum > 1 && ["Quorum", String(r.ask.quorum)],

@@ -71,6 +71,7 @@ fn describe_command(c: &CommandMatcher) -> CommandCondition {
         pointer: pointer_text(&c.pointer),
         program: pattern_text(&c.program),
         args: c.args.iter().map(pattern_text).collect(),
+        flags: c.flags.iter().map(|f| f.text.clone()).collect(),
     }
 }
 

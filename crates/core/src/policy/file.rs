@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::matcher::{
-    AnnotationMatcher, ArgMatcher, ArgTest, CommandMatcher, Pattern, Pointer, ToolIndex,
+    AnnotationMatcher, ArgMatcher, ArgTest, CommandMatcher, Flag, Pattern, Pointer, ToolIndex,
 };
 use super::{
     Action, Call, DEFAULT_DEADLINE, DEFAULT_MAX_DEADLINE, DEFAULT_REMIND_BEFORE, Mode, Policy,
@@ -125,6 +125,8 @@ struct RawCommand {
     program: String,
     #[serde(default)]
     args: Vec<String>,
+    #[serde(default)]
+    flags: Vec<String>,
 }
 
 #[derive(Deserialize, Clone, Copy, Debug)]
@@ -504,6 +506,13 @@ fn build_command(
             Err(e) => errors.add(format!("{path}.args[{j}]"), e),
         }
     }
+    let mut flags = Vec::new();
+    for (j, f) in c.flags.iter().enumerate() {
+        match Flag::parse(f) {
+            Ok(f) => flags.push(f),
+            Err(e) => errors.add(format!("{path}.flags[{j}]"), e),
+        }
+    }
     let pointer = pointer.ok()?;
     let slot = match command_pointers.iter().position(|p| *p == pointer) {
         Some(slot) => slot,
@@ -517,6 +526,7 @@ fn build_command(
         slot,
         program,
         args,
+        flags,
     })
 }
 

@@ -7,7 +7,7 @@ use holdpoint_protocol::ToolAnnotations;
 use regex::Regex;
 use serde_json::Value;
 
-use super::shell::{CommandLine, SimpleCommand};
+use super::shell::{CommandLine, SimpleCommand, Word};
 
 /// A literal string or a glob.
 #[derive(Debug, Clone)]
@@ -151,7 +151,7 @@ impl AnnotationMatcher {
     }
 }
 
-/// A shell command: its program and leading argument tokens.
+/// A shell command: its program, leading argument tokens and flags.
 #[derive(Debug, Clone)]
 pub(crate) struct CommandMatcher {
     pub(crate) pointer: Pointer,
@@ -160,6 +160,88 @@ pub(crate) struct CommandMatcher {
     pub(crate) slot: usize,
     pub(crate) program: Pattern,
     pub(crate) args: Vec<Pattern>,
+    /// Flags the command must have, each in any of its spellings.
+    pub(crate) flags: Vec<Flag>,
+}
+
+/// One flag, by all its names: `-r|-R|--recursive`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Flag {
+    /// As written in the policy.
+    pub(crate) text: String,
+    pub(crate) short: Vec<char>,
+    pub(crate) long: Vec<String>,
+}
+
+impl Flag {
+    /// Reads `-r|-R|--recursive`: alternatives separated by `|`, each a short flag (one
+    /// dash, one character) or a long one (two dashes, a name).
+    pub(crate) fn parse(text: &str) -> Result<Flag, String> {
+        let mut flag = Flag {
+            text: text.to_owned(),
+            short: Vec::new(),
+            long: Vec::new(),
+        };
+        for alt in text.split('|') {
+            let alt = alt.trim();
+            let bad = |why: &str| {
+                format!(
+                    "{alt:?} is not a flag ({why}): write -x for a short flag or --name for a long one, \
+                     its spellings separated by |, such as \"-r|-R|--recursive\""
+                )
+            };
+            if let Some(name) = alt.strip_prefix("--") {
+                if name.is_empty() || name.contains(['=', ' ', '*', '?', '[', '{']) {
+                    return Err(bad("a long flag is a plain name"));
+                }
+                flag.long.push(name.to_owned());
+            } else if let Some(short) = alt.strip_prefix('-') {
+                let mut chars = short.chars();
+                match (chars.next(), chars.next()) {
+                    (Some(c), None) if c != '-' && !c.is_whitespace() => flag.short.push(c),
+                    _ => return Err(bad("a short flag is one character after one dash")),
+                }
+            } else {
+                return Err(bad("it does not start with a dash"));
+            }
+        }
+        Ok(flag)
+    }
+
+    /// Whether `words` (a command's arguments) hold this flag in any spelling: `-r` alone or
+    /// among other short flags (`-fr`), `--recursive` or `--recursive=…`, and — for `ask` and
+    /// `deny` rules (`!strict`) — an abbreviation such as `--rec` (as programs accept them),
+    /// or a word a variable or substitution makes (it could be the flag). Nothing after `--`
+    /// is a flag.
+    fn found_in(&self, words: &[Word], strict: bool) -> bool {
+        for w in words {
+            if w.expands && !strict {
+                return true;
+            }
+            if strict && !w.literal {
+                continue;
+            }
+            let t = w.text.as_str();
+            if t == "--" {
+                return false;
+            }
+            if let Some(long) = t.strip_prefix("--") {
+                let name = long.split_once('=').map_or(long, |(n, _)| n);
+                let hit = self
+                    .long
+                    .iter()
+                    .any(|l| l == name || (!strict && !name.is_empty() && l.starts_with(name)));
+                if hit {
+                    return true;
+                }
+            } else if let Some(shorts) = t.strip_prefix('-')
+                && shorts.chars().any(|c| self.short.contains(&c))
+            {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 impl CommandMatcher {
@@ -177,7 +259,10 @@ impl CommandMatcher {
     }
 
     /// Whether one simple command matches. `strict` (for allow rules) also requires that
-    /// nothing stands before the program and that every matched word is literal.
+    /// nothing stands before the program and that every matched word is literal. Otherwise
+    /// (for ask and deny rules) a word a variable or substitution makes could be anything:
+    /// from there on it matches any arguments and flags; and a program that is not literal
+    /// matches any program.
     pub(crate) fn matches_command(&self, cmd: &SimpleCommand, strict: bool) -> bool {
         if strict && cmd.prefixed {
             return false;
@@ -185,18 +270,25 @@ impl CommandMatcher {
         let Some((program, basename)) = cmd.program() else {
             return false;
         };
-        if cmd.words.len() <= self.args.len() || (strict && !program.literal) {
-            return false;
+        if !program.literal {
+            // A variable, a substitution or a glob chooses the program: any program, for
+            // ask and deny rules; none, for allow rules.
+            return !strict;
         }
         if !(self.program.matches(&program.text)
             || (basename.len() < program.text.len() && self.program.matches(basename)))
         {
             return false;
         }
-        self.args
-            .iter()
-            .zip(&cmd.words[1..])
-            .all(|(p, w)| (!strict || w.literal) && p.matches(&w.text))
+        let args = &cmd.words[1..];
+        for (i, p) in self.args.iter().enumerate() {
+            match args.get(i) {
+                Some(w) if !strict && w.expands => return true,
+                Some(w) if (!strict || w.literal) && p.matches(&w.text) => {}
+                _ => return false,
+            }
+        }
+        self.flags.iter().all(|f| f.found_in(args, strict))
     }
 
     /// Bit `i` set when command `i` matches strictly.

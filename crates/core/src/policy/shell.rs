@@ -55,21 +55,68 @@ pub struct Word {
     pub text: String,
     /// No expansion, globbing or substitution can change it.
     pub literal: bool,
+    /// A variable, an arithmetic expansion or a command substitution makes part of it: what
+    /// it becomes cannot be read from the text (not even how many words; `text` holds only
+    /// the rest). Globs and `~` do not count: they become names of files.
+    pub expands: bool,
+}
+
+impl Word {
+    fn literal(text: &str) -> Self {
+        Word {
+            text: text.to_owned(),
+            literal: true,
+            expands: false,
+        }
+    }
+
+    /// A word that stands for anything at all.
+    fn unknown() -> Self {
+        Word {
+            text: String::new(),
+            literal: false,
+            expands: true,
+        }
+    }
 }
 
 impl CommandLine {
     /// An argument vector run without a shell: one plain command.
     pub fn from_argv<'a>(argv: impl IntoIterator<Item = &'a str>) -> Self {
-        let words: Vec<Word> = argv
-            .into_iter()
-            .map(|t| Word {
-                text: t.to_owned(),
-                literal: true,
-            })
-            .collect();
-        CommandLine {
-            commands: vec![SimpleCommand::new(words, false)],
-            opaque: false,
+        let words: Vec<Word> = argv.into_iter().map(Word::literal).collect();
+        let mut line = CommandLine::default();
+        line.push(words, false, 0);
+        if line.commands.len() > MAX_COMMANDS {
+            line.commands.truncate(MAX_COMMANDS);
+            line.opaque = true;
+        }
+        line
+    }
+
+    /// Adds a command, and what it runs when it runs another: the command a wrapper such as
+    /// `sudo` or `env` runs, and the commands of a line handed to `sh -c` or `eval`.
+    /// `depth` counts the lines read inside lines (`sh -c "eval …"`); past [`MAX_DEPTH`], a
+    /// line is not read and stands for any command.
+    fn push(&mut self, words: Vec<Word>, prefixed: bool, depth: usize) {
+        let command = SimpleCommand::new(words, prefixed);
+        let runs = runs(&command);
+        self.commands.push(command);
+        if self.commands.len() > MAX_COMMANDS {
+            return;
+        }
+        match runs {
+            Runs::Nothing => {}
+            Runs::Command(words) => self.push(words, prefixed, depth),
+            Runs::Line(text) => {
+                self.opaque = true;
+                if depth >= MAX_DEPTH {
+                    self.commands
+                        .push(SimpleCommand::new(vec![Word::unknown()], prefixed));
+                } else {
+                    let inner = parse_at(&text, depth + 1);
+                    self.commands.extend(inner.commands);
+                }
+            }
         }
     }
 
@@ -80,14 +127,22 @@ impl CommandLine {
     }
 }
 
+/// How deep lines inside lines are read: `sh -c`, `eval`, backquotes.
+pub const MAX_DEPTH: usize = 8;
+
 /// Reads a command line.
 pub fn parse(line: &str) -> CommandLine {
+    parse_at(line, 0)
+}
+
+fn parse_at(line: &str, depth: usize) -> CommandLine {
     // Every byte the syntax looks at is ASCII, and in UTF-8 an ASCII byte is never part of
     // a longer character: reading bytes splits words exactly where reading characters would.
     let mut p = Parser {
         chars: line.as_bytes(),
         pos: 0,
         out: CommandLine::default(),
+        depth,
     };
     let mut state = CommandState::default();
     p.sequence(&mut state, None);
@@ -105,6 +160,7 @@ struct CommandState {
     word: Vec<u8>,
     word_started: bool,
     word_literal: bool,
+    word_expands: bool,
 }
 
 /// A word's bytes as text (always valid UTF-8: words are cut only at ASCII bytes).
@@ -114,10 +170,7 @@ fn text(bytes: Vec<u8>) -> String {
 
 impl CommandState {
     fn push(&mut self, c: u8) {
-        if !self.word_started {
-            self.word_started = true;
-            self.word_literal = true;
-        }
+        self.start();
         self.word.push(c);
     }
 
@@ -125,6 +178,7 @@ impl CommandState {
         if !self.word_started {
             self.word_started = true;
             self.word_literal = true;
+            self.word_expands = false;
         }
     }
 
@@ -133,11 +187,18 @@ impl CommandState {
         self.word_literal = false;
     }
 
+    /// Part of the word is a variable or a substitution.
+    fn expanding(&mut self) {
+        self.non_literal();
+        self.word_expands = true;
+    }
+
     fn finish_word(&mut self) {
         if self.word_started {
             self.words.push(Word {
                 text: text(std::mem::take(&mut self.word)),
                 literal: self.word_literal,
+                expands: self.word_expands,
             });
             self.word_started = false;
         }
@@ -148,6 +209,7 @@ struct Parser<'a> {
     chars: &'a [u8],
     pos: usize,
     out: CommandLine,
+    depth: usize,
 }
 
 const RESERVED_PREFIX: &[&str] = &[
@@ -290,28 +352,28 @@ impl Parser<'_> {
         match self.peek() {
             Some(b'(') if self.peek_at(1) == Some(b'(') => {
                 // Arithmetic expansion: no command runs, but the value is not literal.
-                st.non_literal();
+                st.expanding();
                 self.skip_balanced(b'(', b')');
             }
             Some(b'(') => {
                 self.pos += 1;
-                st.non_literal();
+                st.expanding();
                 self.out.opaque = true;
                 let mut inner = CommandState::default();
                 self.sequence(&mut inner, Some(b')'));
             }
             Some(b'{') => {
-                st.non_literal();
+                st.expanding();
                 self.skip_balanced(b'{', b'}');
             }
             Some(c) if c.is_ascii_alphanumeric() || c == b'_' => {
-                st.non_literal();
+                st.expanding();
                 while matches!(self.peek(), Some(c) if c.is_ascii_alphanumeric() || c == b'_') {
                     self.pos += 1;
                 }
             }
             Some(b'?' | b'$' | b'!' | b'#' | b'@' | b'*' | b'-') => {
-                st.non_literal();
+                st.expanding();
                 self.pos += 1;
             }
             _ => st.push(b'$'),
@@ -320,7 +382,7 @@ impl Parser<'_> {
 
     /// A `` `command` `` substitution: its commands are read too.
     fn backtick(&mut self, st: &mut CommandState) {
-        st.non_literal();
+        st.expanding();
         self.out.opaque = true;
         let mut inner = Vec::new();
         let mut closed = false;
@@ -340,8 +402,14 @@ impl Parser<'_> {
                 _ => inner.push(c),
             }
         }
-        let nested = parse(&text(inner));
-        self.out.commands.extend(nested.commands);
+        if self.depth >= MAX_DEPTH {
+            self.out
+                .commands
+                .push(SimpleCommand::new(vec![Word::unknown()], false));
+        } else {
+            let nested = parse_at(&text(inner), self.depth + 1);
+            self.out.commands.extend(nested.commands);
+        }
         if !closed {
             self.out.opaque = true;
         }
@@ -420,7 +488,7 @@ impl Parser<'_> {
             self.out.opaque = true;
             return;
         }
-        self.out.commands.push(SimpleCommand::new(words, prefixed));
+        self.out.push(words, prefixed, self.depth);
     }
 }
 
@@ -431,6 +499,261 @@ fn is_assignment(word: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What a command runs besides itself.
+enum Runs {
+    Nothing,
+    /// Another command: the one a wrapper runs (`sudo rm -rf x` runs `rm -rf x`).
+    Command(Vec<Word>),
+    /// A command line, read as shell (`sh -c 'rm -rf x'`, `eval rm -rf x`).
+    Line(String),
+}
+
+/// A program that runs another command, and how to find it among its arguments.
+struct Wrapper {
+    names: &'static [&'static str],
+    /// Short options that take a value (`-u root`, `-uroot`).
+    short_with_value: &'static str,
+    /// Long options that take a value when it is not written after `=` (`--user root`).
+    long_with_value: &'static [&'static str],
+    /// `NAME=value` words may stand before the command (`env A=B cmd`, `sudo A=B cmd`).
+    assignments: bool,
+    /// Operands that come before the command (`timeout 10 cmd`: the duration).
+    operands: usize,
+}
+
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        names: &["sudo"],
+        short_with_value: "CDghpRrTtUu",
+        long_with_value: &[
+            "--chdir",
+            "--chroot",
+            "--close-from",
+            "--command-timeout",
+            "--group",
+            "--host",
+            "--other-user",
+            "--prompt",
+            "--role",
+            "--type",
+            "--user",
+        ],
+        assignments: true,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["doas"],
+        short_with_value: "Cu",
+        long_with_value: &[],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["env"],
+        short_with_value: "CPSu",
+        long_with_value: &["--chdir", "--unset", "--split-string"],
+        assignments: true,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["command", "builtin", "nohup", "setsid", "busybox"],
+        short_with_value: "",
+        long_with_value: &[],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["exec"],
+        short_with_value: "a",
+        long_with_value: &[],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["nice"],
+        short_with_value: "n",
+        long_with_value: &["--adjustment"],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["ionice"],
+        short_with_value: "cnp",
+        long_with_value: &["--class", "--classdata", "--pid"],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["stdbuf"],
+        short_with_value: "eio",
+        long_with_value: &["--error", "--input", "--output"],
+        assignments: false,
+        operands: 0,
+    },
+    Wrapper {
+        names: &["timeout"],
+        short_with_value: "ks",
+        long_with_value: &["--kill-after", "--signal"],
+        assignments: false,
+        operands: 1,
+    },
+    Wrapper {
+        names: &["xargs"],
+        short_with_value: "adEILnPs",
+        long_with_value: &[
+            "--arg-file",
+            "--delimiter",
+            "--eof",
+            "--max-args",
+            "--max-chars",
+            "--max-lines",
+            "--max-procs",
+            "--process-slot-var",
+            "--replace",
+        ],
+        assignments: false,
+        operands: 0,
+    },
+];
+
+/// Shells that run the line given after `-c`.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"];
+
+/// What `command` runs besides itself: for a wrapper, the command after its options (an
+/// expanded word where an option or the command should be stands for anything); for a shell
+/// with `-c` and for `eval`, the line they are given (anything, when it is not literal).
+fn runs(command: &SimpleCommand) -> Runs {
+    let Some((_, name)) = command.program() else {
+        return Runs::Nothing;
+    };
+    let args = &command.words[1..];
+    if name == "eval" {
+        return line_of(args);
+    }
+    if SHELLS.contains(&name) {
+        return shell_line(args);
+    }
+    let Some(w) = WRAPPERS.iter().find(|w| w.names.contains(&name)) else {
+        return Runs::Nothing;
+    };
+    let mut i = 0;
+    let mut operands = w.operands;
+    while let Some(word) = args.get(i) {
+        if word.expands {
+            // An option, a value or the command itself: it could be anything.
+            return Runs::Command(vec![Word::unknown()]);
+        }
+        let t = word.text.as_str();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let name = format!("--{name}");
+            if name == "--split-string" && w.names.contains(&"env") {
+                return split_string(args.get(i + 1), value);
+            }
+            let takes_next = value.is_none() && w.long_with_value.contains(&name.as_str());
+            i += if takes_next { 2 } else { 1 };
+            continue;
+        }
+        if let Some(shorts) = t.strip_prefix('-').filter(|s| !s.is_empty()) {
+            match shorts
+                .char_indices()
+                .find(|(_, c)| w.short_with_value.contains(*c))
+            {
+                Some((at, 'S')) if w.names.contains(&"env") => {
+                    let attached = &shorts[at + 1..];
+                    return split_string(
+                        args.get(i + 1),
+                        (!attached.is_empty()).then_some(attached),
+                    );
+                }
+                Some((at, c)) => {
+                    let attached = at + c.len_utf8() < shorts.len();
+                    i += if attached { 1 } else { 2 };
+                }
+                None => i += 1,
+            }
+            continue;
+        }
+        if w.assignments && is_assignment(t) {
+            i += 1;
+            continue;
+        }
+        if operands > 0 {
+            operands -= 1;
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    match args.get(i..) {
+        Some(rest) if !rest.is_empty() => Runs::Command(rest.to_vec()),
+        _ => Runs::Nothing,
+    }
+}
+
+/// `env -S 'rm -rf x'`: the string is split into the command and its arguments.
+fn split_string(next: Option<&Word>, attached: Option<&str>) -> Runs {
+    match (attached, next) {
+        (Some(text), _) => Runs::Line(text.to_owned()),
+        (None, Some(w)) if !w.expands => Runs::Line(w.text.clone()),
+        _ => Runs::Command(vec![Word::unknown()]),
+    }
+}
+
+/// The line `eval` runs: its arguments joined by spaces.
+fn line_of(args: &[Word]) -> Runs {
+    if args.is_empty() {
+        Runs::Nothing
+    } else if args.iter().any(|w| w.expands) {
+        Runs::Command(vec![Word::unknown()])
+    } else {
+        Runs::Line(
+            args.iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    }
+}
+
+/// The line a shell runs with `-c` (`sh -c LINE`, `bash -ec LINE`): the first operand after
+/// the options.
+fn shell_line(args: &[Word]) -> Runs {
+    let mut with_c = false;
+    let mut skip = false;
+    for w in args {
+        if w.expands {
+            return Runs::Command(vec![Word::unknown()]);
+        }
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        let t = w.text.as_str();
+        if t.starts_with("--") {
+            continue;
+        }
+        if let Some(shorts) = t.strip_prefix(['-', '+']).filter(|s| !s.is_empty()) {
+            with_c |= t.starts_with('-') && shorts.contains('c');
+            // `-o pipefail`, `+O extglob`: the option's value follows.
+            skip = shorts.ends_with(['o', 'O']);
+            continue;
+        }
+        return if with_c {
+            Runs::Line(t.to_owned())
+        } else {
+            Runs::Nothing
+        };
+    }
+    Runs::Nothing
 }
 
 #[cfg(test)]

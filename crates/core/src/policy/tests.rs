@@ -325,8 +325,13 @@ fn a_command_line_is_allowed_only_when_every_command_in_it_is() {
     );
     assert_eq!(
         shell(&p, "$GIT status"),
-        (Action::Ask, None),
-        "expanded program"
+        (Action::Deny, Some("no rm".into())),
+        "an expanded program could be rm"
+    );
+    assert_eq!(
+        shell(&p, "\"$(which git)\" status"),
+        (Action::Deny, Some("no rm".into())),
+        "so could a substituted one"
     );
     assert_eq!(
         shell(&p, "git \"status\""),
@@ -785,5 +790,336 @@ proptest::proptest! {
         }
         let (action, rule) = shell(&p, &line);
         proptest::prop_assert_ne!(action, Action::Allow, "{:?} allowed by {:?}", line, rule);
+    }
+}
+
+/// The base's locked deny of recursive deletes, as docs/policy.md writes it, over a world
+/// that allows `rm`.
+const RECURSIVE: &str = r#"
+[[rules]]
+name = "never delete recursively"
+tools = ["shell_cmd"]
+action = "deny"
+command = { program = "rm", flags = ["-r|-R|--recursive"] }
+locked = true
+"#;
+
+const RM_ALLOWED: &str = r#"
+mode = "auto_approve"
+
+[[rules]]
+name = "rm is fine"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "rm" }
+"#;
+
+/// Every spelling of `rm -r` that the tests below try: flags, wrappers and substitutions.
+const RECURSIVE_SPELLINGS: &[&str] = &[
+    "rm -r junk",
+    "rm -R junk",
+    "rm -rf junk",
+    "rm -fr junk",
+    "rm -f -r junk",
+    "rm -vfR junk",
+    "rm --recursive junk",
+    "rm --recursive=yes junk",
+    "rm --rec junk",
+    "rm junk -rf",
+    "/bin/rm -rf junk",
+    "sudo rm -rf junk",
+    "sudo -u bob rm -rf junk",
+    "sudo -nu bob -- rm -rf junk",
+    "sudo --user=bob rm -rf junk",
+    "sudo --user bob A=1 rm -rf junk",
+    "env rm -rf junk",
+    "env A=B rm -rf junk",
+    "env -i PATH=/bin rm -fr junk",
+    "env -u HOME -C /tmp rm -fr junk",
+    "env -S 'rm -rf junk'",
+    "env --split-string='rm -rf junk'",
+    "command rm -rf junk",
+    "command -p rm -rf junk",
+    "exec rm -rf junk",
+    "exec -a x rm -rf junk",
+    "nice -n 5 rm -rf junk",
+    "nohup rm -rf junk",
+    "timeout -s KILL 10 rm -rf junk",
+    "find . -name x | xargs rm -rf",
+    "xargs -n 1 rm -rf < list",
+    "sudo env A=B nice rm -rf junk",
+    "sh -c 'rm -rf junk'",
+    "bash -ec \"rm -rf junk\"",
+    "bash -o pipefail -c 'rm -rf junk'",
+    "eval rm -rf junk",
+    "eval \"rm -rf junk\"",
+    "rm $(echo -rf) junk",
+    "rm `echo -rf` junk",
+    "rm \"$FLAGS\" junk",
+    "rm $FLAGS junk",
+    "$RM -rf junk",
+    "\"$(echo rm)\" -rf junk",
+    "sudo $CMD",
+    "sh -c \"$LINE\"",
+    "eval $LINE",
+    "git status; rm -rf ~",
+    "echo $(rm -fr /)",
+];
+
+#[test]
+fn a_flag_matches_in_every_spelling_behind_any_wrapper() {
+    let p = policy(RECURSIVE);
+    for line in RECURSIVE_SPELLINGS {
+        assert_eq!(
+            shell(&p, line),
+            (Action::Deny, Some("never delete recursively".into())),
+            "{line:?}"
+        );
+    }
+    for line in [
+        "rm notes.txt",
+        "rm -f notes.txt",
+        "rm -i -v notes.txt",
+        "rm --force notes.txt",
+        "rm -- -r",
+        "rm *.o",
+        "ls -R",
+        "sudo ls -R",
+        "env A=B rm notes.txt",
+        "sh -c 'rm notes.txt'",
+        "echo rm -rf",
+        "grep -r rm .",
+    ] {
+        assert_eq!(shell(&p, line), (Action::Ask, None), "{line:?}");
+    }
+    // An argument vector is read the same way.
+    let argv = decide(
+        &p,
+        "shell_cmd",
+        json!({"command": ["sudo", "rm", "-fr", "x"]}),
+    );
+    assert_eq!(argv.0, Action::Deny);
+}
+
+#[test]
+fn a_locked_flag_rule_is_not_loosened_by_a_world_that_allows_the_program() {
+    let layers = {
+        let mut l = Layers::new(policy(RECURSIVE));
+        l.set_world("w", 1, policy(RM_ALLOWED));
+        l
+    };
+    let (p, _) = layers.for_world("w");
+    for line in RECURSIVE_SPELLINGS {
+        let e = p.evaluate(&Call::new("shell_cmd", &json!({ "command": line })));
+        assert_eq!(e.action, Action::Deny, "{line:?}");
+        assert_eq!(p.layer_of(e.rule), PolicyLayer::Base, "{line:?}");
+    }
+    assert_eq!(
+        p.evaluate(&Call::new("shell_cmd", &json!({"command": "rm notes.txt"})))
+            .action,
+        Action::Allow
+    );
+}
+
+#[test]
+fn an_allow_rule_never_covers_what_a_wrapper_or_shell_runs_unless_it_is_allowed_too() {
+    let p = policy(
+        r#"
+[[rules]]
+name = "sudo"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "sudo" }
+
+[[rules]]
+name = "env"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "env" }
+
+[[rules]]
+name = "sh"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "sh" }
+
+[[rules]]
+name = "git status"
+tools = ["shell_cmd"]
+action = "allow"
+command = { program = "git", args = ["status"] }
+"#,
+    );
+    for line in [
+        "sudo rm x",
+        "env A=B rm x",
+        "sudo -u bob env rm x",
+        "sh -c 'git status'",
+        "sudo $CMD",
+        "env $CMD",
+    ] {
+        assert_eq!(shell(&p, line).0, Action::Ask, "{line:?}");
+    }
+    // What the wrapper runs is allowed too: the line is.
+    assert_eq!(shell(&p, "sudo git status").0, Action::Allow);
+    assert_eq!(shell(&p, "env A=B git status").0, Action::Allow);
+}
+
+#[test]
+fn flags_are_checked_when_the_policy_loads() {
+    let text = |flag: &str| {
+        format!(
+            "[[rules]]\ntools = [\"shell_cmd\"]\naction = \"deny\"\ncommand = {{ program = \"rm\", flags = [\"-r\", {flag:?}] }}\n"
+        )
+    };
+    for bad in ["r", "-rf", "--", "-", "--a=b", "-r|", "--rec*"] {
+        let errs = errors(&text(bad));
+        assert_eq!(errs.len(), 1, "{bad:?}: {errs:?}");
+        assert!(
+            errs[0].starts_with("rules[0].command.flags[1]: ")
+                && errs[0].contains("write -x for a short flag or --name for a long one"),
+            "{bad:?}: {errs:?}"
+        );
+    }
+    let p = policy(&text("--force|-f"));
+    assert_eq!(shell(&p, "rm -rf x").0, Action::Deny);
+    assert_eq!(
+        shell(&p, "rm -r x").0,
+        Action::Ask,
+        "every flag must be there"
+    );
+    assert_eq!(shell(&p, "rm --force -R x").0, Action::Ask);
+    assert_eq!(shell(&p, "rm --force -r x").0, Action::Deny);
+}
+
+#[test]
+fn the_documented_policies_hold_against_every_spelling() {
+    // docs/policy.example.toml loads: its examples and checks hold.
+    let example = policy(include_str!("../../../../docs/policy.example.toml"));
+    for line in RECURSIVE_SPELLINGS {
+        assert_eq!(shell(&example, line).0, Action::Deny, "{line:?}");
+    }
+    // Every policy in docs/policy.md loads, and its base's locked rule denies them too.
+    let doc = include_str!("../../../../docs/policy.md");
+    let blocks = toml_blocks(doc);
+    assert!(blocks.len() >= 8, "found {} TOML blocks", blocks.len());
+    let base = blocks
+        .iter()
+        .find(|b| b.contains("never delete recursively") && b.contains("locked = true"))
+        .expect("docs/policy.md shows the base's locked rule");
+    let base = policy(base);
+    for line in RECURSIVE_SPELLINGS {
+        assert_eq!(shell(&base, line).0, Action::Deny, "{line:?}");
+    }
+    for block in &blocks {
+        check_doc_block(block, &blocks);
+    }
+}
+
+/// The ```toml blocks of a Markdown text.
+fn toml_blocks(doc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, l) if l.starts_with("```toml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                out.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    out
+}
+
+/// A documented block loads as what it is: a whole policy, `[[checks]]` of the policy that
+/// defines the rule they name, or a fragment of a rule (`command = …`, `args = …`).
+fn check_doc_block(block: &str, all: &[String]) {
+    if block.contains("[[rules]]") || block.starts_with("mode") || block.starts_with('#') {
+        if let Err(e) = Policy::from_toml(block) {
+            panic!("a documented policy does not load: {e}\n{block}");
+        }
+    } else if block.contains("[[checks]]") {
+        let rule = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("rule = "))
+            .and_then(|r| r.split('"').nth(1));
+        let owner = all
+            .iter()
+            .find(|b| rule.is_some_and(|r| b.contains(&format!("name = \"{r}\""))))
+            .unwrap_or_else(|| panic!("no documented policy defines the rule of\n{block}"));
+        if let Err(e) = Policy::from_toml(&format!("{owner}\n{block}")) {
+            panic!("documented checks fail: {e}\n{block}");
+        }
+    } else {
+        let rule = format!("[[rules]]\ntools = [\"shell_cmd\"]\naction = \"deny\"\n{block}");
+        if let Err(e) = Policy::from_toml(&rule) {
+            panic!("a documented rule fragment does not load: {e}\n{block}");
+        }
+    }
+}
+
+/// A flag spelled any way, behind any wrapper: the deny rule for it denies.
+fn recursive_spelling() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let flag = prop_oneof![
+        Just("-r".to_owned()),
+        Just("-R".to_owned()),
+        Just("--recursive".to_owned()),
+        "[fvid]{0,3}".prop_flat_map(|others| {
+            (0..=others.len()).prop_map(move |at| {
+                let mut f = others.clone();
+                f.insert(at, 'r');
+                format!("-{f}")
+            })
+        }),
+        Just("$(echo -rf)".to_owned()),
+        Just("\"$FLAGS\"".to_owned()),
+    ];
+    let wrapper = prop::sample::select(vec![
+        "",
+        "sudo ",
+        "sudo -u bob ",
+        "env ",
+        "env A=B ",
+        "env -i ",
+        "command ",
+        "exec ",
+        "nice -n 3 ",
+        "nohup ",
+        "sudo env X=1 ",
+        "timeout 5 ",
+    ]);
+    (
+        wrapper,
+        prop::sample::select(vec!["rm", "/bin/rm", "/usr/bin/rm"]),
+        flag,
+        "( [a-z][a-z0-9./]{0,5}){0,2}",
+        proptest::bool::ANY,
+    )
+        .prop_map(|(wrapper, rm, flag, operands, flag_last)| {
+            if flag_last {
+                format!("{wrapper}{rm}{operands} {flag}")
+            } else {
+                format!("{wrapper}{rm} {flag}{operands}")
+            }
+        })
+}
+
+proptest::proptest! {
+    /// However the recursive flag is spelled and whatever wrapper runs `rm`, the locked deny
+    /// rule denies it, in a world whose own policy allows `rm`.
+    #[test]
+    fn a_deny_rule_for_a_flag_is_not_got_around(line in recursive_spelling()) {
+        let mut layers = Layers::new(policy(RECURSIVE));
+        layers.set_world("w", 1, policy(RM_ALLOWED));
+        let (p, _) = layers.for_world("w");
+        let e = p.evaluate(&Call::new("shell_cmd", &json!({ "command": line })));
+        proptest::prop_assert_eq!(e.action, Action::Deny, "{:?}", line);
     }
 }
