@@ -11,13 +11,14 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::IntoTransport;
@@ -65,6 +66,8 @@ struct Inner {
     /// Shared with other sessions over HTTP: a session that ends leaves them open.
     upstreams: Arc<Upstreams>,
     tasks: Tasks,
+    /// `initialize` was answered: a session negotiates once.
+    initialized: AtomicBool,
 }
 
 /// How one call asks a person: what ends its wait, where its progress goes, whom else it
@@ -86,6 +89,7 @@ impl Gateway {
                 stopping: CancellationToken::new(),
                 upstreams,
                 tasks: Tasks::default(),
+                initialized: AtomicBool::new(false),
             }),
             approver: None,
         }
@@ -395,13 +399,43 @@ impl Gateway {
             wire::TASKS_RESULT => tasks.get(params.as_ref())?.result().await,
             wire::TASKS_CANCEL => tasks.get(params.as_ref())?.cancel(),
             wire::TASKS_LIST => tasks.list(params.as_ref()),
-            other => Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("{other} is not a method of this server"),
-                None,
-            )),
+            other => Err(misfit(other, params)),
         }
     }
+}
+
+/// The error for a request that reached the gateway as a method of its own: one of MCP's
+/// whose params the SDK could not read (it then passes the request on as unknown), else a
+/// method this server does not have.
+fn misfit(method: &str, params: Option<Value>) -> ErrorData {
+    let takes = match method {
+        "tools/call" => {
+            let why = serde_json::from_value::<CallToolRequestParams>(params.unwrap_or_default())
+                .err()
+                .map_or_else(String::new, |e| format!(" ({e})"));
+            return ErrorData::invalid_params(
+                format!(
+                    "params: tools/call takes an object with name (a string) and arguments \
+                     (an object){why}"
+                ),
+                None,
+            );
+        }
+        "tools/list" => "an object with an optional cursor (a string)",
+        "initialize" => {
+            "an object with protocolVersion (a string), capabilities (an object) and \
+             clientInfo (an object with name and version)"
+        }
+        "ping" => "no params, or an object",
+        _ => {
+            return ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{method} is not a method of this server"),
+                None,
+            );
+        }
+    };
+    ErrorData::invalid_params(format!("params: {method} takes {takes}"), None)
 }
 
 /// A JSON-RPC request id as a key: numbers and strings apart (`1` is not `"1"`).
@@ -439,11 +473,46 @@ impl ServerHandler for Gateway {
         Cow::Borrowed(ProtocolVersion::known_up_to(&LATEST_REVISION))
     }
 
+    /// The session's one `initialize`: a second is refused, and leaves the revision and the
+    /// client's capabilities negotiated by the first as they are.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.inner.initialized.swap(true, Ordering::SeqCst) {
+            let revision = context
+                .peer
+                .peer_info()
+                .map(|info| format!(" (revision {})", info.protocol_version))
+                .unwrap_or_default();
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "this session is initialized already{revision}: initialize is sent once, \
+                     first; open a new session to negotiate again"
+                ),
+                None,
+            ));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    /// Every tool in one page: there is no next page, so no cursor to ask for.
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "cursor: {cursor:?} is not a cursor of this server; tools/list answers with \
+                     every tool at once, without nextCursor"
+                ),
+                None,
+            ));
+        }
         let mut listed = own::tools();
         listed.extend(self.inner.upstreams.tools().into_iter().map(|t| t.tool));
         Ok(ListToolsResult::with_all_items(listed))

@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
@@ -147,6 +147,13 @@ impl HttpGateway {
             })?
             .to_bytes();
         let body = wire::inbound(&body).map_or(body, Bytes::from);
+        if parts.method == Method::POST
+            && let Err(unreadable) = wire::check(&body)
+        {
+            // Answered here: the SDK would answer with text, or an error without an id.
+            return Ok(json_rpc_error(unreadable.answer));
+        }
+        let deleting = parts.method == Method::DELETE;
         let mut watch = None;
         if let (Some(gateway), Some(id)) = (&session, &session_id) {
             if parts.method == Method::DELETE {
@@ -192,7 +199,12 @@ impl HttpGateway {
             };
             self.opened(id, owner, world, served).await;
         }
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
+        if deleting && parts.status == StatusCode::ACCEPTED {
+            // The session ended: there is nothing to accept later (the SDK's 202 reads as a
+            // failure to clients that expect 200 or 204).
+            parts.status = StatusCode::NO_CONTENT;
+        }
         let body = McpBody {
             body,
             watch,
@@ -251,6 +263,23 @@ impl HttpGateway {
             sessions.remove(id);
         }
     }
+}
+
+/// A JSON-RPC error answering a body that is not one message of MCP: 400, as the
+/// transport asks for input the server cannot accept.
+fn json_rpc_error(answer: Vec<u8>) -> Response<McpBody> {
+    let body = McpBody {
+        body: Full::new(Bytes::from(answer)).boxed(),
+        watch: None,
+        outbound: Arc::default(),
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The key of the call a POST body makes, when it is one request that can wait on a hold

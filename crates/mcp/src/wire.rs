@@ -12,6 +12,8 @@
 //! (`http_gateway.rs`). Only messages that can need it are parsed, so calls pay nothing for
 //! this.
 
+use rmcp::model::ClientJsonRpcMessage;
+use serde_json::error::Category;
 use serde_json::{Value, json};
 
 /// A `tools/call` with `task`: the call runs as a task.
@@ -42,6 +44,80 @@ pub fn inbound(line: &[u8]) -> Option<Vec<u8>> {
     };
     message["method"] = json!(ours);
     serde_json::to_vec(&message).ok()
+}
+
+/// JSON-RPC 2.0's error for what is not JSON.
+pub const PARSE_ERROR: i32 = -32700;
+/// JSON-RPC 2.0's error for JSON that is not a request, a notification or a response.
+pub const INVALID_REQUEST: i32 = -32600;
+
+/// A message from the client that the gateway answers itself instead of passing it on, as
+/// JSON-RPC 2.0 asks: it is not JSON (or not UTF-8), or it is JSON but not one message of
+/// MCP (no `"jsonrpc": "2.0"`, an id that is neither a string nor a number, a batch…).
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The error response: [`PARSE_ERROR`] with `id: null`, or [`INVALID_REQUEST`] with the
+    /// message's id when it has one, else `null`.
+    pub answer: Vec<u8>,
+    /// It has a method and no id: a notification, which JSON-RPC never answers (on stdio it
+    /// is dropped; over HTTP the POST still needs an answer).
+    pub notification: bool,
+}
+
+/// Whether the gateway's SDK can read `message` (a line, or a request's body, after
+/// [`inbound`]); if not, the answer to give. The SDK itself would drop what is not JSON
+/// without a word, and answer the rest with an error that has no `id`.
+pub fn check(message: &[u8]) -> Result<(), Unreadable> {
+    let message = message.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(message);
+    let Err(e) = serde_json::from_slice::<ClientJsonRpcMessage>(message) else {
+        return Ok(());
+    };
+    let parsed = match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => None,
+        Category::Data => serde_json::from_slice::<Value>(message).ok(),
+    };
+    let Some(value) = parsed else {
+        let why = match std::str::from_utf8(message) {
+            Ok(_) => format!("the message is not JSON: {e}"),
+            Err(_) => "the message is not UTF-8 text".to_owned(),
+        };
+        return Err(Unreadable {
+            answer: error_response(&Value::Null, PARSE_ERROR, &why),
+            notification: false,
+        });
+    };
+    let id = match value.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    let why = match &value {
+        Value::Array(_) => {
+            "a batch (a JSON array) is not served: send one message at a time".into()
+        }
+        Value::Object(o) if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") => {
+            "jsonrpc: must be \"2.0\"".into()
+        }
+        Value::Object(o) if o.get("id").is_some_and(|i| i != &id) => {
+            "id: must be a string or a number".into()
+        }
+        Value::Object(o) if o.contains_key("method") && !o["method"].is_string() => {
+            "method: must be a string".into()
+        }
+        Value::Object(_) => format!("not a JSON-RPC message of MCP: {e}"),
+        _ => "a JSON-RPC message is a JSON object".into(),
+    };
+    let notification =
+        value.get("id").is_none() && value.get("method").is_some_and(Value::is_string);
+    Err(Unreadable {
+        answer: error_response(&id, INVALID_REQUEST, &why),
+        notification,
+    })
+}
+
+/// A JSON-RPC error response, as JSON.
+pub fn error_response(id: &Value, code: i32, message: &str) -> Vec<u8> {
+    let response = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    response.to_string().into_bytes()
 }
 
 /// The messages to one client, as 2025-11-25 wants them.
@@ -191,6 +267,91 @@ mod tests {
             out.adapt_event(format!("data: {progress}\n\n").as_bytes()),
             None
         );
+    }
+
+    fn refused(message: &[u8]) -> (Value, bool) {
+        let unreadable = check(message).unwrap_err();
+        let answer = serde_json::from_slice(&unreadable.answer).unwrap();
+        (answer, unreadable.notification)
+    }
+
+    #[test]
+    fn what_is_not_json_is_a_parse_error_with_a_null_id() {
+        for message in [
+            &b"hello"[..],
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/li",
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"\xff\xfe\"}",
+            b"",
+        ] {
+            let (answer, notification) = refused(message);
+            assert_eq!(answer["jsonrpc"], "2.0");
+            assert_eq!(answer["id"], Value::Null, "{answer}");
+            assert!(answer.as_object().unwrap().contains_key("id"));
+            assert_eq!(answer["error"]["code"], PARSE_ERROR, "{answer}");
+            assert!(!notification);
+        }
+        let (answer, _) = refused(b"\xff\xfe{}");
+        assert_eq!(answer["error"]["message"], "the message is not UTF-8 text");
+    }
+
+    #[test]
+    fn json_that_is_not_a_message_is_an_invalid_request_with_its_id_when_it_has_one() {
+        let cases = [
+            (
+                json!({"id": 9, "method": "tools/list"}),
+                json!(9),
+                "jsonrpc",
+            ),
+            (
+                json!({"jsonrpc": "1.0", "id": "a", "method": "ping"}),
+                json!("a"),
+                "jsonrpc",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": true, "method": "ping"}),
+                Value::Null,
+                "id",
+            ),
+            (
+                json!({"jsonrpc": "2.0", "id": 4, "method": 5}),
+                json!(4),
+                "method",
+            ),
+            (
+                json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]),
+                Value::Null,
+                "batch",
+            ),
+            (json!("ping"), Value::Null, "object"),
+        ];
+        for (message, id, said) in cases {
+            let (answer, notification) = refused(message.to_string().as_bytes());
+            assert_eq!(
+                answer["error"]["code"], INVALID_REQUEST,
+                "{message}: {answer}"
+            );
+            assert_eq!(answer["id"], id, "{message}: {answer}");
+            let text = answer["error"]["message"].as_str().unwrap();
+            assert!(text.contains(said), "{message}: {text}");
+            assert!(!notification, "{message}");
+        }
+        // A notification is never answered.
+        let (_, notification) = refused(br#"{"method": "notifications/initialized"}"#);
+        assert!(notification);
+    }
+
+    #[test]
+    fn messages_of_mcp_pass() {
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": {"name": 5}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 3, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "holdpoint/tasks/get", "params": {}}),
+        ] {
+            assert!(check(message.to_string().as_bytes()).is_ok(), "{message}");
+        }
+        assert!(check(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}").is_ok());
     }
 
     #[test]

@@ -303,8 +303,69 @@ async fn with_no_upstream_configured_holdpoints_own_tools_are_offered() {
                 .header("mcp-session-id", &session),
         )
         .await;
-    assert_eq!(ended.status, 202, "{}", ended.text);
+    assert_eq!(ended.status, 204, "{}", ended.text);
     let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
     let (code, _) = send_as(&agent, Some(&session), list).await.error(404);
     assert_eq!(code, "not_found");
+}
+
+/// The JSON-RPC message with `id` in a reply: its body, or one of its server-sent events.
+fn answer_with_id(reply: &Reply, id: &Value) -> Value {
+    if let Ok(answer) = serde_json::from_str::<Value>(&reply.text) {
+        return answer;
+    }
+    reply
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|m| &m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer with id {id}: {} {}", reply.status, reply.text))
+}
+
+#[tokio::test]
+async fn what_is_not_a_message_of_mcp_is_answered_as_json_rpc_asks_over_http() {
+    let gw = Gateway::served("").await;
+    let agent = gw.lab.admin.as_token(&gw.agent);
+    let opened = send_as(&agent, None, initialize()).await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let post = |body: Vec<u8>| {
+        agent.send(
+            agent
+                .request("POST".parse().unwrap(), "/mcp/lab")
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .header("mcp-session-id", &session)
+                .body(body),
+        )
+    };
+    for (sent, id, code) in super::mcp_stdio::misfits() {
+        let reply = post(sent.clone()).await;
+        let answer = answer_with_id(&reply, &id);
+        super::mcp_stdio::assert_refused(&sent, &answer, &id, code);
+        // What is not one message of MCP is refused as the transport asks, with 400; the
+        // rest reaches the session, which answers on the request's stream.
+        let unreadable = code == -32700 || (code == -32600 && id != json!(10));
+        let status = if unreadable { 400 } else { 200 };
+        assert_eq!(reply.status, status, "{}", reply.text);
+    }
+    // The session serves on.
+    let list = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/list"});
+    let listed = post(list.to_string().into_bytes()).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert!(listed.text.contains("up__echo"), "{}", listed.text);
+    // Ending it is answered 204, which clients read as done (the Python SDK logs anything
+    // else but 200 as a failure).
+    let ended = agent
+        .send(
+            agent
+                .request("DELETE".parse().unwrap(), "/mcp/lab")
+                .header("mcp-session-id", &session),
+        )
+        .await;
+    assert_eq!(ended.status, 204, "{}", ended.text);
 }

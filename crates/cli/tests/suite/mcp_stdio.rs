@@ -217,3 +217,120 @@ async fn with_no_server_to_reach_it_runs_holdpoint_itself_and_records_each_call(
     );
     server.stop().await.unwrap();
 }
+
+/// Messages that are not what they should be, after `initialize` (revision 2025-11-25): what
+/// each is sent as, and the id and the JSON-RPC error code of its answer. The same on stdio
+/// and over HTTP (`mcp_http.rs`).
+pub(super) fn misfits() -> Vec<(Vec<u8>, Value, i64)> {
+    let null = Value::Null;
+    let json = |v: Value| v.to_string().into_bytes();
+    vec![
+        (b"not json".to_vec(), null.clone(), -32700),
+        (
+            br#"{"jsonrpc": "2.0", "id": 2, "method": "tools/li"#.to_vec(),
+            null.clone(),
+            -32700,
+        ),
+        (
+            b"{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"\xff\xfe\"}".to_vec(),
+            null.clone(),
+            -32700,
+        ),
+        (
+            json(json!({"id": 4, "method": "tools/list"})),
+            json!(4),
+            -32600,
+        ),
+        (
+            json(json!({"jsonrpc": "2.0", "id": {"n": 5}, "method": "tools/list"})),
+            null.clone(),
+            -32600,
+        ),
+        (
+            json(json!([{"jsonrpc": "2.0", "id": 6, "method": "ping"}])),
+            null,
+            -32600,
+        ),
+        (
+            json(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": 5}})),
+            json!(7),
+            -32602,
+        ),
+        (
+            json(json!({"jsonrpc": "2.0", "id": "eight", "method": "tools/call"})),
+            json!("eight"),
+            -32602,
+        ),
+        (
+            json(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+                "params": {"cursor": "page-2"}})),
+            json!(9),
+            -32602,
+        ),
+        // A second initialize, for another revision: the session keeps its own.
+        (
+            json(
+                json!({"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {
+                "protocolVersion": "2024-11-05", "capabilities": {},
+                "clientInfo": {"name": "again", "version": "0"}}}),
+            ),
+            json!(10),
+            -32600,
+        ),
+    ]
+}
+
+/// Checks one answer to a message of [`misfits`].
+pub(super) fn assert_refused(sent: &[u8], answer: &Value, id: &Value, code: i64) {
+    let sent = String::from_utf8_lossy(sent);
+    assert_eq!(answer["jsonrpc"], "2.0", "{sent}: {answer}");
+    assert!(
+        answer.as_object().unwrap().contains_key("id"),
+        "{sent}: no id in {answer}"
+    );
+    assert_eq!(&answer["id"], id, "{sent}: {answer}");
+    assert_eq!(answer["error"]["code"], code, "{sent}: {answer}");
+    assert!(
+        !answer["error"]["message"].as_str().unwrap().is_empty(),
+        "{sent}: {answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_is_not_a_message_of_mcp_is_answered_as_json_rpc_asks() {
+    let gw = Gateway::start("").await;
+    let (stdin, mut to_gateway) = std::io::pipe().unwrap();
+    let (from_gateway, stdout) = std::io::pipe().unwrap();
+    let child = gateway(&gw, stdin.into(), stdout.into(), Stdio::inherit());
+    let from = initialize(&mut to_gateway, from_gateway);
+    // Each line the gateway writes, read on a thread of its own (see `initialize`).
+    let (tx, answers) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut ask = |line: &[u8]| -> Value {
+        to_gateway.write_all(line).unwrap();
+        to_gateway.write_all(b"\n").unwrap();
+        to_gateway.flush().unwrap();
+        answers
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("no answer to {}", String::from_utf8_lossy(line)))
+    };
+    for (sent, id, code) in misfits() {
+        assert_refused(&sent, &ask(&sent), &id, code);
+    }
+    // Nothing broke the session: it serves on, with the revision it negotiated first.
+    let listed = ask(br#"{"jsonrpc": "2.0", "id": 11, "method": "tools/list"}"#);
+    assert_eq!(listed["id"], 11, "{listed}");
+    assert_eq!(
+        listed["result"]["tools"][0]["execution"]["taskSupport"], "optional",
+        "still 2025-11-25: {listed}"
+    );
+    drop(to_gateway);
+    exits(child).await;
+}

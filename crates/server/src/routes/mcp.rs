@@ -40,7 +40,7 @@ const ERROR_TEXT: usize = 4096;
         ("Holdpoint-Approver-Token" = Option<String>, Header, description = "With initialize: the token of a person (approver or admin) who answers the session's elicitations; holds raised by the session's calls are then put to a client that supports elicitation, and its user's answers are decided as that person. Refused (401, 403) when it is not a person's valid token")),
     responses((status = 200, description = "Server-sent events: the JSON-RPC messages answering the request", content_type = "text/event-stream"),
         (status = 202, description = "A notification or a response was accepted"),
-        (status = 400, description = "Not a JSON-RPC message of MCP (a JSON-RPC error, or the project's error shape)"),
+        (status = 400, description = "Not a JSON-RPC message of MCP: a JSON-RPC error (-32700 with id null for what is not JSON, -32600 with the message's id or null for JSON that is not a message), or the project's error shape"),
         (status = 403, description = "The caller's role is not agent, or the session was opened by another token or at another world's endpoint", body = holdpoint_protocol::ErrorBody),
         (status = 404, description = "No such world, or no such session (it ended: open another with initialize)", body = holdpoint_protocol::ErrorBody),
         (status = 406, description = "The client does not accept application/json and text/event-stream", body = holdpoint_protocol::ErrorBody),
@@ -80,7 +80,7 @@ pub async fn get(
 #[utoipa::path(delete, path = "/mcp/{world}", tag = "mcp", operation_id = "mcp_end_session",
     params(("world" = String, Path, description = "The world (name or id)"),
         ("Mcp-Session-Id" = String, Header, description = "The session, from the answer to initialize")),
-    responses((status = 202, description = "The session ended"),
+    responses((status = 204, description = "The session ended"),
         (status = 400, description = "No Mcp-Session-Id", body = holdpoint_protocol::ErrorBody),
         (status = 403, description = "The caller's role is not agent, or the session was opened by another token or at another world's endpoint", body = holdpoint_protocol::ErrorBody),
         (status = 404, description = "No such world, or no such session", body = holdpoint_protocol::ErrorBody)))]
