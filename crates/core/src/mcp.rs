@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use holdpoint_protocol::UpstreamConfig;
+use sha2::{Digest, Sha256};
 
 /// What separates a server's name from its tool's in the names agents see: `github__get_issue`.
 pub const SEPARATOR: &str = "__";
@@ -314,13 +315,38 @@ pub fn effective_servers(
     all
 }
 
-/// The name agents and clients see for `tool` of `server`.
+/// The longest name of a tool as agents, clients and policy see it: what LLMs take as a
+/// function's name, 1 to 64 letters, digits, `_` and `-`.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// The name agents, MCP clients and policy see for `tool` of `server` (the one mapping; the
+/// tool keeps its own name at its server): `server__tool` when that is at most
+/// [`MAX_TOOL_NAME`] letters, digits, `_` and `-`; else `server__`, the tool's name with every
+/// other character made `_` and cut to fit, `_`, and 8 hex digits of the SHA-256 of the tool's
+/// own name, so that names that differ stay apart.
 pub fn tool_name(server: &str, tool: &str) -> String {
-    format!("{server}{SEPARATOR}{tool}")
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let plain = format!("{server}{SEPARATOR}{tool}");
+    if !tool.is_empty() && plain.len() <= MAX_TOOL_NAME && plain.chars().all(allowed) {
+        return plain;
+    }
+    let hash: String = Sha256::digest(tool.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let room = MAX_TOOL_NAME.saturating_sub(server.len() + SEPARATOR.len() + 1 + hash.len());
+    let fitted: String = tool
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .take(room)
+        .collect();
+    format!("{server}{SEPARATOR}{fitted}_{hash}")
 }
 
-/// The server and the upstream tool of a name agents see; `None` for a name without
-/// [`SEPARATOR`] (built-in tools, Holdpoint's own MCP tools).
+/// The server of a name agents see, and the rest (the upstream tool's own name, unless
+/// [`tool_name`] had to make it fit); `None` for a name without [`SEPARATOR`] (built-in
+/// tools, Holdpoint's own MCP tools).
 pub fn split_tool_name(name: &str) -> Option<(&str, &str)> {
     name.split_once(SEPARATOR)
 }

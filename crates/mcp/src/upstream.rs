@@ -61,6 +61,8 @@ struct Upstream {
     tools: RwLock<Arc<Vec<OfferedTool>>>,
     /// Told when its tools change (shared by every server of an `Upstreams`).
     changed: Arc<watch::Sender<u64>>,
+    /// What was wrong with the tools it listed at its last start (see [`Upstream::offer`]).
+    problems: RwLock<Vec<String>>,
 }
 
 enum State {
@@ -125,6 +127,7 @@ impl Upstreams {
                 state: Mutex::new(State::Closed),
                 tools: RwLock::default(),
                 changed: upstreams.changed.clone(),
+                problems: RwLock::default(),
             });
             match state {
                 Some((link, tools)) => {
@@ -191,6 +194,20 @@ impl Upstreams {
         }
     }
 
+    /// What was wrong with the tools the servers listed at their last start, each naming the
+    /// server and the tool: tools listed twice, names Holdpoint cannot carry, and
+    /// `require_approval` entries that name none of a server's tools (whose calls are then all
+    /// asked). Each was logged as a warning when found.
+    pub fn problems(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .flat_map(|s| match s.problems.read() {
+                Ok(p) => p.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            })
+            .collect()
+    }
+
     /// Follows the changes of the tools offered: the value changes each time they do (a
     /// server started for the first time, or listed other tools when started again).
     pub fn changes(&self) -> watch::Receiver<u64> {
@@ -238,23 +255,18 @@ impl Upstream {
         }
     }
 
-    /// Offers `tools`, as the server just listed them (those its configuration offers, renamed
-    /// `server__tool`); tells whoever follows the changes when they differ from before.
+    /// Offers `tools`, as the server just listed them (those its configuration offers, named
+    /// as [`tool_name`] has it); tells whoever follows the changes when they differ from
+    /// before. What is wrong with them is logged and kept (see [`Upstreams::problems`]).
     fn offer(&self, tools: Vec<Tool>) {
-        let offered: Vec<OfferedTool> = tools
-            .into_iter()
-            .filter(|t| self.config.offers(&t.name))
-            .map(|mut tool| {
-                let upstream_name = tool.name.to_string();
-                tool.name = tool_name(&self.name, &upstream_name).into();
-                OfferedTool {
-                    server: self.name.clone(),
-                    requires_approval: self.config.requires_approval(&upstream_name),
-                    upstream_name,
-                    tool,
-                }
-            })
-            .collect();
+        let (offered, problems) = self.checked(tools);
+        for problem in &problems {
+            tracing::warn!(server = %self.name, "{problem}");
+        }
+        match self.problems.write() {
+            Ok(mut p) => *p = problems,
+            Err(poisoned) => *poisoned.into_inner() = problems,
+        }
         let names = |t: &[OfferedTool]| t.iter().map(|t| t.tool.clone()).collect::<Vec<_>>();
         let same = names(&self.offered()) == names(&offered);
         match self.tools.write() {
@@ -264,6 +276,77 @@ impl Upstream {
         if !same {
             self.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
+    }
+
+    /// The tools of `listed` that are offered, named as clients see them, and what is wrong
+    /// with the list: a name listed twice is offered once; a name that a hold cannot carry
+    /// (empty, control characters, longer than Holdpoint's limit) is not offered; and when
+    /// `require_approval` names a tool the server does not list (a typo would let the real
+    /// tool run unasked), every tool of the server needs a person until it is fixed.
+    fn checked(&self, listed: Vec<Tool>) -> (Vec<OfferedTool>, Vec<String>) {
+        let server = &self.name;
+        let mut problems = Vec::new();
+        let unknown: Vec<&String> = self
+            .config
+            .require_approval
+            .iter()
+            .filter(|r| !listed.iter().any(|t| t.name == r.as_str()))
+            .collect();
+        if !unknown.is_empty() {
+            let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+            problems.push(format!(
+                "require_approval of MCP server {server:?} names {unknown:?}, which it does not \
+                 list among its tools ({names:?}): every call of its tools is asked until \
+                 require_approval names only tools it has"
+            ));
+        }
+        let longest = holdpoint_core::limits::Limits::default().tool;
+        let mut offered: Vec<OfferedTool> = Vec::new();
+        for mut tool in listed {
+            let upstream_name = tool.name.to_string();
+            if !self.config.offers(&upstream_name) {
+                continue;
+            }
+            let shown: String = upstream_name.chars().take(80).collect();
+            if upstream_name.trim().is_empty()
+                || upstream_name.len() > longest
+                || upstream_name.chars().any(char::is_control)
+            {
+                problems.push(format!(
+                    "MCP server {server:?} lists a tool named {shown:?}, which is not offered: \
+                     a tool's name must be 1 to {longest} bytes without control characters"
+                ));
+                continue;
+            }
+            let name = tool_name(server, &upstream_name);
+            if let Some(first) = offered
+                .iter()
+                .find(|t| t.upstream_name == upstream_name || t.tool.name == name.as_str())
+            {
+                problems.push(if first.upstream_name == upstream_name {
+                    format!(
+                        "MCP server {server:?} lists the tool {shown:?} twice: only the first \
+                         is offered"
+                    )
+                } else {
+                    format!(
+                        "MCP server {server:?} lists the tools {:?} and {shown:?}, which would \
+                         both be offered as {name:?}: only the first is offered",
+                        first.upstream_name
+                    )
+                });
+                continue;
+            }
+            tool.name = name.into();
+            offered.push(OfferedTool {
+                server: server.clone(),
+                requires_approval: !unknown.is_empty()
+                    || self.config.requires_approval(&upstream_name),
+                upstream_name,
+                tool,
+            });
+        }
+        (offered, problems)
     }
 
     /// Tries to start a server that has never started, each time an attempt is due, until it
@@ -415,5 +498,132 @@ async fn start(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), String> {
             "it did not answer within {}s",
             START_TIMEOUT.as_secs()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use rmcp::model::JsonObject;
+
+    use super::*;
+
+    fn upstream(config: UpstreamConfig) -> Upstream {
+        Upstream {
+            name: "up".into(),
+            call_timeout: Duration::from_secs(1),
+            config,
+            state: Mutex::new(State::Closed),
+            tools: RwLock::default(),
+            changed: Arc::new(watch::Sender::new(0)),
+            problems: RwLock::default(),
+        }
+    }
+
+    fn tools(names: &[&str]) -> Vec<Tool> {
+        names
+            .iter()
+            .map(|n| Tool::new(n.to_string(), "a tool", JsonObject::new()))
+            .collect()
+    }
+
+    fn names(offered: &[OfferedTool]) -> Vec<(&str, &str)> {
+        offered
+            .iter()
+            .map(|t| (t.tool.name.as_ref(), t.upstream_name.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_listed_twice_is_offered_once_and_said_so_naming_server_and_tool() {
+        let up = upstream(UpstreamConfig::default());
+        let (offered, problems) = up.checked(tools(&["echo", "write", "echo"]));
+        assert_eq!(
+            names(&offered),
+            [("up__echo", "echo"), ("up__write", "write")]
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("MCP server \"up\" lists the tool \"echo\" twice"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn names_an_llm_cannot_take_are_offered_under_safe_names_that_map_back() {
+        let long = "x".repeat(150);
+        let listed = [
+            "read.file",
+            "read file",
+            "grüßen",
+            long.as_str(),
+            "plain-one",
+        ];
+        let up = upstream(UpstreamConfig::default());
+        let (offered, problems) = up.checked(tools(&listed));
+        assert_eq!(problems, Vec::<String>::new());
+        let pattern = |n: &str| {
+            (1..=64).contains(&n.len())
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        for (tool, own) in offered.iter().zip(listed) {
+            let name = tool.tool.name.as_ref();
+            assert!(pattern(name), "{name:?} for {own:?}");
+            assert!(name.starts_with("up__"), "{name}");
+            assert_eq!(tool.upstream_name, own);
+            assert_eq!(split_tool_name(name).unwrap().0, "up");
+        }
+        assert_eq!(
+            offered[4].tool.name, "up__plain-one",
+            "a fitting name is kept"
+        );
+        // Names that differ only where they were made to fit stay apart.
+        assert_ne!(offered[0].tool.name, offered[1].tool.name);
+        assert!(offered[0].tool.name.starts_with("up__read_file_"));
+        // The same name, the same mapping, in every process.
+        assert_eq!(tool_name("up", "read.file"), offered[0].tool.name);
+    }
+
+    #[test]
+    fn names_a_hold_cannot_carry_are_not_offered() {
+        let long = "y".repeat(201);
+        let up = upstream(UpstreamConfig::default());
+        let (offered, problems) = up.checked(tools(&["", "bell\u{7}", &long, "ok"]));
+        assert_eq!(names(&offered), [("up__ok", "ok")]);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .all(|p| p.contains("MCP server \"up\" lists a tool named"))
+        );
+    }
+
+    #[test]
+    fn require_approval_naming_no_tool_of_the_server_asks_for_every_tool() {
+        let config = UpstreamConfig {
+            command: Some("x".into()),
+            require_approval: vec!["wirte_note".into()],
+            ..Default::default()
+        };
+        let (offered, problems) = upstream(config).checked(tools(&["echo", "write_note"]));
+        assert!(offered.iter().all(|t| t.requires_approval), "fails closed");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("require_approval of MCP server \"up\" names [\"wirte_note\"]")
+                && problems[0].contains("\"write_note\""),
+            "{problems:?}"
+        );
+        // Spelled right: only that tool asks, and nothing is wrong.
+        let config = UpstreamConfig {
+            command: Some("x".into()),
+            require_approval: vec!["write_note".into()],
+            ..Default::default()
+        };
+        let (offered, problems) = upstream(config).checked(tools(&["echo", "write_note"]));
+        assert_eq!(problems, Vec::<String>::new());
+        let asks: Vec<bool> = offered.iter().map(|t| t.requires_approval).collect();
+        assert_eq!(asks, [false, true]);
     }
 }

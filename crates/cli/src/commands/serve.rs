@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use holdpoint_client::{API_ROOT, OPENAPI_PATH};
+use holdpoint_mcp::{McpSettings, Upstreams};
 use holdpoint_server::{LogFormat, Server, Settings, load_policy};
 use holdpoint_store::Database;
 
@@ -43,22 +44,87 @@ pub enum ConfigCommand {
     /// Check the configuration (the file, HOLDPOINT_* variables and the policy file it names)
     /// and print the settings that would apply.
     #[command(
-        after_help = "Examples:\n  holdpoint config check\n  HOLDPOINT_SERVER_BIND=0.0.0.0:7717 holdpoint config check --config holdpoint.toml"
+        after_help = "Examples:\n  holdpoint config check\n  HOLDPOINT_SERVER_BIND=0.0.0.0:7717 holdpoint config check --config holdpoint.toml\n  holdpoint config check --mcp"
     )]
-    Check(Files),
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    files: Files,
+    /// Also start the configured MCP servers ([mcp.servers]) and check their tools against
+    /// the configuration: require_approval entries that name no tool of their server, tools
+    /// listed twice, names that cannot be offered; and print the names under which tools
+    /// are offered where they differ from server__tool.
+    #[arg(long)]
+    mcp: bool,
 }
 
 pub fn config(cmd: ConfigCommand) -> Result<(), Failure> {
-    let ConfigCommand::Check(files) = cmd;
-    let settings = files.settings()?;
+    let ConfigCommand::Check(args) = cmd;
+    let settings = args.files.settings()?;
     if let Some(policy) = &settings.policy.file {
         load_policy(policy).map_err(|e| Failure::Usage(e.to_string()))?;
     }
+    let mcp = if args.mcp {
+        runtime()?.block_on(check_mcp(&settings.mcp))?
+    } else {
+        unchecked_mcp(&settings.mcp)
+    };
     println!(
         "# The configuration is valid. The settings that apply:\n{}",
         settings.to_toml()
     );
+    print!("{mcp}");
     Ok(())
+}
+
+/// What can be known of the MCP servers without starting them: which `require_approval`
+/// entries only their tools can confirm.
+fn unchecked_mcp(mcp: &McpSettings) -> String {
+    let unchecked: Vec<&str> = mcp
+        .servers
+        .iter()
+        .filter(|(_, s)| s.tools.is_none() && !s.require_approval.is_empty())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if unchecked.is_empty() {
+        return String::new();
+    }
+    format!(
+        "# The require_approval of MCP servers {unchecked:?} is checked against their tools \
+         when they start (a name that is not one of their tools makes every call of theirs \
+         asked); check it now with --mcp.\n"
+    )
+}
+
+/// Starts the MCP servers and checks their tools; what they offer, or what is wrong.
+async fn check_mcp(mcp: &McpSettings) -> Result<String, Failure> {
+    let (upstreams, failed) = Upstreams::connect(mcp).await;
+    let mut problems: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    problems.extend(upstreams.problems());
+    let tools = upstreams.tool_infos();
+    upstreams.close().await;
+    if !problems.is_empty() {
+        return Err(Failure::Usage(format!(
+            "the MCP servers do not fit the configuration:\n  {}",
+            problems.join("\n  ")
+        )));
+    }
+    let mut said = format!(
+        "# The MCP servers started: {} tools offered.\n",
+        tools.len()
+    );
+    for tool in tools {
+        if tool.name != format!("{}__{}", tool.mcp.server, tool.mcp.tool) {
+            said.push_str(&format!(
+                "# Tool {:?} of MCP server {:?} is offered as {} (a name an LLM can take).\n",
+                tool.mcp.tool, tool.mcp.server, tool.name
+            ));
+        }
+    }
+    Ok(said)
 }
 
 pub fn openapi() -> Result<(), Failure> {

@@ -6,8 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use holdpoint_test_support::eventually;
+use holdpoint_test_support::llm::{self, Step};
 use serde_json::{Value, json};
 
+use super::lab::Lab;
 use super::mcp::{Gateway, finished, python, result_of, script, text};
 
 /// Reading is allowed, the open world denied, the fault server allowed; creating a
@@ -371,4 +373,200 @@ async fn a_result_past_max_message_size_is_refused_in_bounded_memory_and_the_gat
         resident(1)
     );
     assert_eq!(text(&results[5]), "echo: still here");
+}
+
+/// `tests/mcp/odd.py` as server `odd`, listing the tools named in `tools` (a JSON list);
+/// `extra` is added to its section.
+fn odd_server(tools: Value, extra: &str) -> String {
+    format!(
+        "[mcp.servers.odd]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ ODD_TOOLS = {:?} }}\n{extra}\n",
+        python().display().to_string(),
+        script("odd.py").display().to_string(),
+        tools.to_string(),
+    )
+}
+
+/// Every tool of `odd` runs, unless something else says it is asked.
+const ODD_POLICY: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "odd tools run"
+tools = ["odd__*"]
+action = "allow"
+"#;
+
+/// What LLMs take as a function's name.
+fn fits_an_llm(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+#[tokio::test]
+async fn tools_listed_twice_are_offered_once_and_odd_names_under_safe_ones_that_reach_the_tool() {
+    let long = "x".repeat(150);
+    let listed = json!(["read.file", "echo", "echo", "say hi", "grüßen", long]);
+    let gw = Gateway::with(ODD_POLICY, &odd_server(listed, "")).await;
+    let (lines, stderr) = finished(gw.client(&["list"]).spawn().unwrap()).await;
+    assert!(
+        stderr.contains("MCP server \"odd\" lists the tool \"echo\" twice"),
+        "{stderr}"
+    );
+    let names: Vec<String> = lines[1]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .filter(|n| n.starts_with("odd__"))
+        .collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(names.iter().filter(|n| *n == "odd__echo").count(), 1);
+    assert!(names.iter().all(|n| fits_an_llm(n)), "{names:?}");
+    let named = |start: &str| names.iter().find(|n| n.starts_with(start)).unwrap().clone();
+    // A call of the name offered runs the tool under its own name.
+    let dotted = named("odd__read_file_");
+    let spaced = named("odd__say_hi_");
+    assert_eq!(text(&gw.call(&dotted, json!({})).await), "ran read.file");
+    assert_eq!(text(&gw.call(&spaced, json!({"a": 1})).await), "ran say hi");
+    assert_eq!(
+        gw.upstream_calls(),
+        [
+            json!({"tool": "read.file", "arguments": {}}),
+            json!({"tool": "say hi", "arguments": {"a": 1}})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_require_approval_entry_naming_no_tool_of_its_server_makes_every_call_of_it_asked() {
+    let gw = Gateway::with(
+        ODD_POLICY,
+        &odd_server(
+            json!(["echo", "write_note"]),
+            "require_approval = [\"wirte_note\"]",
+        ),
+    )
+    .await;
+    // Policy allows it, but the server's require_approval cannot be trusted: it is asked.
+    let client = gw
+        .client(&["call", "odd__write_note", "{}"])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    assert_eq!(hold["spec"]["tool"], "odd__write_note");
+    assert_eq!(gw.upstream_calls(), Vec::<Value>::new());
+    gw.decide(&hold, json!({"action": "approve"})).await;
+    let (lines, stderr) = finished(client).await;
+    assert_eq!(text(lines.last().unwrap()), "ran write_note");
+    assert!(
+        stderr.contains("require_approval of MCP server \"odd\" names [\"wirte_note\"]"),
+        "{stderr}"
+    );
+}
+
+/// `holdpoint config check --mcp` with `config` as the configuration file.
+fn config_check(config: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, config).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_holdpoint"))
+        .args(["config", "check", "--mcp", "--config"])
+        .arg(&file)
+        .env("HOLDPOINT_DATA", dir.path())
+        .env_remove("HOLDPOINT_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn config_check_with_mcp_starts_the_servers_and_says_what_does_not_fit_their_tools() {
+    let typo = config_check(&odd_server(
+        json!(["echo", "echo", "write_note"]),
+        "require_approval = [\"wirte_note\"]",
+    ));
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("require_approval of MCP server \"odd\" names [\"wirte_note\"]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("lists the tool \"echo\" twice"), "{stderr}");
+
+    let fine = config_check(&odd_server(
+        json!(["echo", "read.file"]),
+        "require_approval = [\"read.file\"]",
+    ));
+    let stdout = String::from_utf8_lossy(&fine.stdout);
+    assert!(
+        fine.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fine.stderr)
+    );
+    assert!(stdout.contains("2 tools offered"), "{stdout}");
+    assert!(
+        stdout.contains("Tool \"read.file\" of MCP server \"odd\" is offered as odd__read_file_"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn an_agents_llm_is_offered_safe_names_and_its_calls_reach_the_tools_own_names() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("odd.log");
+    let section = format!(
+        "[mcp.servers.odd]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ ODD_TOOLS = {:?}, UPSTREAM_LOG = {:?} }}\n",
+        python().display().to_string(),
+        script("odd.py").display().to_string(),
+        json!(["read.file", "say hi", "echo"]).to_string(),
+        log.display().to_string(),
+    );
+    let table: toml::Table = toml::from_str(&section).unwrap();
+    let settings = holdpoint_server::Settings {
+        mcp: table["mcp"].clone().try_into().unwrap(),
+        ..Default::default()
+    };
+    // The one mapping, as the LLM is to see it.
+    let dotted = holdpoint_core::mcp::tool_name("odd", "read.file");
+    let steps = vec![
+        Step::calls(vec![llm::call("c1", &dotted, json!({"n": 1}))]),
+        Step::text("Read."),
+    ];
+    let lab = Lab::with_settings(steps, Some(ODD_POLICY), settings).await;
+    let chat = lab
+        .admin
+        .post("/api/v1/worlds/lab/chats", json!({"agent": "helper"}))
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    lab.admin
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "Read the file"}),
+        )
+        .await
+        .expect(202);
+    let requests = lab.llm.wait_for_requests(2).await;
+    let names: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| fits_an_llm(n)), "{names:?}");
+    assert!(names.contains(&dotted.as_str()), "{names:?}");
+    assert!(names.contains(&"odd__echo"), "{names:?}");
+    let result = requests[1].tool_result("c1").unwrap();
+    assert_eq!(result["status"], "executed", "{result}");
+    assert_eq!(result["output"]["content"][0]["text"], "ran read.file");
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        ran.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect::<Vec<Value>>(),
+        [json!({"tool": "read.file", "arguments": {"n": 1}})]
+    );
 }
