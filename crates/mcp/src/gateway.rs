@@ -18,13 +18,14 @@ use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ListToolsResult, MetaObject, NotificationMetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::elicit::{Approver, Elicitor};
@@ -261,6 +262,11 @@ impl Gateway {
         asking: Asking,
     ) -> CallToolResult {
         let name = tool.tool.name.to_string();
+        let progress = asking.progress.as_ref().map(|p| Progress {
+            peer: p.peer.clone(),
+            token: p.token.clone(),
+            meta: p.meta.clone(),
+        });
         let item = HoldRequest::Approval(ApprovalRequest {
             tool_call_id: None,
             tool: name.clone(),
@@ -300,10 +306,37 @@ impl Gateway {
             }
             Err(e) => return not_called(format!("Holdpoint could not be asked: {e}")),
         };
-        match self.inner.upstreams.call(tool, arguments).await {
+        match self.call_upstream(tool, arguments, progress).await {
             Ok(result) => result,
             Err(e) => refused(e.to_string()),
         }
+    }
+
+    /// Calls the upstream, passing its progress notifications on to the client under the
+    /// client's own progress token (and the task's `_meta`, for a task's call).
+    async fn call_upstream(
+        &self,
+        tool: &OfferedTool,
+        arguments: JsonObject,
+        progress: Option<Progress>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let upstreams = &self.inner.upstreams;
+        let Some(to) = progress else {
+            return upstreams.call(tool, arguments, None).await;
+        };
+        let (sink, mut progressed) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let passing_on = async {
+            // Ends when the call does: it drops the sending side.
+            while let Some(mut note) = progressed.recv().await {
+                note.progress_token = to.token.clone();
+                note.meta = to
+                    .meta
+                    .clone()
+                    .map(|m| NotificationMetaObject(MetaObject(m)));
+                let _ = to.peer.notify_progress(note).await;
+            }
+        };
+        tokio::join!(upstreams.call(tool, arguments, Some(sink)), passing_on).0
     }
 
     /// Raises `item` and waits for its outcome. A hold it raises is shown on the call's task,

@@ -60,7 +60,7 @@ impl Upstreams {
         let Value::Object(arguments) = arguments else {
             return Err(failed("the arguments are not a JSON object".into()));
         };
-        let result = self.call(&tool, arguments.clone()).await?;
+        let result = self.call(&tool, arguments.clone(), None).await?;
         Ok(output(result))
     }
 }

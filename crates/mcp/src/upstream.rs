@@ -15,18 +15,23 @@
 mod link;
 mod restart;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use holdpoint_core::mcp::split_tool_name;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
-use rmcp::service::ServiceError;
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, JsonObject, RequestId, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpSettings, UpstreamConfig, tool_name};
-use link::Link;
+pub(crate) use link::ProgressSink;
+use link::{Following, Link};
 use restart::{Attempt, Down};
 
 /// How long an upstream may take to start and list its tools.
@@ -132,7 +137,9 @@ impl Upstreams {
             match state {
                 Some((link, tools)) => {
                     upstream.offer(tools);
-                    *upstream.state.lock().await = State::Up(Arc::new(link));
+                    let link = Arc::new(link);
+                    upstream.follow_tool_changes(&link);
+                    *upstream.state.lock().await = State::Up(link);
                 }
                 None => {
                     let why = match errors.last() {
@@ -217,11 +224,13 @@ impl Upstreams {
     /// Calls `tool` on its server with exactly `arguments`; the result as the server gave it
     /// (content and `isError` kept). Fails, naming the server, when it is down, stops while
     /// the call runs, or does not answer within its `call_timeout` (the call is then canceled
-    /// at the server).
+    /// at the server). The server's progress notifications for the call go to `progress`,
+    /// when given, while it runs.
     pub async fn call(
         &self,
         tool: &OfferedTool,
         arguments: JsonObject,
+        progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
         let Some(upstream) = self.servers.iter().find(|s| s.name == tool.server) else {
             return Err(UpstreamError::Call {
@@ -229,7 +238,7 @@ impl Upstreams {
                 message: "it is not connected".into(),
             });
         };
-        upstream.call(tool, arguments).await
+        upstream.call(tool, arguments, progress).await
     }
 
     /// Ends every connection (stdio servers are asked to exit, then stopped), and stops
@@ -349,6 +358,42 @@ impl Upstream {
         (offered, problems)
     }
 
+    /// Lists the server's tools again each time it says they changed, for as long as `link`
+    /// is its connection: what it offers, and who follows the changes, are up to date.
+    fn follow_tool_changes(self: &Arc<Self>, link: &Arc<Link>) {
+        let upstream: Weak<Upstream> = Arc::downgrade(self);
+        let changed = link.listener.tools_changed.clone();
+        let ended = link.ended.clone();
+        let link = Arc::downgrade(link);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = changed.notified() => {}
+                    _ = ended.wait() => return,
+                }
+                let (Some(upstream), Some(link)) = (upstream.upgrade(), link.upgrade()) else {
+                    return;
+                };
+                let server = &upstream.name;
+                match tokio::time::timeout(START_TIMEOUT, link.peer.list_all_tools()).await {
+                    Ok(Ok(tools)) => {
+                        tracing::info!(%server, "MCP server {server:?} changed its tools");
+                        upstream.offer(tools);
+                    }
+                    Ok(Err(e)) => tracing::warn!(
+                        %server,
+                        "MCP server {server:?} said its tools changed, but listing them failed: {e}"
+                    ),
+                    Err(_) => tracing::warn!(
+                        %server,
+                        "MCP server {server:?} said its tools changed, but did not list them within {}s",
+                        START_TIMEOUT.as_secs()
+                    ),
+                }
+            }
+        });
+    }
+
     /// Tries to start a server that has never started, each time an attempt is due, until it
     /// starts or `closing` is canceled.
     async fn keep_trying(self: Arc<Upstream>, closing: CancellationToken) {
@@ -372,9 +417,10 @@ impl Upstream {
     }
 
     async fn call(
-        &self,
+        self: &Arc<Self>,
         tool: &OfferedTool,
         arguments: JsonObject,
+        progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
         let link = self.link().await?;
         let failed = |why: &str| UpstreamError::Call {
@@ -385,7 +431,12 @@ impl Upstream {
             CallToolRequestParams::new(tool.upstream_name.clone()).with_arguments(arguments);
         // Dropping the call (when the connection ends or the time is up) tells the server
         // that it is canceled.
-        let call = link.peer.call_tool(params);
+        let call = async {
+            match progress {
+                None => link.peer.call_tool(params).await,
+                Some(sink) => call_following(&link, params, sink).await,
+            }
+        };
         tokio::select! {
             result = call => match result {
                 Ok(result) => Ok(result),
@@ -414,7 +465,7 @@ impl Upstream {
 
     /// The live connection: the one there is, else a new one if the server may be started
     /// now.
-    async fn link(&self) -> Result<Arc<Link>, UpstreamError> {
+    async fn link(self: &Arc<Self>) -> Result<Arc<Link>, UpstreamError> {
         let mut state = self.state.lock().await;
         let now = Instant::now();
         if let State::Up(link) = &*state {
@@ -456,6 +507,7 @@ impl Upstream {
                 tracing::warn!(server = %self.name, "MCP server {:?} started {again}, offering {:?}", self.name, names(&tools));
                 self.offer(tools);
                 let link = Arc::new(link);
+                self.follow_tool_changes(&link);
                 *state = State::Up(link.clone());
                 Ok(link)
             }
@@ -487,6 +539,56 @@ impl Upstream {
             server: self.name.clone(),
             message,
         }
+    }
+}
+
+/// Calls a tool as rmcp's `call_tool` does, passing the server's progress notifications for
+/// the call to `sink` while it runs: rmcp gives each request a progress token of its own,
+/// which is followed once the request is sent. A call dropped before its answer is canceled
+/// at the server, as `call_tool`'s is.
+async fn call_following(
+    link: &Link,
+    params: CallToolRequestParams,
+    sink: ProgressSink,
+) -> Result<CallToolResult, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = link
+        .peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let _following: Following = link.listener.follow(handle.progress_token.clone(), sink);
+    let mut abandoned = Abandoned {
+        peer: link.peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let answered = handle.await_response().await;
+    abandoned.id = None;
+    match answered? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// A request sent and not answered yet: canceled at the server when dropped so.
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            let cancel = CancelledNotificationParam::new(
+                Some(id),
+                Some("request abandoned by the caller".into()),
+            );
+            let _ = peer.notify_cancelled(cancel).await;
+        });
     }
 }
 

@@ -8,7 +8,7 @@ server), after two progress notifications when the call gave a progress token. A
 "change" answers too, and then tells the client that its tools changed
 (`notifications/tools/list_changed`), listing $ODD_TOOLS_LATER from then on.
 
-Every call is appended as a JSON line to the file named by $UPSTREAM_LOG.
+Every call is appended as a JSON line to the file named by $UPSTREAM_LOG, when it is set.
 """
 
 import json
@@ -48,8 +48,9 @@ for line in sys.stdin:
         result = {"tools": listed()}
     elif method == "tools/call":
         name = params.get("name")
-        with open(os.environ["UPSTREAM_LOG"], "a", encoding="utf-8") as log:
-            log.write(json.dumps({"tool": name, "arguments": params.get("arguments")}) + "\n")
+        if "UPSTREAM_LOG" in os.environ:
+            with open(os.environ["UPSTREAM_LOG"], "a", encoding="utf-8") as log:
+                log.write(json.dumps({"tool": name, "arguments": params.get("arguments")}) + "\n")
         token = (params.get("_meta") or {}).get("progressToken")
         if token is not None:
             for step in (1, 2):

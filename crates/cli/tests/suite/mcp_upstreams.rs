@@ -378,11 +378,19 @@ async fn a_result_past_max_message_size_is_refused_in_bounded_memory_and_the_gat
 /// `tests/mcp/odd.py` as server `odd`, listing the tools named in `tools` (a JSON list);
 /// `extra` is added to its section.
 fn odd_server(tools: Value, extra: &str) -> String {
+    odd_server_later(tools, json!([]), extra)
+}
+
+/// `tests/mcp/odd.py` as server `odd`, listing `tools`, and `later` once its tool `change`
+/// has been called.
+fn odd_server_later(tools: Value, later: Value, extra: &str) -> String {
     format!(
-        "[mcp.servers.odd]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ ODD_TOOLS = {:?} }}\n{extra}\n",
+        "[mcp.servers.odd]\ncommand = {:?}\nargs = [{:?}]\n\
+         env = {{ ODD_TOOLS = {:?}, ODD_TOOLS_LATER = {:?} }}\n{extra}\n",
         python().display().to_string(),
         script("odd.py").display().to_string(),
         tools.to_string(),
+        later.to_string(),
     )
 }
 
@@ -569,4 +577,63 @@ async fn an_agents_llm_is_offered_safe_names_and_its_calls_reach_the_tools_own_n
             .collect::<Vec<Value>>(),
         [json!({"tool": "read.file", "arguments": {"n": 1}})]
     );
+}
+
+/// An allowed call's progress, as the upstream reports it, reaches the client under the
+/// client's own progress token.
+async fn progress_of_an_allowed_call_reaches_the_client(gw: &Gateway) {
+    let result = gw.call("odd__echo", json!({"text": "x"})).await;
+    assert_eq!(text(&result), "ran echo", "{result}");
+    assert_eq!(
+        result["progress"],
+        json!(["step 1 of echo", "step 2 of echo"]),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn over_stdio_the_progress_of_an_allowed_call_reaches_the_client() {
+    let gw = Gateway::with(ODD_POLICY, &odd_server(json!(["echo"]), "")).await;
+    progress_of_an_allowed_call_reaches_the_client(&gw).await;
+}
+
+#[tokio::test]
+async fn over_http_the_progress_of_an_allowed_call_reaches_the_client() {
+    let gw = Gateway::served_with(ODD_POLICY, &odd_server(json!(["echo"]), "")).await;
+    progress_of_an_allowed_call_reaches_the_client(&gw).await;
+}
+
+/// An upstream that says its tools changed is listed again, and the client is told in turn.
+async fn an_upstreams_own_tool_changes_reach_the_client(gw: &Gateway) {
+    let child = gw
+        .client_script("tools_client.py", &["wait-for", "odd__change", "{}"])
+        .spawn()
+        .unwrap();
+    let (lines, stderr) = finished(child).await;
+    let [first, early, told, again, late] = &lines[..] else {
+        panic!("{lines:?} {stderr}");
+    };
+    let has = |v: &Value, name: &str| v["tools"].as_array().unwrap().iter().any(|n| n == name);
+    assert!(!has(first, "odd__added"), "{first}");
+    assert_eq!(text(&early["early"]), "ran change", "{early}");
+    assert!(
+        told["list_changed"].as_u64().unwrap() >= 1,
+        "no notifications/tools/list_changed: {told} {stderr}"
+    );
+    assert!(has(again, "odd__added"), "{again}");
+    assert_eq!(text(&late["late"]), "ran change", "{late}");
+}
+
+#[tokio::test]
+async fn over_stdio_an_upstreams_own_tool_changes_reach_the_client() {
+    let servers = odd_server_later(json!(["change"]), json!(["change", "added"]), "");
+    let gw = Gateway::with(ODD_POLICY, &servers).await;
+    an_upstreams_own_tool_changes_reach_the_client(&gw).await;
+}
+
+#[tokio::test]
+async fn over_http_an_upstreams_own_tool_changes_reach_the_client() {
+    let servers = odd_server_later(json!(["change"]), json!(["change", "added"]), "");
+    let gw = Gateway::served_with(ODD_POLICY, &servers).await;
+    an_upstreams_own_tool_changes_reach_the_client(&gw).await;
 }

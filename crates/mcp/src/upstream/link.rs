@@ -11,20 +11,20 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::Tool;
-use rmcp::service::{Peer, RunningService};
+use rmcp::model::{ProgressNotificationParam, ProgressToken, Tool};
+use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{Child, Command};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Transport, UpstreamConfig};
@@ -66,6 +66,63 @@ impl Ended {
     }
 }
 
+/// Where the server's progress notifications for one call go while it runs.
+pub(crate) type ProgressSink = mpsc::UnboundedSender<ProgressNotificationParam>;
+
+/// Holdpoint as the server's client: what it does with the server's notifications.
+#[derive(Clone, Default)]
+pub(super) struct Listener {
+    /// The calls in flight that gave the server a progress token, by that token.
+    progress: Arc<StdMutex<HashMap<ProgressToken, ProgressSink>>>,
+    /// Told when the server says that its tools changed (`notifications/tools/list_changed`).
+    pub(super) tools_changed: Arc<Notify>,
+}
+
+impl Listener {
+    /// Passes the server's progress notifications for `token` to `sink` until the guard
+    /// returned is dropped.
+    pub(super) fn follow(&self, token: ProgressToken, sink: ProgressSink) -> Following {
+        lock(&self.progress).insert(token.clone(), sink);
+        Following {
+            listener: self.clone(),
+            token,
+        }
+    }
+}
+
+/// A call's progress being passed on: it stops when this is dropped.
+pub(super) struct Following {
+    listener: Listener,
+    token: ProgressToken,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        lock(&self.listener.progress).remove(&self.token);
+    }
+}
+
+fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ClientHandler for Listener {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = lock(&self.progress).get(&params.progress_token).cloned();
+        if let Some(sink) = sink {
+            let _ = sink.send(params);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
+
 /// A live connection and the tools the server listed on it.
 pub(super) struct Link {
     /// Calls go through the peer, so they run concurrently.
@@ -73,8 +130,10 @@ pub(super) struct Link {
     pub(super) ended: Ended,
     /// A child process, whose watcher says why the connection ended.
     pub(super) child: bool,
+    /// What the server's notifications do.
+    pub(super) listener: Listener,
     /// Kept to close the connection.
-    service: Mutex<RunningService<RoleClient, ()>>,
+    service: Mutex<RunningService<RoleClient, Listener>>,
 }
 
 impl Link {
@@ -96,6 +155,7 @@ impl Drop for Link {
 pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), String> {
     let max = holdpoint_core::mcp::max_message_size(config);
     let ended = Ended::default();
+    let listener = Listener::default();
     let child = matches!(config.transport(), Some(Transport::Stdio { .. }));
     let service = match config.transport() {
         Some(Transport::Stdio { command, args, env }) => {
@@ -118,7 +178,7 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
             // ends the connection instead, so that the call waiting for it learns at once.
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max + 2);
-            match ().serve(transport).await {
+            match listener.clone().serve(transport).await {
                 Ok(service) => service,
                 Err(e) => {
                     ended.end("it could not be started".into());
@@ -141,7 +201,11 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
                     .max_sse_event_size(max)
                     .max_json_response_size(max),
             );
-            ().serve(transport).await.map_err(|e| e.to_string())?
+            listener
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| e.to_string())?
         }
         None => return Err("it has neither command nor url".into()),
     };
@@ -149,6 +213,7 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
         peer: service.peer().clone(),
         ended,
         child,
+        listener,
         service: Mutex::new(service),
     };
     let tools = link
