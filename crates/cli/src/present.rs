@@ -146,12 +146,13 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
             }
         }
     }
-    let why = match (&hold.rule, hold.kind()) {
-        (Some(r), _) => format!("; {} asks for it", rule(r)),
-        (None, holdpoint_protocol::HoldKind::Approval) => {
+    let why = match (&hold.rule, &hold.asks_because, hold.kind()) {
+        (Some(r), _, _) => format!("; {} asks for it", rule(r)),
+        (None, Some(because), _) => format!("; asked because {}", clean_line(because)),
+        (None, None, holdpoint_protocol::HoldKind::Approval) => {
             "; no rule matched, so the policy's mode asks".to_owned()
         }
-        (None, _) => String::new(),
+        (None, None, _) => String::new(),
     };
     out.push(format!(
         "  raised by {}{why}; hold {}",

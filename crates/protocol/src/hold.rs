@@ -37,6 +37,11 @@ pub struct Hold {
     /// The policy rule that asked, when a rule did (not the mode default or a question).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<RuleRef>,
+    /// Why a person is asked where policy alone would have allowed the call: its caller
+    /// always asks for it (`creating an agent always needs a person (policy alone would allow
+    /// it: rule "agents")`). Absent when a rule or the mode asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asks_because: Option<String>,
     /// People allowed to decide; empty means any approver or admin.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,

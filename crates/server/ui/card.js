@@ -325,6 +325,7 @@ function pretty(value) {
 function facts(hold) {
   const items = [];
   if (hold.rule) items.push(h("li", {}, `Asked by ${ruleName(hold.rule)}`));
+  else if (hold.asks_because) items.push(h("li", {}, `Asked because ${hold.asks_because}`));
   else if (hold.spec.kind === "approval") items.push(h("li", {}, "Asked because no rule decides this call (the policy's mode)"));
   if (isOpen(hold)) {
     items.push(hold.deadline

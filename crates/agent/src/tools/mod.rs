@@ -51,6 +51,8 @@ pub(crate) struct ToolDef {
     pub(crate) schema: fn() -> Value,
     /// The argument that names a path in the world's directory, if the tool takes one.
     pub(crate) path: Option<&'static str>,
+    /// Why a person is asked whatever policy allows (`Gate::AlwaysAsk`), as the hold says.
+    pub(crate) always_asks: Option<&'static str>,
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {
@@ -86,6 +88,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Run a shell command line in the world's working directory. Returns exit code, stdout and stderr.",
         gate: Gate::Policy,
         path: Some("cwd"),
+        always_asks: None,
         schema: || {
             object(
                 json!({
@@ -102,6 +105,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Read a text file of the world's working directory.",
         gate: Gate::Policy,
         path: Some("path"),
+        always_asks: None,
         schema: || {
             object(
                 json!({"path": {"type": "string", "minLength": 1}}),
@@ -114,6 +118,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Write (or append to) a file in the world's working directory, creating directories as needed.",
         gate: Gate::Policy,
         path: Some("path"),
+        always_asks: None,
         schema: || {
             object(
                 json!({"path": {"type": "string", "minLength": 1}, "content": {"type": "string"}, "append": {"type": "boolean"}}),
@@ -126,6 +131,7 @@ const TOOLS: &[ToolDef] = &[
         description: "List the files of a directory of the world's working directory.",
         gate: Gate::Policy,
         path: Some("path"),
+        always_asks: None,
         schema: || {
             object(
                 json!({"path": {"type": "string"}, "recursive": {"type": "boolean"}}),
@@ -138,6 +144,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Ask a person a multiple-choice question and wait for the answer. Use it when you need a decision you should not make alone.",
         gate: Gate::Question,
         path: None,
+        always_asks: None,
         schema: question_schema,
     },
     ToolDef {
@@ -145,6 +152,7 @@ const TOOLS: &[ToolDef] = &[
         description: "The same as ask_human.",
         gate: Gate::Question,
         path: None,
+        always_asks: None,
         schema: question_schema,
     },
     ToolDef {
@@ -152,6 +160,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Create another agent in this world (a person must approve). It uses your LLM unless a model is given.",
         gate: Gate::AlwaysAsk,
         path: None,
+        always_asks: Some("creating an agent always needs a person"),
         schema: || {
             object(
                 json!({
@@ -169,6 +178,7 @@ const TOOLS: &[ToolDef] = &[
         description: "Load the instructions of one of the world's skills (a person must allow it).",
         gate: Gate::Skill,
         path: None,
+        always_asks: None,
         schema: || {
             object(
                 json!({"name": {"type": "string", "description": "The skill's name, without .md"}}),

@@ -15,8 +15,8 @@ use crate::tools::{self, Gate};
 
 /// What checking one call before the engine comes to.
 enum Gated {
-    /// The engine's gate decides it.
-    Ask(HoldRequest),
+    /// The engine's gate decides it; with why it always asks, when it does.
+    Ask(HoldRequest, Option<String>),
     /// It may run without asking anyone (a skill allowed for the rest of the chat).
     Ready(ApprovedBy),
     /// Its result, without asking anyone (the call cannot run as proposed).
@@ -26,6 +26,7 @@ enum Gated {
 impl Driver<'_> {
     pub(super) async fn gate(&mut self) -> Result<(), Stop> {
         let mut items = Vec::new();
+        let mut because = Vec::new();
         let mut slots = Vec::new();
         let mut events = Vec::new();
         let chat = self.turn.chat;
@@ -35,8 +36,9 @@ impl Driver<'_> {
                 continue;
             }
             match self.gate_item(i, chat).await? {
-                Gated::Ask(item) => {
+                Gated::Ask(item, why) => {
                     items.push(item);
+                    because.push(why);
                     slots.push(i);
                 }
                 Gated::Ready(by) => {
@@ -60,7 +62,7 @@ impl Driver<'_> {
             let response = self
                 .rt
                 .engine()
-                .gate(&self.principal(), request)
+                .gate_because(&self.principal(), request, &because)
                 .await
                 .map_err(|e| Stop::Failed(e.to_string()))?;
             self.turn.batch = response.batch;
@@ -145,18 +147,21 @@ impl Driver<'_> {
             // A tool of one of the world's MCP servers: policy decides, with its annotations;
             // the engine checks the arguments against its input schema.
             let tool = external.ok_or_else(|| Stop::Failed("a call has no tool".into()))?;
-            return Ok(Gated::Ask(HoldRequest::Approval(ApprovalRequest {
-                tool_call_id: Some(id),
-                tool: tool.name,
-                arguments: args,
-                schema: Some(tool.input_schema),
-                annotations: tool.annotations,
-                description: None,
-                deadline: None,
-                always_ask: tool.requires_approval,
-                offers: None,
-                mcp: Some(tool.mcp),
-            })));
+            return Ok(Gated::Ask(
+                HoldRequest::Approval(ApprovalRequest {
+                    tool_call_id: Some(id),
+                    tool: tool.name,
+                    arguments: args,
+                    schema: Some(tool.input_schema),
+                    annotations: tool.annotations,
+                    description: None,
+                    deadline: None,
+                    always_ask: tool.requires_approval,
+                    offers: None,
+                    mcp: Some(tool.mcp),
+                }),
+                None,
+            ));
         };
         if let Err(error) = tools::check_path(def, &self.dir, &args) {
             return Ok(Gated::Done(ToolResult::InvalidArguments { error }));
@@ -173,20 +178,23 @@ impl Driver<'_> {
             }
         }
         Ok(match def.gate {
-            Gate::Policy | Gate::AlwaysAsk => Gated::Ask(HoldRequest::Approval(ApprovalRequest {
-                tool_call_id: Some(id),
-                tool: def.name.into(),
-                arguments: args,
-                schema: Some((def.schema)()),
-                annotations: None,
-                description: None,
-                deadline: None,
-                always_ask: def.gate == Gate::AlwaysAsk,
-                offers: None,
-                mcp: None,
-            })),
+            Gate::Policy | Gate::AlwaysAsk => Gated::Ask(
+                HoldRequest::Approval(ApprovalRequest {
+                    tool_call_id: Some(id),
+                    tool: def.name.into(),
+                    arguments: args,
+                    schema: Some((def.schema)()),
+                    annotations: None,
+                    description: None,
+                    deadline: None,
+                    always_ask: def.gate == Gate::AlwaysAsk,
+                    offers: None,
+                    mcp: None,
+                }),
+                def.always_asks.map(str::to_owned),
+            ),
             Gate::Question => match tools::question(&id, &args) {
-                Ok(q) => Gated::Ask(HoldRequest::Question(q)),
+                Ok(q) => Gated::Ask(HoldRequest::Question(q), None),
                 Err(error) => Gated::Done(ToolResult::InvalidArguments { error }),
             },
             Gate::Skill => {
@@ -201,7 +209,7 @@ impl Driver<'_> {
                     return Ok(Gated::Ready(ApprovedBy::Session));
                 }
                 match tools::skill_question(&id, &self.dir, &args) {
-                    Ok((_, q)) => Gated::Ask(HoldRequest::Question(q)),
+                    Ok((_, q)) => Gated::Ask(HoldRequest::Question(q), None),
                     Err(error) => Gated::Done(ToolResult::Failed { error }),
                 }
             }

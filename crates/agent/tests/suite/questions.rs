@@ -175,6 +175,17 @@ async fn create_agent_always_asks() {
     let hold = next_hold(&mut events).await;
     let offers: Vec<&str> = hold.offers.iter().map(|k| k.as_str()).collect();
     assert!(!offers.contains(&"approve_always_tool"), "{offers:?}");
+    assert_eq!(
+        (hold.rule.as_ref(), hold.asks_because.as_deref()),
+        (
+            None,
+            Some(
+                "creating an agent always needs a person \
+                 (policy alone would allow it: no rule matched and the mode is auto_approve)"
+            )
+        ),
+        "the hold says why it asks where policy allows"
+    );
     h.decide(
         &hold,
         Decision::Approve {
@@ -190,6 +201,33 @@ async fn create_agent_always_asks() {
     assert_eq!(
         (agent.system_prompt.as_str(), agent.llm.model.as_str()),
         ("Review.", "scripted")
+    );
+}
+
+#[tokio::test]
+async fn create_agent_allowed_by_a_rule_asks_and_says_why() {
+    let create = call(
+        "c",
+        "create_agent",
+        json!({"name": "reviewer", "system_prompt": "Review."}),
+    );
+    let policy = r#"
+[[rules]]
+name = "agents are fine"
+tools = ["create_agent"]
+action = "allow"
+"#;
+    let h = Harness::new(policy, vec![Step::calls(vec![create]), Step::text("ok")]).await;
+    let mut events = h.events().await;
+    h.send("make a reviewer").await;
+    let hold = next_hold(&mut events).await;
+    assert_eq!(hold.rule, None);
+    assert_eq!(
+        hold.asks_because.as_deref(),
+        Some(
+            "creating an agent always needs a person \
+             (policy alone would allow it: rule \"agents are fine\")"
+        )
     );
 }
 

@@ -26,6 +26,8 @@ struct CallDecision {
     decided_by: DecidedBy,
     /// The rule whose ask settings apply, when the call is asked.
     ask_rule: Option<usize>,
+    /// Asked only because the request always asks: policy alone would allow it.
+    forced: bool,
 }
 
 impl Engine {
@@ -48,6 +50,7 @@ impl Engine {
                 action: Action::Deny,
                 decided_by,
                 ask_rule: None,
+                forced: false,
             };
         }
         if always_ask {
@@ -55,6 +58,7 @@ impl Engine {
                 action: Action::Ask,
                 decided_by,
                 ask_rule,
+                forced: eval.action == Action::Allow,
             };
         }
         if let Some(grant) = read(&self.inner.grants).find(world, chat, call.tool, digest, now) {
@@ -62,12 +66,14 @@ impl Engine {
                 action: Action::Allow,
                 decided_by: DecidedBy::Grant { grant },
                 ask_rule: None,
+                forced: false,
             };
         }
         CallDecision {
             action: eval.action,
             decided_by,
             ask_rule,
+            forced: false,
         }
     }
 
@@ -128,7 +134,19 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, false).await
+        self.gate_items(who, req, false, &[]).await
+    }
+
+    /// Like [`Engine::gate`], for a caller that knows why it always asks for some of its
+    /// calls (Holdpoint's own agents: creating an agent always needs a person): `because[i]`
+    /// is item `i`'s reason, shown on its hold where policy alone would have allowed the call.
+    pub async fn gate_because(
+        &self,
+        who: &Principal,
+        req: GateRequest,
+        because: &[Option<String>],
+    ) -> Result<GateResponse, EngineError> {
+        self.gate_items(who, req, false, because).await
     }
 
     /// Like [`Engine::gate`], but all or nothing: when any item is malformed, nothing is
@@ -139,7 +157,7 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, true).await
+        self.gate_items(who, req, true, &[]).await
     }
 
     async fn gate_items(
@@ -147,6 +165,7 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
         all_or_nothing: bool,
+        because: &[Option<String>],
     ) -> Result<GateResponse, EngineError> {
         let limits = &self.inner.limits;
         check_name("world", &req.world, limits.name)?;
@@ -204,7 +223,10 @@ impl Engine {
         for (i, item) in req.items.iter().enumerate() {
             let at = format!("items[{i}]");
             let result = match item {
-                HoldRequest::Approval(a) => self.gate_approval(&policy, &ctx, who, a, &mut tx),
+                HoldRequest::Approval(a) => {
+                    let because = because.get(i).and_then(Option::as_deref);
+                    self.gate_approval(&policy, &ctx, who, a, because, &mut tx)
+                }
                 HoldRequest::Question(q) => validate_question(q, limits).and_then(|spec| {
                     let deadline = match q.deadline {
                         Some(d) => policy
@@ -237,10 +259,6 @@ impl Engine {
         };
         if tx.events.is_empty() {
             return Ok(response);
-        }
-        // On a full disk, the space left is kept for the holds there are.
-        if held && self.inner.store.short_of_space() {
-            return Err(EngineError::StorageFull);
         }
         if all_or_nothing {
             self.admit(who, &req.world, &response)?;
@@ -301,6 +319,7 @@ impl Engine {
         ctx: &HoldContext<'_>,
         who: &Principal,
         a: &ApprovalRequest,
+        because: Option<&str>,
         tx: &mut Transaction,
     ) -> Result<GateResult, ValidationError> {
         validate_approval(a, &self.inner.limits)?;
@@ -368,13 +387,16 @@ impl Engine {
             }
             Action::Ask => {
                 let settings = policy.ask_settings(&a.tool, d.ask_rule);
-                let hold = hold::approval_hold(
+                let mut hold = hold::approval_hold(
                     ctx,
                     a,
                     digest,
                     &settings,
                     requested.unwrap_or(settings.deadline),
                 );
+                if d.forced {
+                    hold.asks_because = Some(asks_because(a, because, &d.decided_by));
+                }
                 let approves = hold
                     .offers
                     .iter()
@@ -393,6 +415,25 @@ impl Engine {
             }
         }
     }
+}
+
+/// Why a call policy alone would allow is asked: the caller's reason, else what Holdpoint
+/// knows of the request, with what policy said.
+fn asks_because(a: &ApprovalRequest, because: Option<&str>, policy: &DecidedBy) -> String {
+    let why = match (because, &a.mcp) {
+        (Some(why), _) => why.to_owned(),
+        (None, Some(mcp)) => format!(
+            "the configuration of the MCP server {:?} requires a person's approval for its tool {:?}",
+            mcp.server, mcp.tool
+        ),
+        (None, None) => "its caller asks a person for it, whatever policy decides".to_owned(),
+    };
+    let by = match policy {
+        DecidedBy::Rule { rule } => rule.to_string(),
+        DecidedBy::Mode { mode } => format!("no rule matched and the mode is {mode}"),
+        DecidedBy::Grant { grant } => format!("grant {grant}"),
+    };
+    format!("{why} (policy alone would allow it: {by})")
 }
 
 fn raise(

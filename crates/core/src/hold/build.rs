@@ -59,6 +59,7 @@ impl HoldContext<'_> {
             reminded: false,
             on_timeout: OnTimeout::Deny,
             rule: None,
+            asks_because: None,
             approvers: Vec::new(),
             quorum: 1,
             offers: Vec::new(),

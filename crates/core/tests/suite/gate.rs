@@ -304,6 +304,100 @@ async fn always_ask_holds_even_where_policy_allows() {
 }
 
 #[tokio::test]
+async fn a_hold_that_always_asks_says_why_where_policy_would_allow() {
+    let t = TestEngine::new(
+        Policy::from_toml(
+            r#"
+[[rules]]
+name = "agents are fine"
+tools = ["create_agent", "fs__write_file"]
+action = "allow"
+
+[[rules]]
+name = "deploys need a person"
+tools = ["deploy"]
+action = "ask"
+"#,
+        )
+        .unwrap(),
+    )
+    .await;
+    let always = |tool: &str, mcp: bool| {
+        let mut item = approval(tool, json!({"name": "helper"}));
+        if let HoldRequest::Approval(a) = &mut item {
+            a.always_ask = true;
+            a.mcp = mcp.then(|| holdpoint_protocol::McpTool {
+                server: "fs".into(),
+                tool: "write_file".into(),
+            });
+        }
+        item
+    };
+    let items = vec![
+        always("create_agent", false),
+        always("create_agent", false),
+        always("fs__write_file", true),
+        always("deploy", false),
+        always("other", false),
+    ];
+    let because = [
+        Some("creating an agent always needs a person".to_owned()),
+        None,
+        None,
+        Some("unused: a rule asks".to_owned()),
+    ];
+    let res = t
+        .engine
+        .gate_because(&agent("bot"), gate("w", Some("c"), items), &because)
+        .await
+        .unwrap();
+    let why: Vec<(Option<String>, Option<String>)> = res
+        .results
+        .iter()
+        .map(|r| match r {
+            GateResult::Held { hold } => (
+                hold.rule.as_ref().map(|r| r.name.clone()),
+                hold.asks_because.clone(),
+            ),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        why,
+        vec![
+            (
+                None,
+                Some(
+                    "creating an agent always needs a person \
+                     (policy alone would allow it: rule \"agents are fine\")"
+                        .into()
+                )
+            ),
+            (
+                None,
+                Some(
+                    "its caller asks a person for it, whatever policy decides \
+                     (policy alone would allow it: rule \"agents are fine\")"
+                        .into()
+                )
+            ),
+            (
+                None,
+                Some(
+                    "the configuration of the MCP server \"fs\" requires a person's approval \
+                     for its tool \"write_file\" (policy alone would allow it: rule \"agents are fine\")"
+                        .into()
+                )
+            ),
+            // A rule asks: it says so, and nothing else is claimed.
+            (Some("deploys need a person".into()), None),
+            // The mode asks (manual): no rule matched is the truth.
+            (None, None),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn manual_mode_with_nobody_to_ask_does_not_start() {
     let temp = TempStore::new();
     let err = Engine::builder(temp.dyn_store()).start().await.unwrap_err();
