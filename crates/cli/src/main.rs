@@ -129,12 +129,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Messages carry what servers and files said: cleaned like everything else.
         Err(Failure::Check(message)) => {
-            eprintln!("{message}");
+            eprintln!("{}", terminal::safe::clean(&message));
             ExitCode::from(1)
         }
         Err(Failure::Usage(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", terminal::safe::clean(&message));
             ExitCode::from(2)
         }
         Err(Failure::Exit(status)) => ExitCode::from(status),

@@ -357,7 +357,7 @@ mod tests {
     fn short_cuts_long_lines_and_cleans_them() {
         assert_eq!(short("abc", 5), "abc");
         assert_eq!(short("abcdefgh", 5), "abcd…");
-        assert_eq!(short("a\u{1b}[2Jb\nc", 10), "ab c");
+        assert_eq!(short("a\u{1b}[2Jb\nc", 20), r"a\u{1b}[2Jb c");
     }
 
     #[test]

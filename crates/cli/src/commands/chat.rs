@@ -115,7 +115,7 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
         let started = match sent {
             Ok(t) => t,
             Err(e @ ClientError::Api { status: 409, .. }) => {
-                println!("{e}");
+                println!("{}", clean(&e.to_string()));
                 session.unfinished += 1;
                 continue;
             }
@@ -346,12 +346,16 @@ fn tool_result(r: &ToolResult) -> String {
             let text = output
                 .as_str()
                 .map_or_else(|| output.to_string(), str::to_owned);
-            format!("✓ ran ({approved_by}): {}", present::short(&text, 100))
+            format!(
+                "✓ ran ({}): {}",
+                present::short(&approved_by.to_string(), 60),
+                present::short(&text, 100)
+            )
         }
         ToolResult::Failed { error } => format!("✗ failed: {}", present::short(error, 100)),
         ToolResult::DeniedByPerson { reason, decided_by } => format!(
             "✗ denied by {}{}",
-            decided_by.join(", "),
+            present::short(&decided_by.join(", "), 80),
             reason
                 .as_deref()
                 .map(|r| format!(": {}", present::short(r, 80)))
@@ -359,12 +363,14 @@ fn tool_result(r: &ToolResult) -> String {
         ),
         ToolResult::DeniedByDefault { applied_by, .. } => format!(
             "✗ denied: the fail-closed default, applied by {}",
-            applied_by.join(", ")
+            present::short(&applied_by.join(", "), 80)
         ),
         ToolResult::DeniedByPolicy { rule } => {
             format!("✗ denied by policy ({})", present::short(rule, 60))
         }
-        ToolResult::TimedOut { applied } => format!("✗ timed out ({applied})"),
+        ToolResult::TimedOut { applied } => {
+            format!("✗ timed out ({})", present::short(applied, 40))
+        }
         ToolResult::NotExecuted { reason } => format!("– not run: {}", present::short(reason, 80)),
         ToolResult::Interrupted { note } => format!("? interrupted: {}", present::short(note, 80)),
         ToolResult::InvalidArguments { error } => {

@@ -8,6 +8,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::Failure;
 use crate::client::Client;
 use crate::connect::Connect;
+use crate::terminal::safe::clean;
 
 /// Exit statuses of `ask` and `exec`, chosen not to collide with the statuses commands
 /// commonly use (as `timeout` and `env` do).
@@ -42,7 +43,7 @@ pub struct Target {
 
 /// Prints `message` as an error and fails with [`status::ERROR`].
 pub fn error(message: impl std::fmt::Display) -> Failure {
-    eprintln!("error: {message}");
+    eprintln!("error: {}", clean(&message.to_string()));
     Failure::Exit(status::ERROR)
 }
 
@@ -131,7 +132,11 @@ pub async fn outcome(client: &Client, hold: &Hold, what: &str) -> Result<Hold, F
             let body = Withdraw { reason: Some("the asking command was interrupted".into()) };
             match client.withdraw(hold.id, &body).await {
                 Ok(_) => eprintln!("Interrupted; hold {} withdrawn.", hold.id),
-                Err(e) => eprintln!("Interrupted; hold {} not withdrawn: {e}", hold.id),
+                Err(e) => eprintln!(
+                    "Interrupted; hold {} not withdrawn: {}",
+                    hold.id,
+                    clean(&e.to_string())
+                ),
             }
             Err(Failure::Exit(status::INTERRUPTED))
         }

@@ -13,7 +13,7 @@ use crate::Failure;
 use crate::client::{Client, ClientError};
 use crate::connect::client_failure;
 use crate::present::{self, AgentNames};
-use crate::terminal::safe::clean_line as clean_line_of;
+use crate::terminal::safe::{clean, clean_line as clean_line_of};
 use crate::terminal::{Console, Happened};
 
 use super::Handled;
@@ -152,10 +152,13 @@ impl Decider<'_> {
                     ));
                 }
                 Err(e @ ClientError::Api { status: 409, .. }) => {
-                    println!("{e}; deciding one by one instead");
+                    println!(
+                        "{}; deciding one by one instead",
+                        clean_line_of(&e.to_string())
+                    );
                     return Ok(Some(Vec::new()));
                 }
-                Err(ClientError::Api { message, .. }) => println!("{message}"),
+                Err(ClientError::Api { message, .. }) => println!("{}", clean(&message)),
                 Err(e) => return Err(client_failure(e)),
             }
         }
@@ -308,7 +311,7 @@ impl Decider<'_> {
                 match crate::editor::edit(&editor, &a.arguments).await {
                     Ok(t) => t,
                     Err(e) => {
-                        println!("{e}");
+                        println!("{}", clean(&e.to_string()));
                         return Ok(None);
                     }
                 }
@@ -371,7 +374,7 @@ impl Decider<'_> {
                     }
                 ) =>
                 {
-                    println!("{e}");
+                    println!("{}", clean(&e.to_string()));
                     Ok(None)
                 }
                 None => Err(client_failure(e)),

@@ -54,7 +54,8 @@ async fn approving_once_shows_the_call_without_escape_sequences() {
     t.expect("choose 1-7: ").await;
     t.line("1");
     t.expect("approved once by admin").await;
-    t.expect("All done.").await;
+    // The reply's escape sequences are shown, not sent.
+    t.expect(r"All \u{1b}[31mdone\u{1b}[0m.\u{1b}[2J").await;
     t.expect("you> ").await;
     t.ctrl_d();
     t.expect("Left chat").await;
@@ -248,4 +249,40 @@ async fn watch_offers_the_menus_for_holds_of_any_chat() {
     assert_eq!(lab.hold(&second).await["status"], "answered");
     t.ctrl_c();
     assert_eq!(t.exit_code().await, 0);
+}
+
+#[tokio::test]
+async fn watch_shows_c1_and_bidi_controls_as_escapes_and_loses_nothing_after_them() {
+    let lab = Lab::start(vec![]).await;
+    let agent = lab.admin.as_token(&lab.token("deploy-bot", "agent").await);
+    // JSON escapes C0 controls but not C1 ones: the CSI reaches the terminal code raw,
+    // followed by the closing quote, the newline and the next key.
+    let arguments = json!({"a": "x\u{9b}", "b": "file\u{202e}txt.exe\u{2066}", "c": "next"});
+    agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"chat": "ci-42", "items": [{"kind": "approval", "tool": "deploy", "arguments": arguments}]}),
+        )
+        .await
+        .expect(201);
+    let mut t = lab.terminal(&["holds", "watch"], &[]);
+    let card = t.expect("choose 1-7: ").await;
+    for line in [
+        r#"      "a": "x\u{9b}","#,
+        r#"      "b": "file\u{202e}txt.exe\u{2066}","#,
+        r#"      "c": "next""#,
+    ] {
+        assert!(
+            card.contains(&format!("{line}\n")),
+            "{line} missing from {card}"
+        );
+    }
+    t.line("1");
+    t.expect("approved once by admin").await;
+    let transcript = t.transcript();
+    t.ctrl_c();
+    assert_eq!(t.exit_code().await, 0);
+    for raw in ['\u{9b}', '\u{202e}', '\u{2066}'] {
+        assert!(!transcript.contains(raw), "{raw:?} in {transcript:?}");
+    }
 }
