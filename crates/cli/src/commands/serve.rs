@@ -212,16 +212,30 @@ fn announce(server: &Server, data: &Path, format: LogFormat) {
                 server.admin_token_file().display()
             );
         }
-        None => println!(
-            "  the admin token is no longer in {}; sign in with a token an admin created",
-            server.admin_token_file().display()
-        ),
+        None => println!("  {}", no_admin_token(server.admin_token_file())),
     }
     println!(
         "  API:      {url}{API_ROOT} (described at {url}{OPENAPI_PATH})",
         url = server.url()
     );
     println!("Stop with Ctrl-C; turns stay stored and resume on the next start.");
+}
+
+/// How to sign in when this server has no admin token file to show: the file was emptied
+/// since the first start, or was never here (a node that joined a database whose first admin
+/// token another node wrote into its own data directory).
+fn no_admin_token(file: &Path) -> String {
+    if file.exists() {
+        format!(
+            "the admin token is no longer in {}; sign in with a token an admin created",
+            file.display()
+        )
+    } else {
+        format!(
+            "sign in:  with a token an admin created (there is no admin token file {})",
+            file.display()
+        )
+    }
 }
 
 /// Reloads the policy file at each SIGHUP, with the checks of a start: a broken file leaves
@@ -268,5 +282,27 @@ async fn stop_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_admin_token;
+
+    #[test]
+    fn an_admin_token_file_that_was_never_there_is_not_said_to_be_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("admin-token");
+        // Another node made the first admin token, in its own data directory.
+        let never = no_admin_token(&file);
+        assert!(!never.contains("no longer"), "{never}");
+        assert!(
+            never.contains("with a token an admin created") && never.contains("admin-token"),
+            "{never}"
+        );
+        // Emptied since the first start.
+        std::fs::write(&file, "").unwrap();
+        let emptied = no_admin_token(&file);
+        assert!(emptied.contains("is no longer in"), "{emptied}");
     }
 }
