@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use clap::Args;
-use holdpoint_client::Client;
+use holdpoint_client::{Client, ClientError};
 use holdpoint_mcp::{Approver, Gateway, Holds, McpSettings, Upstreams};
 
 use super::raise::{self, Target};
 use super::runtime_on_one_thread;
 use crate::Failure;
+use crate::terminal::safe::clean_line;
 
 #[derive(Args)]
 #[command(
@@ -58,7 +59,8 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
     let (upstreams, failed) = Upstreams::connect(&servers).await;
     for e in failed {
         eprintln!(
-            "warning: {e}; it is tried again in the background, and its tools are offered once it starts"
+            "warning: {}; it is tried again in the background, and its tools are offered once it starts",
+            clean_line(&e.to_string())
         );
     }
     let holds = Holds::new(
@@ -82,6 +84,16 @@ async fn approver(server: &Client) -> Result<Option<Approver>, Failure> {
     };
     let client = Client::new(server.base(), token.trim().to_owned())
         .map_err(|e| raise::error(format!("{APPROVER_TOKEN}: {e}")))?;
+    // A refusal is said here, naming this variable: the client's own words for it would
+    // point at HOLDPOINT_TOKEN, which is not the token that was refused.
+    if let Err(ClientError::Api {
+        status: 401,
+        message,
+        ..
+    }) = client.session().await
+    {
+        return Err(raise::error(approver_refused(&message)));
+    }
     Approver::over_http(client)
         .await
         .map(Some)
@@ -89,6 +101,15 @@ async fn approver(server: &Client) -> Result<Option<Approver>, Failure> {
 }
 
 const APPROVER_TOKEN: &str = "HOLDPOINT_APPROVER_TOKEN";
+
+/// What is said when the server refuses the approver's token (`message`, its reason).
+fn approver_refused(message: &str) -> String {
+    format!(
+        "{APPROVER_TOKEN} was refused: {}; set it to the token of an approver or an admin of \
+         this server",
+        clean_line(message)
+    )
+}
 
 /// Warnings and errors on standard error (standard output is the protocol's).
 fn init_logs() {

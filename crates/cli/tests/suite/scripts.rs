@@ -454,3 +454,18 @@ fn completions_are_printed_for_each_shell() {
     let out = super::holdpoint(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[tokio::test]
+async fn mcp_names_a_refused_approver_token_as_the_approver_token() {
+    let lab = Lab::start(vec![]).await;
+    let bot = lab.token("bot", "agent").await;
+    let mut command = lab.command(&["mcp", "--world", "lab"], &bot);
+    command.env("HOLDPOINT_APPROVER_TOKEN", "hp_not_a_token_of_this_server");
+    let (code, _, stderr) = piped(command, b"").await;
+    assert_eq!(code, 125, "{stderr}");
+    assert!(
+        stderr.contains("HOLDPOINT_APPROVER_TOKEN was refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("HOLDPOINT_TOKEN"), "{stderr}");
+}
