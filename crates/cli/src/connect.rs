@@ -56,12 +56,7 @@ impl Connect {
         let file = self.files.data_dir().join(ADMIN_TOKEN_FILE);
         std::fs::read_to_string(&file)
             .map(|t| t.trim().to_owned())
-            .map_err(|e| {
-                Failure::Usage(format!(
-                    "no token: set HOLDPOINT_TOKEN to an API token (an admin creates them through the API: see docs/api.md), or run where the data directory holds the admin token ({}: {e})",
-                    file.display()
-                ))
-            })
+            .map_err(|e| no_token(&file, &e))
     }
 
     /// The settings, with the variables of this process over the configuration file.
@@ -179,6 +174,19 @@ async fn reachable(url: &str) -> bool {
         Ok(Err(e)) => !matches!(e, ClientError::Unreachable { .. }),
         Err(_) => false,
     }
+}
+
+/// Neither `HOLDPOINT_TOKEN` nor the admin token file: most likely no server has run on this
+/// data directory yet (its first start writes the file), else the server is elsewhere and its
+/// token must be given. Not a usage error: the command line was right (exit 1).
+fn no_token(file: &std::path::Path, e: &std::io::Error) -> Failure {
+    Failure::Check(format!(
+        "error: no token: HOLDPOINT_TOKEN is not set and there is no admin token in {} ({e}). \
+         If no Holdpoint server is running, start one with `holdpoint serve` (its first start \
+         writes that file); if one runs elsewhere, set HOLDPOINT_TOKEN to one of its API tokens \
+         (an admin creates them: see docs/api.md)",
+        file.display()
+    ))
 }
 
 pub fn client_failure(e: ClientError) -> Failure {

@@ -158,3 +158,32 @@ async fn mistakes_are_named_and_change_nothing() {
         1
     );
 }
+
+#[test]
+fn without_a_server_a_command_says_to_start_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // An address nothing listens on.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", free.local_addr().unwrap());
+    drop(free);
+    // Without a token (no server has written its admin token here), and with one.
+    for token in [None, Some("hp_anything")] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_holdpoint"));
+        command
+            .args(["worlds", "create", "lab"])
+            .env("HOLDPOINT_DATA", dir.path())
+            .env("HOLDPOINT_SERVER", &url)
+            .env_remove("HOLDPOINT_TOKEN")
+            .env_remove("HOLDPOINT_CONFIG");
+        if let Some(token) = token {
+            command.env("HOLDPOINT_TOKEN", token);
+        }
+        let out = command.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{token:?}: {err}");
+        assert!(
+            err.contains("start one with `holdpoint serve`"),
+            "{token:?}: {err}"
+        );
+    }
+}
