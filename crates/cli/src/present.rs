@@ -98,21 +98,41 @@ impl AgentNames {
 
     /// Who raised `hold`: `agent reviewer` for a known agent's turn, else the principal.
     pub fn raised_by(&self, hold: &Hold) -> String {
-        let turn = hold
-            .agent
-            .as_ref()
-            .filter(|id| hold.requested_by.strip_prefix("agent:") == Some(id.as_str()))
-            .and_then(|id| self.names.get(id));
-        match turn {
-            Some(name) => format!("agent {}", clean_line(name)),
-            None => clean_line(&hold.requested_by),
+        self.principal(&hold.requested_by)
+    }
+
+    /// A principal as people know it: `agent reviewer` for a known agent's turn
+    /// (`agent:<id>`), else its name as it is.
+    pub fn principal(&self, name: &str) -> String {
+        match name
+            .strip_prefix("agent:")
+            .and_then(|id| self.names.get(id))
+        {
+            Some(agent) => format!("agent {}", clean_line(agent)),
+            None => clean_line(name),
         }
+    }
+
+    /// An agent by its id: its name when known, else the id.
+    pub fn agent(&self, id: &str) -> String {
+        clean_line(self.names.get(id).map_or(id, String::as_str))
     }
 }
 
 /// The rule that asked, as the policy names it: its name, or `rules[N]` when it has none.
 pub fn rule(rule: &RuleRef) -> String {
     short(&rule.to_string(), 72)
+}
+
+/// The rule as `policy check` lists it, by its place in the file: `rules[2] "deploys"`, or
+/// `rules[0]` alone for a rule without a name (whose name is that already).
+pub fn rule_at(rule: &RuleRef) -> String {
+    let at = format!("rules[{}]", rule.index);
+    if rule.name == at {
+        at
+    } else {
+        format!("{at} \"{}\"", short(&rule.name, 72))
+    }
 }
 
 /// Everything a person needs to decide a hold: what, why, who asked, until when.
@@ -159,16 +179,12 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
         agents.raised_by(hold),
         hold.id
     ));
-    match hold.deadline {
-        Some(d) => out.push(format!(
-            "  deadline {d} ({}); then: {}",
-            relative(d, now),
-            on_timeout(hold)
-        )),
-        None => out.push("  no deadline".to_owned()),
-    }
+    out.push(deadline(hold, now));
     if !hold.approvers.is_empty() {
-        out.push(format!("  only {} may decide", hold.approvers.join(", ")));
+        out.push(format!(
+            "  only {} may decide",
+            clean_line(&hold.approvers.join(", "))
+        ));
     }
     if hold.quorum > 1 {
         out.push(format!(
@@ -180,14 +196,52 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
     out.join("\n")
 }
 
+/// The deadline line of a card: until when, and what then, while the hold is open; once it
+/// is decided, when it was, since the deadline no longer applies.
+fn deadline(hold: &Hold, now: Timestamp) -> String {
+    let decided = hold.outcome.as_ref().filter(|_| !hold.is_open());
+    match (hold.deadline, decided) {
+        (Some(d), None) => format!(
+            "  deadline {d} ({}); then: {}",
+            relative(d, now),
+            on_timeout(hold)
+        ),
+        (None, None) => "  no deadline".to_owned(),
+        (_, Some(o)) if o.status == OutcomeStatus::TimedOut => format!(
+            "  timed out {} ({}): the deadline passed",
+            o.decided_at,
+            relative(o.decided_at, now)
+        ),
+        (Some(_), Some(o)) => format!(
+            "  decided {} ({}); the deadline no longer applies",
+            o.decided_at,
+            relative(o.decided_at, now)
+        ),
+        (None, Some(o)) => format!(
+            "  decided {} ({})",
+            o.decided_at,
+            relative(o.decided_at, now)
+        ),
+    }
+}
+
 /// What the deadline will do, as `then: …` shows it.
 fn on_timeout(hold: &Hold) -> String {
     match &hold.on_timeout {
         OnTimeout::Deny => "denied".to_owned(),
         OnTimeout::Approve => "approved".to_owned(),
-        OnTimeout::Choose { option } => format!("answered {}", clean_line(option)),
+        OnTimeout::Choose { option } => format!("the answer is {}", option_label(hold, option)),
         OnTimeout::NoAnswer => "no answer".to_owned(),
     }
+}
+
+/// A question's option as its menu shows it: its label, else its id.
+fn option_label(hold: &Hold, id: &str) -> String {
+    let label = match &hold.spec {
+        HoldSpec::Question(q) => q.options.iter().find(|o| o.id == id).map(|o| &o.label),
+        HoldSpec::Approval(_) => None,
+    };
+    clean_line(label.map_or(id, String::as_str))
 }
 
 pub fn scope_text(scope: ApproveScope) -> &'static str {
@@ -201,6 +255,11 @@ pub fn scope_text(scope: ApproveScope) -> &'static str {
 
 /// How a hold ended, on one line: `approved once by alice`, `timed out: denied`, …
 pub fn outcome(o: &Outcome) -> String {
+    outcome_by(o, &AgentNames::default())
+}
+
+/// [`outcome`], with agents named as people know them (`withdrawn by agent helper`).
+pub fn outcome_by(o: &Outcome, agents: &AgentNames) -> String {
     let options = o
         .options
         .iter()
@@ -221,18 +280,21 @@ pub fn outcome(o: &Outcome) -> String {
         OutcomeStatus::TimedOut => match (&o.verdict, options.is_empty()) {
             (Some(Verdict::Approve), _) => "timed out: approved".to_owned(),
             (Some(Verdict::Deny), _) => "timed out: denied".to_owned(),
-            (None, false) => format!("timed out: answered {options}"),
+            (None, false) => format!("timed out: the answer is {options}"),
             // A question without a default or a `no` option: nobody chose.
             (None, true) => "timed out: no answer".to_owned(),
         },
     };
+    let who = o
+        .decided_by
+        .iter()
+        .map(|p| agents.principal(p))
+        .collect::<Vec<_>>()
+        .join(", ");
     let by = match o.source {
-        Source::Default => format!(
-            " (the fail-closed default, applied by {})",
-            o.decided_by.join(", ")
-        ),
+        Source::Default => format!(" (the fail-closed default, applied by {who})"),
         _ if o.decided_by.is_empty() => String::new(),
-        _ => format!(" by {}", clean_line(&o.decided_by.join(", "))),
+        _ => format!(" by {who}"),
     };
     let reason = o
         .reason
@@ -302,14 +364,31 @@ mod tests {
         assert!(shown.contains("then: no answer"), "{shown}");
         let with_default = card_of(&deploy_question(Some("abort")));
         assert!(
-            with_default.contains("then: answered abort"),
+            with_default.ends_with("; then: the answer is abort"),
             "{with_default}"
+        );
+        let mut labelled = deploy_question(Some("abort"));
+        if let HoldSpec::Question(q) = &mut labelled.spec {
+            q.options[1].label = "Abort the deploy".into();
+        }
+        let shown = card_of(&labelled);
+        assert!(
+            shown.ends_with("; then: the answer is Abort the deploy"),
+            "{shown}"
         );
 
         let timed_out: Outcome =
             serde_json::from_value(json!({"status": "timed_out", "source": "timeout", "decided_at": Timestamp::from_millis(0)}))
                 .unwrap();
         assert_eq!(outcome(&timed_out), "timed out: no answer");
+        let defaulted = Outcome {
+            options: vec![holdpoint_protocol::ChosenOption {
+                id: "abort".into(),
+                label: "Abort".into(),
+            }],
+            ..timed_out.clone()
+        };
+        assert_eq!(outcome(&defaulted), "timed out: the answer is Abort");
         let denied = Outcome {
             verdict: Some(Verdict::Deny),
             ..timed_out
@@ -351,6 +430,95 @@ mod tests {
         // A principal that merely looks like a turn's is shown as it is.
         hold.requested_by = "ci-bot".into();
         assert!(card(&hold, Timestamp::from_millis(0), &names).contains("raised by ci-bot;"));
+    }
+
+    #[test]
+    fn a_decided_hold_shows_when_it_was_decided_not_a_deadline_to_come() {
+        let mut hold = deploy_question(Some("abort"));
+        let now = Timestamp::from_millis(120_000);
+        let open = card(&hold, now, &AgentNames::default());
+        assert!(
+            open.contains("(in 8m); then: the answer is abort"),
+            "{open}"
+        );
+
+        let decided: Outcome = serde_json::from_value(json!({
+            "status": "answered", "source": "person", "decided_by": ["alice"],
+            "decided_at": Timestamp::from_millis(60_000),
+            "options": [{"id": "deploy", "label": "deploy"}]
+        }))
+        .unwrap();
+        hold.status = holdpoint_protocol::HoldStatus::Answered;
+        hold.outcome = Some(decided.clone());
+        let shown = card(&hold, now, &AgentNames::default());
+        assert!(
+            shown.contains(&format!(
+                "  decided {} (1m ago); the deadline no longer applies",
+                Timestamp::from_millis(60_000)
+            )),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("then:") && !shown.contains("(in "),
+            "{shown}"
+        );
+
+        hold.status = holdpoint_protocol::HoldStatus::TimedOut;
+        hold.outcome = Some(Outcome {
+            status: OutcomeStatus::TimedOut,
+            decided_at: Timestamp::from_millis(600_000),
+            ..decided
+        });
+        let shown = card(
+            &hold,
+            Timestamp::from_millis(660_000),
+            &AgentNames::default(),
+        );
+        assert!(shown.contains("(1m ago): the deadline passed"), "{shown}");
+        assert!(!shown.contains("then:"), "{shown}");
+    }
+
+    #[test]
+    fn outcomes_name_agents_as_people_know_them() {
+        let withdrawn: Outcome = serde_json::from_value(json!({
+            "status": "canceled", "source": "agent", "decided_by": [format!("agent:{AGENT}")],
+            "decided_at": Timestamp::from_millis(0)
+        }))
+        .unwrap();
+        assert_eq!(outcome(&withdrawn), format!("canceled by agent:{AGENT}"));
+        let mut names = AgentNames::default();
+        names.add("lab", &[reviewer()]);
+        assert_eq!(outcome_by(&withdrawn, &names), "canceled by agent reviewer");
+        assert_eq!(names.agent(AGENT), "reviewer");
+        assert_eq!(names.principal("ci-bot"), "ci-bot");
+        // Names that came from outside are cleaned, the fail-closed default's too.
+        let defaulted = Outcome {
+            source: Source::Default,
+            decided_by: vec!["eve\u{1b}[2J".into()],
+            ..withdrawn
+        };
+        assert_eq!(
+            outcome(&defaulted),
+            "canceled (the fail-closed default, applied by eve\\u{1b}[2J)"
+        );
+    }
+
+    #[test]
+    fn rules_are_named_once() {
+        let unnamed = RuleRef {
+            index: 0,
+            name: "rules[0]".into(),
+            layer: None,
+        };
+        assert_eq!(rule_at(&unnamed), "rules[0]");
+        assert_eq!(rule(&unnamed), "rules[0]");
+        let named = RuleRef {
+            index: 2,
+            name: "deploys".into(),
+            layer: None,
+        };
+        assert_eq!(rule_at(&named), "rules[2] \"deploys\"");
+        assert_eq!(rule(&named), "rule \"deploys\"");
     }
 
     #[test]

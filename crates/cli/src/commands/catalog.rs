@@ -11,8 +11,10 @@ use holdpoint_protocol::{
 
 use super::{Common, runtime};
 use crate::Failure;
+use crate::client::Client;
 use crate::connect::client_failure;
-use crate::present;
+use crate::decide::learn_agents;
+use crate::present::{self, AgentNames};
 use crate::terminal::safe::clean_line;
 
 #[derive(Subcommand)]
@@ -500,9 +502,9 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
     runtime()?.block_on(async move {
         match cmd {
             ChatsCommand::List { world, common } => {
-                let chats = common.client()?.chats(&world).await;
-                let chats = chats.map_err(client_failure)?;
-                common.show_all(&chats, "No chats.", chat_line)
+                let client = common.client()?;
+                let chats = client.chats(&world).await.map_err(client_failure)?;
+                show_chats(&common, &client, &world, &chats).await
             }
             ChatsCommand::Create {
                 world,
@@ -511,9 +513,13 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = NewChat { agent, title };
-                let chat = common.client()?.create_chat(&world, &body).await;
+                let client = common.client()?;
+                let chat = client.create_chat(&world, &body).await;
                 let chat = chat.map_err(client_failure)?;
-                common.show(&chat, chat_line)
+                if common.json {
+                    return super::print_json(&chat);
+                }
+                show_chats(&common, &client, &world, &[chat]).await
             }
             ChatsCommand::Change {
                 world,
@@ -523,9 +529,13 @@ pub fn chats(cmd: ChatsCommand) -> Result<(), Failure> {
                 common,
             } => {
                 let body = ChatChanges { title, agent };
-                let chat = common.client()?.update_chat(&world, &chat, &body).await;
+                let client = common.client()?;
+                let chat = client.update_chat(&world, &chat, &body).await;
                 let chat = chat.map_err(client_failure)?;
-                common.show(&chat, chat_line)
+                if common.json {
+                    return super::print_json(&chat);
+                }
+                show_chats(&common, &client, &world, &[chat]).await
             }
             ChatsCommand::Delete {
                 world,
@@ -598,6 +608,33 @@ fn agent_line(a: &Agent) -> String {
     )
 }
 
-fn chat_line(c: &Chat) -> String {
-    format!("{}  {}  (agent {})", c.id, clean_line(&c.title), c.agent)
+/// Chats, a line each, their agents by name (a JSON array with `--json`).
+async fn show_chats(
+    common: &Common,
+    client: &Client,
+    world: &str,
+    chats: &[Chat],
+) -> Result<(), Failure> {
+    if common.json {
+        return super::print_json(&chats);
+    }
+    if chats.is_empty() {
+        println!("No chats.");
+        return Ok(());
+    }
+    let mut agents = AgentNames::default();
+    learn_agents(client, world, &mut agents).await;
+    for c in chats {
+        println!("{}", chat_line(c, &agents));
+    }
+    Ok(())
+}
+
+fn chat_line(c: &Chat, agents: &AgentNames) -> String {
+    format!(
+        "{}  {}  (agent {})",
+        c.id,
+        clean_line(&c.title),
+        agents.agent(&c.agent.to_string())
+    )
 }

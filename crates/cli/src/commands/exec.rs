@@ -109,9 +109,7 @@ async fn exec(args: ExecArgs) -> Result<(), Failure> {
 
 fn by(d: &DecidedBy) -> String {
     match d {
-        DecidedBy::Rule { rule } => {
-            format!("rule {} ({})", rule.index, present::short(&rule.name, 60))
-        }
+        DecidedBy::Rule { rule } => present::rule(rule),
         DecidedBy::Grant { grant } => format!("an earlier \"always\" approval (grant {grant})"),
         DecidedBy::Mode { mode } => format!("the policy's {mode} mode"),
     }

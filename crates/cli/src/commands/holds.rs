@@ -307,19 +307,20 @@ async fn show(a: HoldArgs) -> Result<(), Failure> {
         println!("  offers: {}", offers.join(", "));
     }
     if let Some(o) = &hold.outcome {
-        println!("  outcome: {}", present::outcome(o));
+        println!("  outcome: {}", present::outcome_by(o, &agents));
     }
     println!("History:");
     for e in &detail.history {
-        println!("  {}", history_line(e));
+        println!("  {}", history_line(e, &agents));
     }
     Ok(())
 }
 
-fn history_line(e: &Event) -> String {
+fn history_line(e: &Event, agents: &AgentNames) -> String {
+    let source = format!("{:?}", e.actor.source).to_lowercase();
     let mut who = match &e.actor.name {
-        Some(n) => format!("{} ({:?})", present::short(n, 40), e.actor.source).to_lowercase(),
-        None => format!("{:?}", e.actor.source).to_lowercase(),
+        Some(n) => format!("{} ({source})", present::short(&agents.principal(n), 40)),
+        None => source,
     };
     if let Some(via) = &e.actor.via {
         who = format!("{who} via {}", present::short(via, 80));
@@ -327,7 +328,7 @@ fn history_line(e: &Event) -> String {
     let what = match &e.payload {
         EventPayload::HoldDecided { outcome }
         | EventPayload::HoldExpired { outcome }
-        | EventPayload::HoldWithdrawn { outcome } => present::outcome(outcome),
+        | EventPayload::HoldWithdrawn { outcome } => present::outcome_by(outcome, agents),
         EventPayload::HoldVoted {
             approvals, quorum, ..
         } => format!("approval {approvals} of {quorum}"),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{Common, print_json, runtime};
 use crate::Failure;
 use crate::connect::client_failure;
+use crate::present;
 use crate::terminal::safe::clean;
 
 #[derive(Subcommand)]
@@ -357,7 +358,7 @@ fn check(a: CheckArgs) -> Result<(), Failure> {
     }
     println!("decision: {}", eval.action.as_str());
     match rule {
-        Some(r) => println!("rule:     rules[{}] {:?}", r.index, r.name),
+        Some(r) => println!("rule:     {}", present::rule_at(&r)),
         None => println!(
             "rule:     none matched; mode {} decides",
             policy.mode().as_str()
@@ -366,12 +367,7 @@ fn check(a: CheckArgs) -> Result<(), Failure> {
     if matched.len() > 1 {
         println!("matched:");
         for m in matched {
-            println!(
-                "  rules[{}] {:?} -> {}",
-                m.rule.index,
-                m.rule.name,
-                m.action.as_str()
-            );
+            println!("  {} -> {}", present::rule_at(&m.rule), m.action.as_str());
         }
     }
     Ok(())

@@ -91,7 +91,7 @@ impl Decider<'_> {
             decided
                 .outcome
                 .as_ref()
-                .map(present::outcome)
+                .map(|o| present::outcome_by(o, &self.agents))
                 .unwrap_or_default()
         );
         Ok(())
@@ -359,7 +359,9 @@ impl Decider<'_> {
             }
             Err(e) => match e.already_decided() {
                 Some(h) => {
-                    let o = h.outcome.as_ref().map(present::outcome).unwrap_or_default();
+                    let o = h.outcome.as_ref();
+                    let o = o.map(|o| present::outcome_by(o, &self.agents));
+                    let o = o.unwrap_or_default();
                     println!("already decided: {o}");
                     Ok(Some(DecideResult {
                         result: DecideOutcome::AlreadyDecided,
@@ -387,7 +389,8 @@ impl Decider<'_> {
         Ok(match self.console.prompt(prompt, Some(hold.id)).await? {
             Happened::Line(l) => Asked::Line(l),
             Happened::Resolved(e) => {
-                let o = e.payload.resolution().map(present::outcome);
+                let o = e.payload.resolution();
+                let o = o.map(|o| present::outcome_by(o, &self.agents));
                 println!("decided elsewhere: {}", o.unwrap_or_default());
                 Asked::Over(Handled::Done)
             }

@@ -108,6 +108,10 @@ async fn worlds_agents_and_chats_are_managed_from_the_terminal() {
     );
     let chats = json(&lab, &["chats", "list", "oncall"]).await;
     assert_eq!(chats, json!([chat.clone()]));
+    // For people, the chat's agent by its name.
+    let (code, listed, err) = run(&lab, &lab.token, &["chats", "list", "oncall"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listed, format!("{id}  day  (agent pager)\n"));
 
     // Chats use the agent: it stays until they are gone.
     let (code, _, err) = run(&lab, &lab.token, &["agents", "delete", "oncall", "pager"]).await;

@@ -78,6 +78,32 @@ fn prints_the_decision_and_the_rule_that_decided() {
 }
 
 #[test]
+fn a_rule_without_a_name_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.toml");
+    std::fs::write(
+        &file,
+        "[[rules]]\ntools = [\"deploy\"]\naction = \"deny\"\n\n\
+         [[rules]]\nname = \"deploys\"\ntools = [\"deploy\"]\naction = \"ask\"\n",
+    )
+    .unwrap();
+    let out = holdpoint(&[
+        "policy",
+        "check",
+        "--policy",
+        file.to_str().unwrap(),
+        "--tool",
+        "deploy",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert_eq!(
+        shown,
+        "decision: deny\nrule:     rules[0]\nmatched:\n  rules[0] -> deny\n  rules[1] \"deploys\" -> ask\n"
+    );
+}
+
+#[test]
 fn bad_input_exits_2_and_says_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");

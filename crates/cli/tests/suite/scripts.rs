@@ -141,7 +141,10 @@ async fn ask_exits_124_when_the_deadline_passes_and_prints_what_the_timeout_appl
     let (child, _) = start(&lab, &args).await;
     let (code, stdout, stderr) = finish(child).await;
     assert_eq!((code, stdout.as_str()), (124, "abort\n"), "{stderr}");
-    assert!(stderr.contains("timed out: answered abort"), "{stderr}");
+    assert!(
+        stderr.contains("timed out: the answer is abort"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -204,7 +207,7 @@ async fn exec_runs_what_policy_allows_without_asking() {
     let (code, stdout, stderr) = finish(child).await;
     assert_eq!((code, stdout.as_str()), (0, "ran at once\n"), "{stderr}");
     assert!(
-        stderr.contains("Allowed by rule 0 (echo is harmless)"),
+        stderr.contains("Allowed by rule \"echo is harmless\":"),
         "{stderr}"
     );
     let holds = lab.admin.get("/api/v1/holds?status=any").await.expect(200);
@@ -220,7 +223,7 @@ async fn exec_never_runs_what_policy_denies() {
     let (code, _, stderr) = finish(child).await;
     assert_eq!(code, 123, "{stderr}");
     assert!(
-        stderr.contains("Denied by rule 1 (never delete)"),
+        stderr.contains("Denied by rule \"never delete\";"),
         "{stderr}"
     );
     assert!(victim.exists());
