@@ -242,7 +242,7 @@ pub struct AgentSettings {
     #[arg(long = "tool", value_name = "TOOL")]
     tools: Vec<String>,
     /// LLM calls per turn before the turn ends.
-    #[arg(long)]
+    #[arg(long, value_parser = |t: &str| super::number_between(t, 1, u32::MAX))]
     max_steps: Option<u32>,
 }
 

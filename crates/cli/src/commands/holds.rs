@@ -81,9 +81,9 @@ pub struct ListArgs {
     /// Most urgent first: soonest deadline first, holds without one last (open holds only).
     #[arg(long)]
     urgent: bool,
-    /// At most this many (up to 500).
-    #[arg(long, default_value_t = 50)]
-    limit: usize,
+    /// At most this many (1 to 500).
+    #[arg(long, default_value_t = 50, value_parser = |t: &str| super::number_between(t, 1, 500))]
+    limit: u32,
     /// Go on from a previous listing (its `next`).
     #[arg(long)]
     cursor: Option<String>,
@@ -245,7 +245,7 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         agent: a.agent,
         tool: a.tool,
         order: a.urgent.then_some(Order::Urgent),
-        limit: Some(a.limit),
+        limit: Some(usize::try_from(a.limit).unwrap_or(usize::MAX)),
         cursor: a.cursor,
         ..HoldsParams::default()
     };

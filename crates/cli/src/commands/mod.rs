@@ -71,6 +71,18 @@ impl Common {
     }
 }
 
+/// A whole number from `min` to `max`, for a flag; the error says so in words, not in the
+/// parser's ("invalid digit found in string").
+pub fn number_between(text: &str, min: u32, max: u32) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{:?} is not a whole number from {min} to {max}",
+            clean_line(text)
+        )),
+    }
+}
+
 /// Prints `value` as the API's own JSON (for `--json`).
 pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
     let text =
@@ -97,4 +109,22 @@ pub fn runtime_on_one_thread() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Check(format!("cannot start: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number_between;
+
+    #[test]
+    fn numbers_out_of_range_are_refused_in_words() {
+        assert_eq!(number_between("50", 1, 500), Ok(50));
+        for bad in ["-1", "0", "501", "ten", "1.5", ""] {
+            let e = number_between(bad, 1, 500).unwrap_err();
+            assert!(
+                e.contains("is not a whole number from 1 to 500"),
+                "{bad}: {e}"
+            );
+            assert!(!e.contains("digit"), "{bad}: {e}");
+        }
+    }
 }
