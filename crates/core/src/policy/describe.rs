@@ -112,7 +112,7 @@ args = [{ pointer = "/path~1x/a~0b", glob = "/srv/**" }, { pointer = "/mode", eq
 [[rules]]
 tools = ["shell"]
 action = "ask"
-command = { program = "git", args = ["push"] }
+command = { program = "git", args = ["push"], flags = ["-f|--force"] }
 approvers = ["carol", "dave"]
 quorum = 2
 deadline = "5m"
@@ -152,6 +152,7 @@ deadline = "5m"
             ("/command", "git")
         );
         assert_eq!(command.args, ["push"]);
+        assert_eq!(command.flags, ["-f|--force"]);
         let ask = push.ask.as_ref().unwrap();
         assert_eq!(ask.approvers, ["carol", "dave"]);
         assert_eq!(ask.quorum, 2);
