@@ -38,6 +38,14 @@ fn check_name(field: &str, name: &str) -> Result<(), RuntimeError> {
             ),
         ));
     }
+    // Worlds and agents are found by id or by name: a name that reads as an id would be
+    // taken for one, and its world or agent could not be reached by name.
+    if Uuid::try_parse(name).is_ok() {
+        return Err(RuntimeError::invalid(
+            field,
+            format!("{name:?} reads as an id: a name must not be a UUID"),
+        ));
+    }
     Ok(())
 }
 
@@ -100,6 +108,32 @@ fn check_llm(llm: &LlmSettings) -> Result<(), RuntimeError> {
         && !(0.0..=2.0).contains(&t)
     {
         return Err(RuntimeError::invalid("llm.temperature", "between 0 and 2"));
+    }
+    check_headers(&llm.headers)
+}
+
+/// Headers sent to the LLM with every request: a header's name is an HTTP token, and its
+/// value has no control character (a line break would end the header and start another).
+fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    for (name, value) in headers {
+        if name.is_empty() || name.len() > 100 || !name.chars().all(token) {
+            return Err(RuntimeError::invalid(
+                "llm.headers",
+                format!(
+                    "{:?} is not a header name: use 1 to 100 letters, digits or !#$%&'*+-.^_`|~",
+                    truncate(name)
+                ),
+            ));
+        }
+        let field = format!("llm.headers.{name}");
+        if value.chars().any(char::is_control) {
+            return Err(RuntimeError::invalid(
+                &field,
+                "must not contain control characters (a line break would start another header)",
+            ));
+        }
+        check_text(&field, value, 8192)?;
     }
     Ok(())
 }

@@ -53,8 +53,14 @@ pub struct TokenInfo {
     /// The person or agent it belongs to.
     pub name: String,
     pub role: Role,
+    /// The name of the one world the token is limited to; absent for a token of every world,
+    /// and for one whose world was deleted (then `world_deleted` is true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<String>,
+    /// The token was limited to a world that has since been deleted: it stays limited to
+    /// that world, so it sees no world at all.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub world_deleted: bool,
     pub created_at: Timestamp,
 }
 

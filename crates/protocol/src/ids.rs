@@ -31,9 +31,21 @@ impl std::error::Error for ParseIdError {}
 macro_rules! random_id {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         pub struct $name(Uuid);
+
+        /// Read as text, a bad id is refused in words (`"x" is not a valid hold id
+        /// (expected a UUID)`), not with the UUID parser's own message.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                if !d.is_human_readable() {
+                    return Uuid::deserialize(d).map(Self);
+                }
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
 
         impl $name {
             /// A fresh id: time-ordered, with 74 random bits.
@@ -149,6 +161,18 @@ mod tests {
             err.to_string(),
             "\"nope\" is not a valid batch id (expected a UUID)"
         );
+    }
+
+    #[test]
+    fn a_bad_id_in_json_is_refused_in_words() {
+        let err = serde_json::from_str::<HoldId>("\"zz\"").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("\"zz\" is not a valid hold id (expected a UUID)"),
+            "{err}"
+        );
+        let err = serde_json::from_str::<HoldId>("7").unwrap_err();
+        assert!(err.to_string().contains("expected a string"), "{err}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ pub struct HoldsParams {
 pub struct EventsParams {
     /// Events after this position (0: from the start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 0, maximum = 9223372036854775807_u64)]
     pub after: Option<u64>,
     /// A world, by id or name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +127,7 @@ pub struct EventsParams {
 pub struct PageParams {
     /// The `next` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 0, maximum = 9223372036854775807_u64)]
     pub after: Option<u64>,
     /// From 1 to 1000; 100 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +159,7 @@ pub struct StreamParams {
     /// Replay from after this position (as `Last-Event-ID` does). Without either, the stream
     /// starts with what is committed from now on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 0, maximum = 9223372036854775807_u64)]
     pub after: Option<u64>,
 }
 

@@ -5,6 +5,8 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
+use utoipa::IntoParams;
+use utoipa::openapi::path::ParameterIn;
 
 use crate::error::ApiError;
 
@@ -33,16 +35,41 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         if json == Some(false) {
             return Err(unsupported_media_type());
         }
+        let patch = req.method() == axum::http::Method::PATCH;
         let bytes = read(req, state).await?;
-        // No body at all is an empty object.
         if bytes.iter().all(u8::is_ascii_whitespace) {
+            // A PATCH says what to change: without a body it would answer as if it had
+            // changed something. (`{}` is a PATCH that changes nothing, on purpose.)
+            if patch {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "missing_body",
+                    "a PATCH needs a JSON object body with the fields to change",
+                ));
+            }
+            // No body at all is an empty object.
             return parse(b"{}").map(Body);
         }
         if json.is_none() {
             return Err(unsupported_media_type());
         }
+        object(&bytes)?;
         parse(&bytes).map(Body)
     }
+}
+
+/// Every body of the API is a JSON object. serde would also read a struct from an array of
+/// its fields' values (`["lab"]` as `{"name": "lab"}`), which no client means.
+fn object(bytes: &[u8]) -> Result<(), ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return Ok(());
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(malformed)?;
+    Err(ApiError::field(
+        "",
+        "the body must be a JSON object ({\"field\": value, …})",
+    ))
 }
 
 fn unsupported_media_type() -> ApiError {
@@ -377,11 +404,14 @@ fn quoted_after(message: &str, prefix: &str) -> Option<String> {
 /// serde's words for types, in the API's words.
 fn plain_types(message: &str) -> String {
     let words: [(&str, &str); 9] = [
-        ("expected usize", "expected a whole number"),
-        ("expected u64", "expected a whole number"),
-        ("expected u32", "expected a whole number"),
-        ("expected u16", "expected a whole number"),
-        ("expected u8", "expected a whole number"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
         ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),
         ("expected a sequence", "expected a list"),
@@ -397,10 +427,12 @@ fn plain_types(message: &str) -> String {
     }
 }
 
-/// Query parameters, named in errors.
+/// Query parameters, named in errors. A value that does not read says what the parameter
+/// allows, in the words of its schema in the OpenAPI document (`limit: must be a whole number
+/// from 1 to 1000`), not the parser's (`invalid digit found in string`).
 pub struct Params<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+impl<S: Send + Sync, T: DeserializeOwned + IntoParams> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
@@ -411,9 +443,33 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
             .map_err(|e| {
                 let path = e.path().to_string();
                 // A query string is not a body: 400, as for a bad header.
-                let mut err = field_error("", &path, &e.inner().to_string());
+                let mut err = match allowed::<T>(&path) {
+                    Some(allowed) => ApiError::field(&path, allowed),
+                    None => field_error("", &path, &e.inner().to_string()),
+                };
                 err.status = StatusCode::BAD_REQUEST;
                 err
             })
     }
+}
+
+/// What the query parameter `name` of `T` allows, in words, when its schema says more than
+/// the parser's message: a number's range.
+fn allowed<T: IntoParams>(name: &str) -> Option<String> {
+    let params = T::into_params(|| Some(ParameterIn::Query));
+    let schema = params.iter().find(|p| p.name == name)?.schema.as_ref()?;
+    let schema = serde_json::to_value(schema).ok()?;
+    let integer = match &schema["type"] {
+        serde_json::Value::String(t) => t == "integer",
+        serde_json::Value::Array(types) => types.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    if !integer {
+        return None;
+    }
+    let minimum = schema["minimum"].as_u64().unwrap_or(0);
+    Some(match schema["maximum"].as_u64() {
+        Some(maximum) => format!("must be a whole number from {minimum} to {maximum}"),
+        None => format!("must be a whole number, {minimum} or more"),
+    })
 }

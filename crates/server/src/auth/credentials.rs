@@ -32,11 +32,13 @@ struct TokenRecord {
 }
 
 impl TokenRecord {
+    /// Its info, with the name of its world (`None` when it has none or it was deleted).
     fn info(&self, world_name: Option<String>) -> TokenInfo {
         TokenInfo {
             id: self.id,
             name: self.name.clone(),
             role: self.role,
+            world_deleted: self.world.is_some() && world_name.is_none(),
             world: world_name,
             created_at: self.created_at,
         }
@@ -183,7 +185,7 @@ impl Credentials {
                 Some(w) => match names.get(&w) {
                     Some(name) => name.clone(),
                     None => {
-                        let name = self.world_name(Some(w)).await;
+                        let name = self.world_name(Some(w)).await?;
                         names.insert(w, name.clone());
                         name
                     }
@@ -195,8 +197,15 @@ impl Credentials {
     }
 
     /// The name of the world a token is limited to (none if it was deleted since).
-    async fn world_name(&self, world: Option<WorldId>) -> Option<String> {
-        self.runtime.world(world?).await.ok().map(|w| w.name)
+    async fn world_name(&self, world: Option<WorldId>) -> Result<Option<String>, ApiError> {
+        let Some(world) = world else {
+            return Ok(None);
+        };
+        match self.runtime.world(world).await {
+            Ok(w) => Ok(Some(w.name)),
+            Err(holdpoint_agent::RuntimeError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Revokes a token (its sessions end with it); `by` is who asked.
@@ -208,7 +217,7 @@ impl Credentials {
         else {
             return Err(ApiError::not_found("token", id));
         };
-        let info = rec.info(self.world_name(rec.world).await);
+        let info = rec.info(self.world_name(rec.world).await?);
         let write = Write::DeleteRecord {
             kind: RecordKind::Token,
             id: *id.as_uuid(),

@@ -25,7 +25,7 @@ use crate::extract::Params;
 /// for `server.send_timeout` (30 seconds by default) while events wait for it is disconnected;
 /// it resumes with `Last-Event-ID`.
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(StreamParams, ("Last-Event-ID" = Option<u64>, Header)),
-    responses((status = 200, description = "text/event-stream of Event", content_type = "text/event-stream", body = holdpoint_protocol::Event),
+    responses((status = 200, description = "A stream of server-sent events: each message's `data` is one `Event` (#/components/schemas/Event) as JSON, its `id` the event's position and its `event` the event's type; the body as a whole is the stream's text, not one JSON value", content_type = "text/event-stream", body = String),
         (status = 400, body = ErrorBody),
         (status = 429, description = "This credential has limits.streams_per_token streams open, or made too many requests (limits.requests_per_second); Retry-After says when to try again", body = ErrorBody),
         (status = 503, description = "This server has limits.streams streams open (agents: nine tenths of it), or the storage is unavailable; Retry-After says when to try again, for the former", body = ErrorBody)))]
@@ -36,7 +36,10 @@ pub async fn stream(
     Params(q): Params<StreamParams>,
 ) -> Result<Response, ApiError> {
     if q.chat.is_some() && q.world.is_none() {
-        return Err(ApiError::field("chat", "filtering by chat needs a world"));
+        return Err(ApiError::param(
+            "chat",
+            "filtering by chat needs a world: add world=ID_OR_NAME",
+        ));
     }
     let world = match (&q.world, caller.world) {
         (Some(w), _) => Some(app.world(&caller, w).await?.id.to_string()),

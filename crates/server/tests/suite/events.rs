@@ -127,7 +127,7 @@ async fn an_idle_stream_gets_heartbeats_and_stays_open() {
 async fn stream_filters_are_checked() {
     let t = TestServer::start().await;
     t.world("lab").await;
-    let (_, message) = t.api.get("/api/v1/events?chat=c1").await.error(422);
+    let (_, message) = t.api.get("/api/v1/events?chat=c1").await.error(400);
     assert!(message.starts_with("chat:"), "{message}");
     t.api.get("/api/v1/events?world=atlantis").await.error(404);
     let api = &t.api;

@@ -1,3 +1,4 @@
+mod abandoned;
 mod access;
 mod audit_state;
 mod browser;
@@ -12,6 +13,7 @@ mod mcp_in_process;
 mod ops;
 mod policies;
 mod postgres;
+mod refusals;
 mod revocation;
 mod turns;
 mod ui;
