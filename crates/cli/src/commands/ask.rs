@@ -95,7 +95,8 @@ async fn ask(args: AskArgs) -> Result<(), Failure> {
         return Err(raise::error("the hold was decided without an outcome"));
     };
     if args.json {
-        println!("{}", json!({"hold": decided.id, "outcome": outcome}));
+        let text = json!({"hold": decided.id, "outcome": outcome}).to_string();
+        println!("{}", crate::terminal::safe::json_text(&text));
     } else {
         for o in &outcome.options {
             println!("{}", o.id);

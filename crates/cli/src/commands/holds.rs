@@ -16,6 +16,7 @@ use crate::client::Client;
 use crate::connect::client_failure;
 use crate::decide::{Decider, Handled, learn_agents, option_ids, result_text};
 use crate::present::{self, AgentNames};
+use crate::terminal::safe::json_text;
 use crate::terminal::{self, Console, Happened};
 
 #[derive(Subcommand)]
@@ -435,7 +436,8 @@ async fn watch(a: WatchArgs) -> Result<(), Failure> {
         };
         if watcher.json {
             if event.hold.is_some() {
-                println!("{}", serde_json::to_string(&event).unwrap_or_default());
+                let line = serde_json::to_string(&event).unwrap_or_default();
+                println!("{}", json_text(&line));
             }
             continue;
         }
@@ -482,7 +484,8 @@ impl Watcher<'_> {
         }
         if self.json {
             for h in &holds {
-                println!("{}", serde_json::to_string(h).unwrap_or_default());
+                let line = serde_json::to_string(h).unwrap_or_default();
+                println!("{}", json_text(&line));
             }
             return Ok(Handled::Done);
         }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::Failure;
 use crate::client::{Client, ClientError};
 use crate::connect::{Connect, client_failure};
-use crate::terminal::safe::clean_line;
+use crate::terminal::safe::{clean_line, json_text};
 
 /// What every command that reads or changes the API's resources takes.
 #[derive(clap::Args)]
@@ -87,7 +87,7 @@ pub fn number_between(text: &str, min: u32, max: u32) -> Result<u32, String> {
 pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
     let text =
         serde_json::to_string_pretty(value).map_err(|e| Failure::Check(format!("error: {e}")))?;
-    println!("{text}");
+    println!("{}", json_text(&text));
     Ok(())
 }
 

@@ -34,6 +34,28 @@ pub fn clean_line(text: &str) -> String {
     clean(text).replace(['\n', '\t'], " ")
 }
 
+/// JSON text (as `--json` prints it) safe to print: every character [`clean`] would show as
+/// an escape is written as JSON's own escape (`\u009b`) instead, so the text still parses to
+/// the same value. Such characters can only be inside strings: JSON's own whitespace is
+/// spaces and newlines, and serde escapes C0 controls in strings itself.
+pub fn json_text(text: &str) -> Cow<'_, str> {
+    if text.chars().all(|c| c == '\n' || c == '\t' || is_plain(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c == '\n' || c == '\t' || is_plain(c) {
+            out.push(c);
+        } else {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// How [`clean`] shows a character it does not print: `\u{` its code point in hex `}`.
 fn push_escape(out: &mut String, c: char) {
     // Writing to a String cannot fail.
@@ -144,8 +166,33 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn json_keeps_its_value_and_shows_its_controls_as_json_escapes() {
+        let value = serde_json::json!({"a": "x\u{9b}", "b": "file\u{202e}txt\u{7f}", "c": "next"});
+        let text = serde_json::to_string_pretty(&value).unwrap();
+        let safe = json_text(&text);
+        assert!(safe.contains(r#""a": "x\u009b","#), "{safe}");
+        assert!(safe.contains(r#""b": "file\u202etxt\u007f","#), "{safe}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&safe).unwrap(),
+            value
+        );
+        assert!(matches!(json_text("{\"a\": 1}"), Cow::Borrowed(_)));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// JSON made safe parses to the same value, and sends no control.
+        #[test]
+        fn json_text_keeps_the_value(text in any::<String>(), key in any::<String>()) {
+            let value = serde_json::json!({ key: [text] });
+            let json = serde_json::to_string_pretty(&value).unwrap();
+            let safe = json_text(&json);
+            prop_assert!(safe.chars().all(printable), "{:?}", safe);
+            let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+            prop_assert_eq!(back, value);
+        }
 
         /// Nothing is lost, and nothing that could act on the terminal is left: over any
         /// text, and over text made mostly of controls, escapes and bidirectional ones.

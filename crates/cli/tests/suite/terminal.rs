@@ -261,7 +261,7 @@ async fn watch_shows_c1_and_bidi_controls_as_escapes_and_loses_nothing_after_the
     agent
         .post(
             "/api/v1/worlds/lab/holds",
-            json!({"chat": "ci-42", "items": [{"kind": "approval", "tool": "deploy", "arguments": arguments}]}),
+            json!({"chat": "ci-42", "items": [{"kind": "approval", "tool": "deploy", "arguments": arguments.clone()}]}),
         )
         .await
         .expect(201);
@@ -285,4 +285,19 @@ async fn watch_shows_c1_and_bidi_controls_as_escapes_and_loses_nothing_after_the
     for raw in ['\u{9b}', '\u{202e}', '\u{2066}'] {
         assert!(!transcript.contains(raw), "{raw:?} in {transcript:?}");
     }
+
+    // --json keeps the value, with those characters as JSON's own escapes.
+    let out = lab
+        .command(&["holds", "list", "--status", "any", "--json"], &lab.token)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(r#""a": "x\u009b""#), "{text}");
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
+    let page: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(page["items"][0]["spec"]["arguments"], arguments);
 }
