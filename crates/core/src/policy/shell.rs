@@ -107,6 +107,11 @@ impl CommandLine {
         match runs {
             Runs::Nothing => {}
             Runs::Command(words) => self.push(words, prefixed, depth),
+            Runs::Commands(commands) => {
+                for words in commands {
+                    self.push(words, prefixed, depth);
+                }
+            }
             Runs::Line(text) => {
                 self.opaque = true;
                 if depth >= MAX_DEPTH {
@@ -506,6 +511,8 @@ enum Runs {
     Nothing,
     /// Another command: the one a wrapper runs (`sudo rm -rf x` runs `rm -rf x`).
     Command(Vec<Word>),
+    /// Other commands: those `find` runs (`-exec rm -rf {} ;`).
+    Commands(Vec<Vec<Word>>),
     /// A command line, read as shell (`sh -c 'rm -rf x'`, `eval rm -rf x`).
     Line(String),
 }
@@ -521,6 +528,8 @@ struct Wrapper {
     assignments: bool,
     /// Operands that come before the command (`timeout 10 cmd`: the duration).
     operands: usize,
+    /// The command gets more arguments than it is written with (`xargs` adds its input's).
+    adds_arguments: bool,
 }
 
 const WRAPPERS: &[Wrapper] = &[
@@ -542,6 +551,7 @@ const WRAPPERS: &[Wrapper] = &[
         ],
         assignments: true,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["doas"],
@@ -549,6 +559,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &[],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["env"],
@@ -556,6 +567,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &["--chdir", "--unset", "--split-string"],
         assignments: true,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["command", "builtin", "nohup", "setsid", "busybox"],
@@ -563,6 +575,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &[],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["exec"],
@@ -570,6 +583,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &[],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["nice"],
@@ -577,6 +591,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &["--adjustment"],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["ionice"],
@@ -584,6 +599,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &["--class", "--classdata", "--pid"],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["stdbuf"],
@@ -591,6 +607,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &["--error", "--input", "--output"],
         assignments: false,
         operands: 0,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["timeout"],
@@ -598,6 +615,7 @@ const WRAPPERS: &[Wrapper] = &[
         long_with_value: &["--kill-after", "--signal"],
         assignments: false,
         operands: 1,
+        adds_arguments: false,
     },
     Wrapper {
         names: &["xargs"],
@@ -615,6 +633,7 @@ const WRAPPERS: &[Wrapper] = &[
         ],
         assignments: false,
         operands: 0,
+        adds_arguments: true,
     },
 ];
 
@@ -634,6 +653,9 @@ fn runs(command: &SimpleCommand) -> Runs {
     }
     if SHELLS.contains(&name) {
         return shell_line(args);
+    }
+    if name == "find" {
+        return find_exec(args);
     }
     let Some(w) = WRAPPERS.iter().find(|w| w.names.contains(&name)) else {
         return Runs::Nothing;
@@ -695,8 +717,43 @@ fn runs(command: &SimpleCommand) -> Runs {
         break;
     }
     match args.get(i..) {
-        Some(rest) if !rest.is_empty() => Runs::Command(rest.to_vec()),
+        Some(rest) if !rest.is_empty() => {
+            let mut words = rest.to_vec();
+            if w.adds_arguments {
+                // Whatever the input holds, `-rf` included.
+                words.push(Word::unknown());
+            }
+            Runs::Command(words)
+        }
         _ => Runs::Nothing,
+    }
+}
+
+/// The commands `find` runs: each `-exec`, `-execdir`, `-ok` or `-okdir`, up to its `;` or `+`.
+fn find_exec(args: &[Word]) -> Runs {
+    let mut commands = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let runs = matches!(
+            args[i].text.as_str(),
+            "-exec" | "-execdir" | "-ok" | "-okdir"
+        );
+        i += 1;
+        if !runs {
+            continue;
+        }
+        let start = i;
+        while i < args.len() && !matches!(args[i].text.as_str(), ";" | "+") {
+            i += 1;
+        }
+        if let Some(words) = args.get(start..i).filter(|w| !w.is_empty()) {
+            commands.push(words.to_vec());
+        }
+    }
+    if commands.is_empty() {
+        Runs::Nothing
+    } else {
+        Runs::Commands(commands)
     }
 }
 
@@ -880,6 +937,127 @@ mod tests {
         let line = parse(&"a;".repeat(MAX_COMMANDS + 5));
         assert!(line.opaque);
         assert_eq!(line.commands.len(), MAX_COMMANDS);
+    }
+
+    #[test]
+    fn a_wrapper_adds_the_command_it_runs() {
+        let cases: &[(&str, &[&str])] = &[
+            ("sudo -u bob -- rm -rf x", &["rm", "-rf", "x"]),
+            ("sudo -nu bob A=1 rm x", &["rm", "x"]),
+            ("env -i -u HOME PATH=/bin git push", &["git", "push"]),
+            ("env --chdir /tmp ls", &["ls"]),
+            ("nice -n 5 timeout -s KILL 10 make", &["make"]),
+            ("exec -a name python x.py", &["python", "x.py"]),
+            ("stdbuf -oL grep x", &["grep", "x"]),
+        ];
+        for (line, runs) in cases {
+            let read = words(&parse(line));
+            let runs: Vec<String> = runs.iter().map(|w| (*w).to_owned()).collect();
+            assert_eq!(read.last(), Some(&runs), "{line:?}: {read:?}");
+            assert!(parse(line).commands.len() >= 2, "{line:?}");
+        }
+        // `sudo env nice rm`: every layer, the innermost last.
+        let read = words(&parse("sudo env A=B nice rm -r x"));
+        assert_eq!(read.len(), 4, "{read:?}");
+        assert_eq!(read[3], ["rm", "-r", "x"]);
+        // A wrapper that runs nothing, or only options, adds nothing.
+        assert_eq!(parse("sudo -l").commands.len(), 1);
+        assert_eq!(parse("env").commands.len(), 1);
+    }
+
+    #[test]
+    fn shells_eval_and_find_add_what_they_run() {
+        let read = parse("bash -o pipefail -ec 'git status; rm -rf x'");
+        assert!(read.opaque, "a line handed to a shell is never plain");
+        let all = words(&read);
+        assert!(
+            all.contains(&vec!["rm".to_owned(), "-rf".into(), "x".into()]),
+            "{all:?}"
+        );
+        let all = words(&parse("eval rm -rf x"));
+        assert!(
+            all.contains(&vec!["rm".to_owned(), "-rf".into(), "x".into()]),
+            "{all:?}"
+        );
+        let all = words(&parse("env -S 'rm -rf x'"));
+        assert!(
+            all.contains(&vec!["rm".to_owned(), "-rf".into(), "x".into()]),
+            "{all:?}"
+        );
+        let all = words(&parse(
+            "find . -name '*.o' -exec rm -f {} \\; -ok mv {} y +",
+        ));
+        assert!(
+            all.contains(&vec!["rm".to_owned(), "-f".into(), "{}".into()]),
+            "{all:?}"
+        );
+        assert!(
+            all.contains(&vec!["mv".to_owned(), "{}".into(), "y".into()]),
+            "{all:?}"
+        );
+        // `sh script.sh` runs a script this reader cannot see: nothing is added.
+        assert_eq!(parse("sh script.sh").commands.len(), 1);
+    }
+
+    #[test]
+    fn what_expansions_choose_stands_for_anything() {
+        for line in [
+            "sudo $CMD",
+            "env A=B $CMD",
+            "sh -c \"$LINE\"",
+            "eval $X",
+            "env -S \"$L\"",
+        ] {
+            let read = parse(line);
+            let last = read.commands.last().unwrap();
+            assert!(
+                last.words[0].expands && !last.words[0].literal,
+                "{line:?}: {read:?}"
+            );
+        }
+        // xargs adds what its input holds: anything.
+        let read = parse("xargs rm");
+        assert!(read.commands[1].words[1].expands, "{read:?}");
+        let line = parse("rm $(echo -rf) \"$F\" x");
+        let flags: Vec<bool> = line
+            .commands
+            .iter()
+            .find(|c| c.words[0].text == "rm")
+            .unwrap()
+            .words
+            .iter()
+            .map(|w| w.expands)
+            .collect();
+        assert_eq!(flags, vec![false, true, true, false]);
+        assert!(
+            !parse("rm *.o ~/x").commands[0]
+                .words
+                .iter()
+                .any(|w| w.expands)
+        );
+    }
+
+    #[test]
+    fn lines_inside_lines_are_read_to_a_bounded_depth() {
+        let deep = format!("{}rm -rf x", "eval ".repeat(10_000));
+        let read = parse(&deep);
+        assert!(read.commands.len() <= MAX_COMMANDS);
+        assert!(read.opaque);
+        let mut nested = "rm -rf x".to_owned();
+        for _ in 0..(MAX_DEPTH + 3) {
+            nested = format!("sh -c {}", shell_quote(&nested));
+        }
+        let read = parse(&nested);
+        assert!(
+            read.commands.iter().any(|c| c.words[0].expands),
+            "past the depth, a line stands for any command: {read:?}"
+        );
+        let chain = format!("{}rm", "sudo ".repeat(10_000));
+        assert_eq!(parse(&chain).commands.len(), MAX_COMMANDS);
+    }
+
+    fn shell_quote(s: &str) -> String {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 
     /// A program name that is no shell keyword.
