@@ -73,12 +73,11 @@ pub enum EngineError {
     /// Too many concurrent changes to the same hold; try again (HTTP 503).
     #[error("the hold is changing too quickly; try again")]
     Busy,
-    /// The disk of the store is full: no new holds are raised until space is freed; the
-    /// holds there are can still be read, decided and waited on (HTTP 507).
-    #[error(
-        "the disk holding Holdpoint's data is full: no new holds are taken until space is freed (holds already raised can still be read, decided and waited on)"
-    )]
-    StorageFull,
+    /// The store is short of space: it writes only decisions, withdrawals and timeouts of the
+    /// holds already raised until the space it needs is free; the message says how much is
+    /// free and how much is needed (HTTP 507).
+    #[error("{0}")]
+    StorageFull(crate::store::SpaceShort),
 }
 
 impl EngineError {
@@ -109,7 +108,7 @@ impl EngineError {
             EngineError::AlreadyDecided { .. } => "already_decided",
             EngineError::Store(_) => "storage_unavailable",
             EngineError::Busy => "busy",
-            EngineError::StorageFull => "storage_full",
+            EngineError::StorageFull(_) => "storage_full",
             EngineError::Limited { .. } => "limit_reached",
             EngineError::InvalidPolicy(_) => "invalid_policy",
         }

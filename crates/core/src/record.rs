@@ -27,7 +27,7 @@ pub fn encode<T: Serialize>(
     value: &T,
 ) -> Result<Record, StoreError> {
     let data = serde_json::to_value(value)
-        .map_err(|e| StoreError(format!("a {} cannot be stored: {e}", kind.as_str())))?;
+        .map_err(|e| StoreError::new(format!("a {} cannot be stored: {e}", kind.as_str())))?;
     Ok(Record {
         kind,
         id,
@@ -55,7 +55,7 @@ pub fn put<T: Serialize>(
 /// The entity a record holds.
 pub fn decode<T: DeserializeOwned>(r: Record) -> Result<T, StoreError> {
     serde_json::from_value(r.data)
-        .map_err(|e| StoreError(format!("a stored {} is unreadable: {e}", r.kind.as_str())))
+        .map_err(|e| StoreError::new(format!("a stored {} is unreadable: {e}", r.kind.as_str())))
 }
 
 /// Typed reads of a store's records, and commits of record writes with the events that

@@ -18,16 +18,81 @@ use uuid::Uuid;
 
 use crate::audit::{AuditHead, EventDraft, RawEvent};
 
-/// A storage failure (I/O, corruption, a server that went away). Nothing of the failed
+/// A storage failure (I/O, corruption, a server that went away), or a write refused because
+/// the store is short of space ([`StoreError::space_short`]). Nothing of the failed
 /// transaction was applied.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("storage failure: {0}")]
-pub struct StoreError(pub String);
+#[derive(Debug, Clone)]
+pub struct StoreError {
+    message: String,
+    short: Option<SpaceShort>,
+}
 
 impl StoreError {
     pub fn new(e: impl std::fmt::Display) -> Self {
-        StoreError(e.to_string())
+        StoreError {
+            message: e.to_string(),
+            short: None,
+        }
     }
+
+    /// A write refused because the store is short of space: only the writes that serve the
+    /// holds already raised are taken until it has room again.
+    pub fn short_of_space(short: SpaceShort) -> Self {
+        StoreError {
+            message: short.to_string(),
+            short: Some(short),
+        }
+    }
+
+    /// What went wrong, without the "storage failure" before it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Set when the write was refused for want of space (and nothing failed): how much is
+    /// free and how much is needed.
+    pub fn space_short(&self) -> Option<SpaceShort> {
+        self.short
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.short {
+            Some(short) => short.fmt(f),
+            None => write!(f, "storage failure: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A store short of space: its disk filled up, and it now writes only what serves the holds
+/// already raised ([`Transaction::serves_raised_holds`]) until `needed` bytes are free on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpaceShort {
+    /// Bytes free on the store's disk for an unprivileged writer, when last measured.
+    pub free: u64,
+    /// Bytes that must be free before every write is taken again.
+    pub needed: u64,
+}
+
+impl std::fmt::Display for SpaceShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the disk holding Holdpoint's data is short of space: {} free, {} needed before \
+             writes other than decisions, withdrawals and timeouts of holds already raised are \
+             taken again (those still are, and everything can still be read)",
+            mebibytes(self.free),
+            mebibytes(self.needed),
+        )
+    }
+}
+
+/// Bytes as MiB with one decimal, "11.0 MiB".
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// One atomic change: all writes and events apply, or none does.
@@ -35,6 +100,25 @@ impl StoreError {
 pub struct Transaction {
     pub writes: Vec<Write>,
     pub events: Vec<PreparedEvent>,
+}
+
+impl Transaction {
+    /// Whether this transaction only changes holds already raised — a decision or a vote, a
+    /// withdrawal, a timeout, a reminder — with the grants and the idempotency record that
+    /// come with such a change. These are what a store short of space still writes, in the
+    /// space it set aside: what a person or a deadline needs to resolve the holds there are.
+    /// Anything else (a new hold, a call recorded in the log, a record) is refused then.
+    pub fn serves_raised_holds(&self) -> bool {
+        let mut holds = false;
+        for write in &self.writes {
+            match write {
+                Write::UpdateHold(_) => holds = true,
+                Write::InsertGrant(_) | Write::PutIdempotent { .. } => {}
+                _ => return false,
+            }
+        }
+        holds
+    }
 }
 
 /// An event draft with its canonical JSON computed by the caller, so the store's serial write
@@ -242,6 +326,82 @@ impl StatusSet {
     }
 }
 
+/// A hold's columns that listings, lookups and version checks filter on, kept beside its JSON:
+/// the one definition of what each holds, which stores write and `audit verify` checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldColumns {
+    pub id: HoldId,
+    pub batch: BatchId,
+    pub world: String,
+    pub chat: Option<String>,
+    pub agent: Option<String>,
+    pub tool: Option<String>,
+    pub kind: String,
+    pub status: String,
+    pub open: bool,
+    /// Milliseconds since the epoch.
+    pub deadline: Option<i64>,
+    /// Milliseconds since the epoch; none once the reminder was sent.
+    pub remind_at: Option<i64>,
+    pub version: u64,
+}
+
+impl HoldColumns {
+    /// The columns of `hold`, as a store writes them.
+    pub fn of(hold: &Hold) -> HoldColumns {
+        HoldColumns {
+            id: hold.id,
+            batch: hold.batch,
+            world: hold.world.clone(),
+            chat: hold.chat.clone(),
+            agent: hold.agent.clone(),
+            tool: hold.tool().map(str::to_owned),
+            kind: hold.kind().as_str().to_owned(),
+            status: hold.status.as_str().to_owned(),
+            open: hold.is_open(),
+            deadline: hold.deadline.map(|t| t.as_millis()),
+            remind_at: hold
+                .remind_at
+                .filter(|_| !hold.reminded)
+                .map(|t| t.as_millis()),
+            version: hold.version,
+        }
+    }
+
+    /// Each column that differs from `want`'s: its name, what is stored, what should be.
+    pub fn differ(&self, want: &HoldColumns) -> Vec<(&'static str, String, String)> {
+        fn text<T: std::fmt::Debug>(v: &T) -> String {
+            format!("{v:?}")
+        }
+        let mut out = Vec::new();
+        let mut check = |name, stored: String, wanted: String| {
+            if stored != wanted {
+                out.push((name, stored, wanted));
+            }
+        };
+        check("id", self.id.to_string(), want.id.to_string());
+        check("batch", self.batch.to_string(), want.batch.to_string());
+        check("world", text(&self.world), text(&want.world));
+        check("chat", text(&self.chat), text(&want.chat));
+        check("agent", text(&self.agent), text(&want.agent));
+        check("tool", text(&self.tool), text(&want.tool));
+        check("kind", text(&self.kind), text(&want.kind));
+        check("status", text(&self.status), text(&want.status));
+        check("open", text(&self.open), text(&want.open));
+        check("deadline", text(&self.deadline), text(&want.deadline));
+        check("remind_at", text(&self.remind_at), text(&want.remind_at));
+        check("version", text(&self.version), text(&want.version));
+        out
+    }
+}
+
+/// A hold's stored row: its columns as stored, and its JSON as read back.
+#[derive(Debug, Clone)]
+pub struct StoredHold {
+    pub columns: HoldColumns,
+    pub hold: Hold,
+}
+
 /// A hold with its position in creation order (for cursors).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Positioned<T> {
@@ -414,12 +574,22 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// Whether the store's disk filled up and it now writes into the space it set aside for
-    /// that: the engine then raises no new holds, so that the space left serves deciding,
-    /// expiring and waiting on the holds there are. A store that sets no space aside (or
-    /// whose database sees to its own disk) is never short.
-    fn short_of_space(&self) -> bool {
-        false
+    /// Every hold's stored row by position, after `after`, at most `limit`: its columns as
+    /// stored, beside its JSON, so that `audit verify` finds a column edited behind
+    /// Holdpoint's back (a decided hold listed as pending, say).
+    async fn stored_holds(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<StoredHold>>, StoreError>;
+
+    /// `Some` while the store's disk is full and it writes into the space it set aside for
+    /// that: it then refuses every transaction but those that serve the holds already raised
+    /// ([`Transaction::serves_raised_holds`]), with [`StoreError::space_short`] set, so that
+    /// the space left serves deciding, expiring and withdrawing them. A store that sets no
+    /// space aside (or whose database sees to its own disk) is never short.
+    fn short_of_space(&self) -> Option<SpaceShort> {
+        None
     }
 }
 

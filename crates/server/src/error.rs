@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use holdpoint_agent::RuntimeError;
-use holdpoint_core::store::{CommitError, StoreError};
+use holdpoint_core::store::{CommitError, SpaceShort, StoreError};
 use holdpoint_core::{EngineError, PendingLimit, ValidationError};
 use holdpoint_protocol::{ErrorBody, ErrorDetail};
 use serde_json::{Value, json};
@@ -143,8 +143,34 @@ impl From<ValidationError> for ApiError {
     }
 }
 
+/// How long a client refused for want of space is asked to wait: space is freed by a
+/// person, and the store looks for it every second.
+pub const STORAGE_FULL_RETRY: u64 = 30;
+
+impl ApiError {
+    /// The store is short of space: 507 `storage_full`, with how much is free and needed (in
+    /// the message and `details`) and `Retry-After`.
+    pub fn storage_full(short: SpaceShort) -> Self {
+        let mut e = ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "storage_full",
+            short.to_string(),
+        )
+        .with_details(json!({
+            "free_bytes": short.free,
+            "needed_bytes": short.needed,
+            "retry_after": STORAGE_FULL_RETRY,
+        }));
+        e.retry_after = Some(STORAGE_FULL_RETRY);
+        e
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        if let Some(short) = e.space_short() {
+            return ApiError::storage_full(short);
+        }
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "storage_unavailable",
@@ -192,12 +218,11 @@ impl From<EngineError> for ApiError {
             EngineError::Conflict { message, .. } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }
-            e @ (EngineError::Store(_) | EngineError::Busy) => {
+            EngineError::Store(e) => e.into(),
+            e @ EngineError::Busy => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, e.to_string())
             }
-            e @ EngineError::StorageFull => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, code, e.to_string())
-            }
+            EngineError::StorageFull(short) => ApiError::storage_full(short),
         }
     }
 }

@@ -29,7 +29,7 @@ pub(crate) fn parts(f: &HoldFilter) -> Result<&'static [Part], StoreError> {
     let open_only = f.status.open_only();
     Ok(match f.order {
         Order::Urgent if !open_only => {
-            return Err(StoreError("the urgent order lists open holds only".into()));
+            return Err(StoreError::new("the urgent order lists open holds only"));
         }
         // The page goes on among the holds without a deadline.
         Order::Urgent if f.after.is_some() && f.after_deadline.is_none() => &[Part::Undated],

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use holdpoint_core::store::{
-    CommitError, IdempotentRecord, PreparedEvent, StoreError, Transaction, Write,
+    CommitError, HoldColumns, IdempotentRecord, PreparedEvent, StoreError, Transaction, Write,
 };
 use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
@@ -22,6 +22,8 @@ pub(crate) struct Job {
     pub(crate) writes: Vec<PreparedWrite>,
     pub(crate) events: Vec<PreparedEvent>,
     pub(crate) reply: Reply,
+    /// [`Transaction::serves_raised_holds`]: written even by a store short of space.
+    pub(crate) serves_raised_holds: bool,
 }
 
 /// Commits `tx` through a store's writer: its writes are prepared here, on the caller's task,
@@ -32,8 +34,9 @@ pub(crate) async fn commit_through(
     tx: Transaction,
 ) -> Result<Vec<Arc<Event>>, CommitError> {
     let Some(send) = send else {
-        return Err(StoreError("the database is open read-only".into()).into());
+        return Err(StoreError::new("the database is open read-only").into());
     };
+    let serves_raised_holds = tx.serves_raised_holds();
     let writes = tx
         .writes
         .into_iter()
@@ -44,13 +47,14 @@ pub(crate) async fn commit_through(
         writes,
         events: tx.events,
         reply,
+        serves_raised_holds,
     };
     if !send(Message::Commit(job)) {
-        return Err(StoreError("the store is closed".into()).into());
+        return Err(StoreError::new("the store is closed").into());
     }
     answer
         .await
-        .map_err(|_| StoreError("the store closed before the commit finished".into()))?
+        .map_err(|_| StoreError::new("the store closed before the commit finished"))?
 }
 
 /// A hold's columns and its JSON, serialised by the caller (off the writer's thread).
@@ -130,23 +134,23 @@ impl PreparedWrite {
     }
 }
 
+/// The columns are [`HoldColumns::of`] the hold, the one definition `audit verify` checks
+/// stored rows against.
 fn hold_row(hold: &Hold) -> Result<HoldRow, StoreError> {
+    let c = HoldColumns::of(hold);
     Ok(HoldRow {
-        id: hold.id,
-        batch: hold.batch,
-        world: hold.world.clone(),
-        chat: hold.chat.clone(),
-        agent: hold.agent.clone(),
-        tool: hold.tool().map(str::to_owned),
+        id: c.id,
+        batch: c.batch,
+        world: c.world,
+        chat: c.chat,
+        agent: c.agent,
+        tool: c.tool,
         kind: hold.kind().as_str(),
         status: hold.status.as_str(),
-        open: hold.is_open(),
-        deadline: hold.deadline.map(|t| t.as_millis()),
-        remind_at: hold
-            .remind_at
-            .filter(|_| !hold.reminded)
-            .map(|t| t.as_millis()),
-        version: hold.version,
+        open: c.open,
+        deadline: c.deadline,
+        remind_at: c.remind_at,
+        version: c.version,
         data: serde_json::to_string(hold).map_err(StoreError::new)?,
     })
 }

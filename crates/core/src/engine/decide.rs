@@ -84,7 +84,10 @@ fn transaction(t: Transition) -> Transaction {
 
 pub(crate) fn commit_error(e: CommitError) -> EngineError {
     match e {
-        CommitError::Store(e) => EngineError::Store(e),
+        CommitError::Store(e) => match e.space_short() {
+            Some(short) => EngineError::StorageFull(short),
+            None => EngineError::Store(e),
+        },
         CommitError::Conflict(Conflict::KeyTaken(k)) => EngineError::conflict(KEY_TAKEN, k),
         CommitError::Conflict(c) => EngineError::conflict("conflict", c.to_string()),
     }

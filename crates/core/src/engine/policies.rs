@@ -31,7 +31,7 @@ pub(super) async fn load(store: &dyn Store, mut layers: Layers) -> Result<Layers
         // Holdpoint reads it differently) stops the start rather than leave its world to the
         // base, which may allow more.
         let own = Policy::from_toml_unchecked(&stored.text).map_err(|e| {
-            StoreError(format!(
+            StoreError::new(format!(
                 "the policy of world {} (version {version}) no longer loads: {e}",
                 stored.world
             ))
@@ -342,7 +342,7 @@ impl Engine {
         let mut next = Some(read(0));
         while let Some(reading) = next.take() {
             let page = reading.await.map_err(|e| {
-                EngineError::Store(StoreError(format!("a replay's read failed: {e}")))
+                EngineError::Store(StoreError::new(format!("a replay's read failed: {e}")))
             })??;
             if page.events.len() == REPLAY_PAGE {
                 next = Some(read(page.scanned_to));

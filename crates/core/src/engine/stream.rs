@@ -69,7 +69,7 @@ impl EventStream {
                     }
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => self.catching_up = true,
-                Err(RecvError::Closed) => return Err(StoreError("the store was closed".into())),
+                Err(RecvError::Closed) => return Err(StoreError::new("the store was closed")),
             }
         }
     }

@@ -1,12 +1,15 @@
 //! `audit verify`: the chain walked in pages, then what the store serves (holds, grants, and
 //! each chat's messages and turns) compared with what the chain's events say, through the
-//! store's own reads, so one check serves every store.
+//! store's own reads, so one check serves every store. A hold's stored row is checked whole:
+//! its JSON against the log, and each column that listings, lookups and version checks
+//! filter on (`HoldColumns`: open, status, world, chat, agent, tool, kind, batch, deadline…)
+//! against that JSON.
 //!
 //! On a live store, what is read after the walk may have changed since (its events are past
 //! the walk's end): a difference is looked at again after following the log on, a few times,
 //! before it is called an edit.
 
-use holdpoint_protocol::{ChatId, HoldId, Message, Turn};
+use holdpoint_protocol::{ChatId, Message, Turn};
 use uuid::Uuid;
 
 use super::Engine;
@@ -14,7 +17,7 @@ use crate::audit::state::{Checked, StateCheck};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::record::decode;
-use crate::store::{Record, RecordKind, StatusSet, Store, StoreError, each_hold, each_page};
+use crate::store::{HoldColumns, Record, RecordKind, Store, StoreError, StoredHold, each_page};
 
 /// Events read from the log at a time.
 const EVENTS: usize = 1024;
@@ -101,12 +104,14 @@ impl Walk {
         store: &dyn Store,
         checked: &mut Checked,
     ) -> Result<Result<(), ChainError>, StoreError> {
+        // Suspects by position: a hold's stored row is read again by it.
         let mut suspects = Vec::new();
-        each_hold(store, StatusSet::Any, |page| {
+        let read = |after, limit| store.stored_holds(after, limit);
+        each_page(read, |page| {
             checked.holds += page.len() as u64;
-            for h in &page {
-                if self.state.hold_differs(&h.item).is_some() {
-                    suspects.push(h.item.id);
+            for row in &page {
+                if self.stored_hold_differs(&row.item).is_some() {
+                    suspects.push(row.position);
                 }
             }
         })
@@ -122,17 +127,17 @@ impl Walk {
                 Err(e) => return Ok(Err(e)),
             }
             let mut still = Vec::new();
-            for id in suspects {
-                match store.hold(id).await? {
-                    Some(h) if self.state.hold_differs(&h).is_none() => {}
-                    _ => still.push(id),
+            for position in suspects {
+                match stored_hold(store, position).await? {
+                    Some(h) if self.stored_hold_differs(&h).is_none() => {}
+                    _ => still.push(position),
                 }
             }
             suspects = still;
             grants = store.grants(None).await?;
         }
-        for id in suspects {
-            self.hold_mismatch(store, id).await?;
+        for position in suspects {
+            self.hold_mismatch(store, position).await?;
         }
         let differ = self.state.grants_differ(&grants);
         checked.grants = grants.len() as u64;
@@ -142,15 +147,28 @@ impl Walk {
         Ok(Ok(()))
     }
 
-    async fn hold_mismatch(&mut self, store: &dyn Store, id: HoldId) -> Result<(), StoreError> {
-        let reason = match store.hold(id).await? {
-            Some(h) => self.state.hold_differs(&h),
-            None => None,
-        };
-        if let Some(reason) = reason {
-            self.state.mismatch("hold", id.to_string(), reason);
+    async fn hold_mismatch(&mut self, store: &dyn Store, position: u64) -> Result<(), StoreError> {
+        if let Some(h) = stored_hold(store, position).await?
+            && let Some(reason) = self.stored_hold_differs(&h)
+        {
+            self.state.mismatch("hold", h.hold.id.to_string(), reason);
         }
         Ok(())
+    }
+
+    /// How a hold's stored row differs from what the log says: its JSON (as the store serves
+    /// it) against the log's events, and each column that listings, lookups and version
+    /// checks filter on against that JSON, so that a column edited alone (a decided hold
+    /// marked open, listed as pending) shows, named.
+    fn stored_hold_differs(&mut self, row: &StoredHold) -> Option<String> {
+        let mut differ: Vec<String> = self.state.hold_differs(&row.hold).into_iter().collect();
+        for (column, stored, wanted) in row.columns.differ(&HoldColumns::of(&row.hold)) {
+            differ.push(format!(
+                "its stored column `{column}` is {stored} but the hold says {wanted} (what \
+                 filters on `{column}` finds it wrongly)"
+            ));
+        }
+        (!differ.is_empty()).then(|| differ.join("; "))
     }
 
     /// Every chat's messages and turns (the tool results the LLM was given, each call's
@@ -244,4 +262,15 @@ impl Walk {
             Err(e) => Some(e.to_string()),
         }
     }
+}
+
+/// The hold stored at `position`, if it is still there.
+async fn stored_hold(store: &dyn Store, position: u64) -> Result<Option<StoredHold>, StoreError> {
+    let page = store
+        .stored_holds(Some(position.saturating_sub(1)), 1)
+        .await?;
+    Ok(page
+        .into_iter()
+        .find(|row| row.position == position)
+        .map(|row| row.item))
 }

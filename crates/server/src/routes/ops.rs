@@ -18,10 +18,17 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// The server can serve: its storage answers.
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "ready", body = Health), (status = 503, body = holdpoint_protocol::ErrorBody)))]
+/// The server can serve: its storage answers, and has room for every write. Short of space
+/// it is not ready (503 `storage_full`, saying how much is free and how much is needed),
+/// though it still decides the holds already raised.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "ready", body = Health), (status = 503, description = "not ready: the storage does not answer (`storage_unavailable`), or is short of space and takes only decisions, withdrawals and timeouts (`storage_full`)", body = holdpoint_protocol::ErrorBody)))]
 pub async fn readyz(State(app): State<App>) -> Result<Json<Health>, ApiError> {
     app.store().audit_head().await?;
+    if let Some(short) = app.store().short_of_space() {
+        let mut e = ApiError::storage_full(short);
+        e.status = StatusCode::SERVICE_UNAVAILABLE;
+        return Err(e);
+    }
     Ok(Json(Health {
         status: "ready".into(),
     }))

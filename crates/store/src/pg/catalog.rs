@@ -73,7 +73,7 @@ impl Catalog {
         }
         let version = rx
             .await
-            .map_err(|_| StoreError("the catalog's version was not read".into()))??;
+            .map_err(|_| StoreError::new("the catalog's version was not read"))??;
         let mut state = self.lock();
         if state.version.is_none_or(|v| v < version) {
             state.version = Some(version);
@@ -105,6 +105,6 @@ impl Catalog {
         let conn = self.readers.get().await?;
         let row = conn.query_opt(READ_VERSION, &[]).await.map_err(sql_error)?;
         row.map(|r| r.get(0))
-            .ok_or_else(|| StoreError("the catalog's version row is missing".into()))
+            .ok_or_else(|| StoreError::new("the catalog's version row is missing"))
     }
 }

@@ -156,7 +156,7 @@ pub fn redact(url: &str) -> String {
 }
 
 pub(super) fn sql_error(e: tokio_postgres::Error) -> StoreError {
-    StoreError(format!("PostgreSQL: {e}"))
+    StoreError::new(format!("PostgreSQL: {e}"))
 }
 
 /// One connection and the statements prepared on it, by their text.
@@ -240,7 +240,9 @@ impl Readers {
             return Ok(c.clone());
         }
         *slot = None;
-        let conn = Arc::new(Conn::new(self.target.connect().await.map_err(StoreError)?));
+        let conn = Arc::new(Conn::new(
+            self.target.connect().await.map_err(StoreError::new)?,
+        ));
         *slot = Some(conn.clone());
         Ok(conn)
     }

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
-    RecordKind, Store, StoreError, Transaction,
+    RecordKind, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
@@ -84,7 +84,7 @@ impl PgStore {
         let conn = Conn::new(client);
         let head = reader::audit_head(&conn)
             .await
-            .map_err(|e| open_error(e.0))?;
+            .map_err(|e| open_error(e.message().to_owned()))?;
         drop(conn);
         let publisher = Arc::new(Publisher::new(head.map_or(0, |h| h.seq), EVENT_BUFFER));
         let (tx, rx) = mpsc::unbounded_channel();
@@ -215,6 +215,14 @@ impl Store for PgStore {
         reader::batch(&*self.conn().await?, id).await
     }
 
+    async fn stored_holds(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<StoredHold>>, StoreError> {
+        reader::stored_holds(&*self.conn().await?, after, limit).await
+    }
+
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {
         reader::chat_has_open_hold(&*self.conn().await?, world, chat).await
     }
@@ -316,7 +324,7 @@ impl Store for PgStore {
             .map_err(StoreError::new)?;
         match publishing.published() {
             p if p >= head => Ok(Some(head)),
-            p => Err(StoreError(format!(
+            p => Err(StoreError::new(format!(
                 "the event after {p} in the log is unreadable, so what was committed up to {head} cannot be published"
             ))),
         }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldFilter, Positioned, Record, RecordKind, StatusSet, StoreError,
+    EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
+    StoreError, StoredHold,
 };
 use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
 use tokio_postgres::Row;
@@ -18,7 +19,7 @@ type Param = Box<dyn ToSql + Sync + Send>;
 
 fn parse<T: serde::de::DeserializeOwned>(what: &str, data: &str) -> Result<T, StoreError> {
     serde_json::from_str(data)
-        .map_err(|e| StoreError(format!("a stored {what} is unreadable: {e}")))
+        .map_err(|e| StoreError::new(format!("a stored {what} is unreadable: {e}")))
 }
 
 fn count(n: usize) -> i64 {
@@ -41,6 +42,46 @@ pub(super) async fn hold(conn: &Conn, id: HoldId) -> Result<Option<Hold>, StoreE
         .await
         .map_err(sql_error)?;
     row.map(|r| parse("hold", r.get(0))).transpose()
+}
+
+/// Holds' stored rows by position (the primary key: no index the check is about is used).
+pub(super) async fn stored_holds(
+    conn: &Conn,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<StoredHold>>, StoreError> {
+    let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+    let rows = conn
+        .query(
+            "SELECT position, id, batch, world, chat, agent, tool, kind, status, open, deadline, \
+             remind_at, version, data FROM holds WHERE position > $1 ORDER BY position LIMIT $2",
+            &[&after, &count(limit)],
+        )
+        .await
+        .map_err(sql_error)?;
+    rows.iter()
+        .map(|r| {
+            let hold: Hold = parse("hold", r.get(13))?;
+            let columns = HoldColumns {
+                id: HoldId::from_uuid(r.get(1)),
+                batch: BatchId::from_uuid(r.get(2)),
+                world: r.get(3),
+                chat: r.get(4),
+                agent: r.get(5),
+                tool: r.get(6),
+                kind: r.get(7),
+                status: r.get(8),
+                open: r.get(9),
+                deadline: r.get(10),
+                remind_at: r.get(11),
+                version: u64::try_from(r.get::<_, i64>(12)).unwrap_or(u64::MAX),
+            };
+            Ok(Positioned {
+                position: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+                item: StoredHold { columns, hold },
+            })
+        })
+        .collect()
 }
 
 /// One page of holds. Each shape of filter is an equality prefix of one partial index
@@ -281,7 +322,7 @@ pub(super) async fn events(
             continue;
         };
         let event = audit::open(r.get(2), r.get(3))
-            .map_err(|e| StoreError(format!("event {seq} is unreadable: {e}")))?;
+            .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
         events.push(Arc::new(event));
     }
     let scanned_to = if events.len() == limit {

@@ -237,14 +237,14 @@ impl Writer {
             self.client = None;
             self.statements.clear();
             self.head = None;
-            let (client, pid) = connect(&self.target).await.map_err(StoreError)?;
+            let (client, pid) = connect(&self.target).await.map_err(StoreError::new)?;
             self.publisher.set_writer_pid(pid);
             self.client = Some(client);
         }
         let client = self
             .client
             .as_ref()
-            .ok_or_else(|| StoreError("no connection".into()))?;
+            .ok_or_else(|| StoreError::new("no connection"))?;
         if self.statements.is_empty() {
             self.statements = Self::prepare(client).await?;
         }
@@ -263,13 +263,13 @@ impl Writer {
             .collect();
         let prepared = in_order(steps)
             .await
-            .map_err(|e| StoreError(format!("cannot prepare the writer's statements: {e}")))?;
+            .map_err(|e| StoreError::new(format!("cannot prepare the writer's statements: {e}")))?;
         Ok(prepared.into_iter().collect())
     }
 
     async fn commit_group(&mut self, jobs: Vec<Job>) {
         if let Err(e) = self.client().await {
-            let error = StoreError(format!("the database is unreachable: {}", e.0));
+            let error = StoreError::new(format!("the database is unreachable: {}", e.message()));
             for job in jobs {
                 let _ = job.reply.send(Err(CommitError::Store(error.clone())));
             }
@@ -313,7 +313,7 @@ impl Writer {
                     return;
                 }
                 tracing::error!(error = %e, "a commit failed");
-                let error = StoreError(if lost {
+                let error = StoreError::new(if lost {
                     format!(
                         "the connection to the database was lost during the commit, which may or may not have been applied: {e}"
                     )
@@ -1076,6 +1076,7 @@ mod tests {
             writes,
             events: Vec::new(),
             reply: tokio::sync::oneshot::channel().0,
+            serves_raised_holds: false,
         }
     }
 

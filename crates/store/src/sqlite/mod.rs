@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
-    RecordKind, Store, StoreError, Transaction,
+    RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
@@ -84,8 +84,9 @@ pub struct SqliteStore {
     /// Only while this process writes: another writer's changes would not clear it.
     cache: Option<Arc<RecordCache>>,
     events: broadcast::Sender<Arc<Event>>,
-    /// Set while the disk is full and the space set aside for it is in use (`reserve.rs`).
-    short: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the disk is full and the space set aside for it in use (`reserve.rs`); none
+    /// for a store opened read-only.
+    space: Option<Arc<reserve::Space>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -130,7 +131,7 @@ impl SqliteStore {
         // automatic checkpoint, which would run inside a commit.
         let wal_frames = writer::watch_wal(&mut conn).map_err(|e| db(e.to_string()))?;
         let head = reader::audit_head(&conn)
-            .map_err(|e| db(e.0))?
+            .map_err(|e| db(e.message().to_owned()))?
             .unwrap_or_else(|| AuditHead {
                 seq: 0,
                 hash: holdpoint_core::audit::GENESIS.to_owned(),
@@ -144,7 +145,7 @@ impl SqliteStore {
         let syncer = syncer::Syncer::spawn(PathBuf::from(wal), events.clone(), failed.clone())
             .map_err(io)?;
         let reserve = reserve::Reserve::open(&path);
-        let short = reserve.short();
+        let space = reserve.space();
         let mut writer = Writer {
             conn,
             reserve,
@@ -171,7 +172,7 @@ impl SqliteStore {
             writer_thread: Mutex::new(Some(thread)),
             cache: Some(cache),
             events,
-            short,
+            space: Some(space),
         })
     }
 
@@ -198,7 +199,7 @@ impl SqliteStore {
             writer_thread: Mutex::new(None),
             cache: None,
             events,
-            short: Arc::default(),
+            space: None,
         })
     }
 
@@ -275,8 +276,17 @@ impl Store for SqliteStore {
         commit_through(send, tx).await
     }
 
-    fn short_of_space(&self) -> bool {
-        self.short.load(std::sync::atomic::Ordering::SeqCst)
+    fn short_of_space(&self) -> Option<SpaceShort> {
+        self.space.as_ref().and_then(|s| s.shortfall())
+    }
+
+    async fn stored_holds(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<StoredHold>>, StoreError> {
+        self.read(move |c| reader::stored_holds(c, after, limit))
+            .await
     }
 
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError> {

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldFilter, Positioned, Record, RecordKind, StatusSet, StoreError,
+    EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
+    StoreError, StoredHold,
 };
 use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
 use rusqlite::types::Value as Sql;
@@ -23,7 +24,8 @@ pub(super) struct ReaderPool {
 
 /// An id read back from its 16 stored bytes.
 fn stored_id(bytes: &[u8]) -> Result<uuid::Uuid, StoreError> {
-    uuid::Uuid::from_slice(bytes).map_err(|e| StoreError(format!("a stored id is unreadable: {e}")))
+    uuid::Uuid::from_slice(bytes)
+        .map_err(|e| StoreError::new(format!("a stored id is unreadable: {e}")))
 }
 
 fn sql_error(e: rusqlite::Error) -> StoreError {
@@ -32,7 +34,7 @@ fn sql_error(e: rusqlite::Error) -> StoreError {
 
 fn parse<T: serde::de::DeserializeOwned>(what: &str, data: &str) -> Result<T, StoreError> {
     serde_json::from_str(data)
-        .map_err(|e| StoreError(format!("a stored {what} is unreadable: {e}")))
+        .map_err(|e| StoreError::new(format!("a stored {what} is unreadable: {e}")))
 }
 
 impl ReaderPool {
@@ -73,18 +75,18 @@ impl ReaderPool {
             .permits
             .acquire()
             .await
-            .map_err(|_| StoreError("the store is closed".into()))?;
+            .map_err(|_| StoreError::new("the store is closed"))?;
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let conn = match idle {
             Some(c) => c,
-            None => connect(&self.path, true).map_err(StoreError)?,
+            None => connect(&self.path, true).map_err(StoreError::new)?,
         };
         let (conn, result) = tokio::task::spawn_blocking(move || {
             let r = f(&conn);
             (conn, r)
         })
         .await
-        .map_err(|e| StoreError(format!("a read failed: {e}")))?;
+        .map_err(|e| StoreError::new(format!("a read failed: {e}")))?;
         self.idle
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -99,6 +101,77 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
         .and_then(|mut s| s.query_row([key(id.as_uuid())], |r| r.get(0)).optional())
         .map_err(sql_error)?;
     data.map(|d| parse("hold", &d)).transpose()
+}
+
+/// Holds' stored rows by position (the primary key: no index the check is about is used).
+pub(super) fn stored_holds(
+    conn: &Connection,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<StoredHold>>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT position, id, batch, world, chat, agent, tool, kind, status, open, deadline, \
+             remind_at, version, data FROM holds WHERE position > ? ORDER BY position LIMIT ?",
+        )
+        .map_err(sql_error)?;
+    let after = after.map_or(0, |a| a as i64);
+    let rows = stmt
+        .query_map(params![after, limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Vec<u8>>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                (
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                ),
+                (
+                    r.get::<_, i64>(9)?,
+                    r.get(10)?,
+                    r.get(11)?,
+                    r.get::<_, i64>(12)?,
+                ),
+                r.get::<_, String>(13)?,
+            ))
+        })
+        .map_err(sql_error)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (position, id, batch, text, numbers, data) = row.map_err(sql_error)?;
+        let (world, chat, agent, tool, kind, status) = text;
+        let (open, deadline, remind_at, version) = numbers;
+        let hold: Hold = parse("hold", &data)?;
+        let columns = HoldColumns {
+            id: HoldId::from_uuid(stored_id(&id)?),
+            batch: BatchId::from_uuid(stored_id(&batch)?),
+            world,
+            chat,
+            agent,
+            tool,
+            kind,
+            status,
+            // Listings ask for `open = 1` or `open = 0`: any other value hides the hold from
+            // both, so it is read as the opposite of what the hold says, to be reported.
+            open: match open {
+                0 => false,
+                1 => true,
+                _ => !hold.is_open(),
+            },
+            deadline,
+            remind_at,
+            version: u64::try_from(version).unwrap_or(u64::MAX),
+        };
+        out.push(Positioned {
+            position: position as u64,
+            item: StoredHold { columns, hold },
+        });
+    }
+    Ok(out)
 }
 
 /// One page of holds. Each shape of filter is an equality prefix of one index followed by
@@ -352,7 +425,7 @@ pub(super) fn events(
         for row in rows {
             let (seq, body, hash) = row.map_err(sql_error)?;
             let event = audit::open(&body, &hash)
-                .map_err(|e| StoreError(format!("event {seq} is unreadable: {e}")))?;
+                .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
             events.push(Arc::new(event));
         }
     }

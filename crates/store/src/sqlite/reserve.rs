@@ -1,11 +1,13 @@
 //! Space set aside on the database's disk for when it fills up. A full disk would otherwise
 //! refuse every commit, deciding a hold as much as raising one. So the store keeps a file of
 //! zeros beside the database (`<database>-reserve`); when a commit finds the disk full, the
-//! file is deleted and the commit made again in the space it freed, and the store is then
-//! *short of space*: the engine raises no new holds (`Store::short_of_space`), and what is
-//! left serves deciding, expiring and waiting on the holds there are. Once there is room
-//! again for the reserve (and as much again, so that the next commit does not fill the disk
-//! at once), it is set aside again and new holds are taken.
+//! file is deleted, and the store is then *short of space* (`Store::short_of_space`): the
+//! writer takes only the transactions that serve the holds already raised (decisions,
+//! withdrawals, timeouts: `Transaction::serves_raised_holds`) and refuses every other with
+//! `StoreError::space_short`, so that the space freed serves deciding, expiring and waiting on
+//! the holds there are, and nothing else uses it up. Once [`NEEDED`] bytes are free again
+//! (twice the reserve, so that setting it aside leaves as much again for the commits that
+//! follow), the reserve is set aside again and every write is taken.
 
 use std::fs::File;
 use std::io::Write;
@@ -14,17 +16,48 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use holdpoint_core::store::SpaceShort;
+
 /// The space set aside: a few hundred decisions' worth of WAL.
 const SIZE: u64 = 8 * 1024 * 1024;
+/// Free bytes on the disk before a store short of space takes every write again.
+pub(super) const NEEDED: u64 = 2 * SIZE;
 /// How often a store short of space looks for room to set the reserve aside again.
 pub(super) const RETRY: Duration = Duration::from_secs(1);
 
 pub(super) struct Reserve {
-    path: PathBuf,
-    /// Set while the reserve is given up.
-    short: Arc<AtomicBool>,
+    space: Arc<Space>,
     /// When to look for room again.
     retry_at: Instant,
+}
+
+/// Whether the reserve is given up, and how much room there is: shared by the writer and the
+/// store's handle.
+pub(super) struct Space {
+    /// The reserve's file; the free space measured is that of its filesystem.
+    path: PathBuf,
+    /// Set while the reserve is given up.
+    short: AtomicBool,
+}
+
+impl Space {
+    /// `Some` while the reserve is given up: how much is free now, and how much is needed.
+    pub(super) fn shortfall(&self) -> Option<SpaceShort> {
+        self.short.load(Ordering::SeqCst).then(|| SpaceShort {
+            free: self.free(),
+            needed: NEEDED,
+        })
+    }
+
+    /// Bytes free on the reserve's filesystem for an unprivileged writer (0 when it cannot be
+    /// measured).
+    fn free(&self) -> u64 {
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        rustix::fs::statvfs(dir).map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize))
+    }
 }
 
 impl Reserve {
@@ -34,25 +67,34 @@ impl Reserve {
         let mut path = db.as_os_str().to_owned();
         path.push("-reserve");
         let reserve = Reserve {
-            path: PathBuf::from(path),
-            short: Arc::new(AtomicBool::new(false)),
+            space: Arc::new(Space {
+                path: PathBuf::from(path),
+                short: AtomicBool::new(false),
+            }),
             retry_at: Instant::now(),
         };
         if let Err(e) = reserve.set_aside() {
-            tracing::warn!(error = %e, path = %reserve.path.display(),
-                "no room to set space aside for a full disk: new holds are refused until there is");
-            reserve.short.store(true, Ordering::SeqCst);
+            tracing::warn!(error = %e, path = %reserve.space.path.display(),
+                free = reserve.space.free(), needed = NEEDED,
+                "no room to set space aside for a full disk: only decisions, withdrawals and timeouts are written until there is");
+            reserve.space.short.store(true, Ordering::SeqCst);
         }
         reserve
     }
 
-    /// Whether the reserve is given up; shared with the store's handle.
-    pub(super) fn short(&self) -> Arc<AtomicBool> {
-        self.short.clone()
+    /// Whether the reserve is given up, and how much room there is; shared with the store's
+    /// handle.
+    pub(super) fn space(&self) -> Arc<Space> {
+        self.space.clone()
     }
 
     pub(super) fn is_short(&self) -> bool {
-        self.short.load(Ordering::SeqCst)
+        self.space.short.load(Ordering::SeqCst)
+    }
+
+    /// `Some` while the reserve is given up: how much is free, and how much is needed.
+    pub(super) fn shortfall(&self) -> Option<SpaceShort> {
+        self.space.shortfall()
     }
 
     /// The disk is full: frees the reserve for the commits that follow. `false` when it was
@@ -61,13 +103,15 @@ impl Reserve {
         if self.is_short() {
             return false;
         }
-        if let Err(e) = std::fs::remove_file(&self.path) {
+        if let Err(e) = std::fs::remove_file(&self.space.path) {
             tracing::warn!(error = %e, "could not delete the space set aside");
         }
-        self.short.store(true, Ordering::SeqCst);
+        self.space.short.store(true, Ordering::SeqCst);
         self.retry_at = Instant::now() + RETRY;
         tracing::error!(
-            "the disk holding the database is full: new holds are refused until space is freed; holds already raised can still be decided"
+            needed = NEEDED,
+            "the disk holding the database is full: only decisions, withdrawals and timeouts of holds already raised are written until {} MiB are free again",
+            NEEDED / (1024 * 1024)
         );
         true
     }
@@ -79,9 +123,10 @@ impl Reserve {
             return;
         }
         self.retry_at = Instant::now() + RETRY;
-        if self.set_aside().is_ok() {
-            self.short.store(false, Ordering::SeqCst);
-            tracing::warn!("space was freed on the database's disk: new holds are taken again");
+        // Room for the reserve and as much again: `set_aside` allocates twice its size.
+        if self.space.free() >= NEEDED && self.set_aside().is_ok() {
+            self.space.short.store(false, Ordering::SeqCst);
+            tracing::warn!("space was freed on the database's disk: every write is taken again");
         }
     }
 
@@ -91,7 +136,7 @@ impl Reserve {
     /// without `fallocate`, zeros are written.
     fn set_aside(&self) -> std::io::Result<()> {
         let allocate = || -> std::io::Result<()> {
-            let mut file = File::create(&self.path)?;
+            let mut file = File::create(&self.space.path)?;
             let flags = rustix::fs::FallocateFlags::empty();
             match rustix::fs::fallocate(&file, flags, 0, 2 * SIZE) {
                 Ok(()) => {}
@@ -109,7 +154,7 @@ impl Reserve {
             file.sync_all()
         };
         allocate().inspect_err(|_| {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = std::fs::remove_file(&self.space.path);
         })
     }
 }

@@ -158,6 +158,12 @@ impl Writer {
             }
             return;
         }
+        // Short of space, only what serves the holds already raised is written: the rest
+        // would use up the space kept for deciding them.
+        let jobs = self.refuse_unless_served(jobs);
+        if jobs.is_empty() {
+            return;
+        }
         let start = self.head.clone();
         match self.try_group(&jobs) {
             Ok(results) => {
@@ -191,7 +197,8 @@ impl Writer {
                         self.commit_group(vec![job], busy);
                     }
                 } else if is_disk_full(&e) && self.reserve.release() {
-                    // The space set aside is free now: the commit fits.
+                    // The space set aside is free now: the commit fits, if it is one that
+                    // may use it (`commit_group` refuses it otherwise).
                     self.commit_group(jobs, busy);
                 } else {
                     tracing::error!(error = %e, "a commit failed; nothing of it was applied");
@@ -202,6 +209,23 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+impl Writer {
+    /// While the store is short of space, answers each job that does not serve the holds
+    /// already raised with the shortfall, and returns the others.
+    fn refuse_unless_served(&mut self, jobs: Vec<Job>) -> Vec<Job> {
+        let Some(short) = self.reserve.shortfall() else {
+            return jobs;
+        };
+        let (served, refused): (Vec<Job>, Vec<Job>) =
+            jobs.into_iter().partition(|job| job.serves_raised_holds);
+        for job in refused {
+            let error = StoreError::short_of_space(short);
+            let _ = job.reply.send(Err(CommitError::Store(error)));
+        }
+        served
     }
 }
 

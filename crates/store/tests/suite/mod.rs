@@ -1,5 +1,7 @@
 mod contract;
 mod crash;
+mod disk_full;
 mod files;
+mod hold_columns;
 mod postgres;
 mod tamper;
