@@ -433,6 +433,21 @@ mod tests {
     }
 
     #[test]
+    fn a_card_says_why_a_hold_asks_where_policy_would_allow() {
+        let mut hold = deploy_question(None);
+        hold.asks_because = Some(
+            "creating an agent always needs a person (policy alone would allow it: rule \"agents\")"
+                .into(),
+        );
+        let card = card_of(&hold);
+        assert!(
+            card.contains("; asked because creating an agent always needs a person"),
+            "{card}"
+        );
+        assert!(!card.contains("no rule matched"), "{card}");
+    }
+
+    #[test]
     fn a_decided_hold_shows_when_it_was_decided_not_a_deadline_to_come() {
         let mut hold = deploy_question(Some("abort"));
         let now = Timestamp::from_millis(120_000);
