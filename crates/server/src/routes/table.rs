@@ -85,8 +85,9 @@ impl Routes {
     ) -> Self {
         for (path, item) in paths.paths.iter_mut() {
             for (method, operation) in operations(item) {
-                self.access.add(path, method, access);
+                self.access.add(path, method.clone(), access);
                 describe(operation, access);
+                refused_short_of_space(path, &method, operation);
             }
         }
         self.router = self.router.routes((schemas, paths, router));
@@ -264,6 +265,43 @@ fn describe(operation: &mut Operation, access: Access) {
             .responses
             .insert(status, RefOr::T(response));
     }
+}
+
+/// A write that is not a decision or a withdrawal (nor a read sent by POST) may be refused
+/// while the store is short of space: 507 `storage_full`, with `Retry-After`
+/// (docs/reliability.md, "Disk full").
+fn refused_short_of_space(path: &str, method: &Method, operation: &mut Operation) {
+    const RESOLVE_OR_READ: [&str; 5] =
+        ["/decision", "/withdraw", "/default", "/explain", "/replay"];
+    // The MCP gateway answers JSON-RPC: its refusals are JSON-RPC errors (docs/mcp.md).
+    if *method == Method::GET
+        || path.starts_with("/mcp/")
+        || RESOLVE_OR_READ.iter().any(|end| path.ends_with(end))
+    {
+        return;
+    }
+    let responses = &mut operation.responses.responses;
+    if let Some(RefOr::T(declared)) = responses.get_mut("507") {
+        declared
+            .headers
+            .insert("Retry-After".into(), RefOr::T(retry_after()));
+        return;
+    }
+    let response = ResponseBuilder::new()
+        .description(
+            "The disk holding the data is short of space (`storage_full`): only decisions, \
+             withdrawals and timeouts are written until the space needed is free; the message \
+             and details say how much is free and needed, Retry-After when to try again",
+        )
+        .header("Retry-After", retry_after())
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build();
+    responses.insert("507".into(), RefOr::T(response));
 }
 
 /// The header every answer of a limit carries.
