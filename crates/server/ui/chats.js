@@ -389,7 +389,7 @@ class ChatPage {
       }
       const ended = {
         failed: `The turn failed: ${turn.error || "no reason given"}`,
-        canceled: "The turn was cancelled.",
+        canceled: "The turn was canceled.",
         stopped: "A person denied a call and stopped the turn.",
       }[turn.status];
       this.ending.textContent = ended || "";

@@ -124,7 +124,7 @@ pub(crate) async fn run(
         () = cancel.cancelled() => {
             kill_group(pid);
             let _ = child.wait().await;
-            return Err("the turn was cancelled while the command ran; it was stopped".into());
+            return Err("the turn was canceled while the command ran; it was stopped".into());
         }
     };
     // Anything the command left running in its group goes too.
@@ -242,6 +242,6 @@ mod tests {
             .unwrap()
             .unwrap()
             .unwrap_err();
-        assert!(err.contains("cancelled"), "{err}");
+        assert!(err.contains("canceled"), "{err}");
     }
 }

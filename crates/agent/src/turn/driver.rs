@@ -261,7 +261,7 @@ impl<'a> Driver<'a> {
             Stop::Lost => return,
             Stop::Canceled => (
                 TurnStatus::Canceled,
-                "the turn was cancelled".to_owned(),
+                "the turn was canceled".to_owned(),
                 EventPayload::TurnCanceled { turn: self.turn.id },
             ),
             Stop::StoppedByPerson(_) => (

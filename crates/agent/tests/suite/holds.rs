@@ -447,7 +447,7 @@ async fn cancelling_a_waiting_turn_withdraws_its_holds() {
     turn_end(&h.rt, &mut events, next.id).await;
     assert_eq!(
         h.llm.requests()[1].tool_result("c1").unwrap(),
-        json!({"status": "not_executed", "reason": "the turn was cancelled"})
+        json!({"status": "not_executed", "reason": "the turn was canceled"})
     );
 }
 

@@ -182,7 +182,7 @@ async fn a_running_turn_streams_its_text_and_can_be_cancelled() {
     b.wait_text("#composer-status", "is working").await;
 
     b.click(".cancel-turn").await;
-    b.wait_text(".turn-end", "cancelled").await;
+    b.wait_text(".turn-end", "canceled").await;
     composer(&b, "").await;
     b.wait_gone(".msg.streaming").await;
     let turns = t
