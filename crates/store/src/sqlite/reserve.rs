@@ -44,19 +44,20 @@ impl Space {
     /// `Some` while the reserve is given up: how much is free now, and how much is needed.
     pub(super) fn shortfall(&self) -> Option<SpaceShort> {
         self.short.load(Ordering::SeqCst).then(|| SpaceShort {
-            free: self.free(),
+            free: self.free().unwrap_or(0),
             needed: NEEDED,
         })
     }
 
-    /// Bytes free on the reserve's filesystem for an unprivileged writer (0 when it cannot be
-    /// measured).
-    fn free(&self) -> u64 {
+    /// Bytes free on the reserve's filesystem for an unprivileged writer; `None` when the
+    /// filesystem does not say.
+    fn free(&self) -> Option<u64> {
         let dir = match self.path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        rustix::fs::statvfs(dir).map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize))
+        let stat = rustix::fs::statvfs(dir).ok()?;
+        Some(stat.f_bavail.saturating_mul(stat.f_frsize))
     }
 }
 
@@ -75,7 +76,7 @@ impl Reserve {
         };
         if let Err(e) = reserve.set_aside() {
             tracing::warn!(error = %e, path = %reserve.space.path.display(),
-                free = reserve.space.free(), needed = NEEDED,
+                free = reserve.space.free().unwrap_or(0), needed = NEEDED,
                 "no room to set space aside for a full disk: only decisions, withdrawals and timeouts are written until there is");
             reserve.space.short.store(true, Ordering::SeqCst);
         }
@@ -123,8 +124,9 @@ impl Reserve {
             return;
         }
         self.retry_at = Instant::now() + RETRY;
-        // Room for the reserve and as much again: `set_aside` allocates twice its size.
-        if self.space.free() >= NEEDED && self.set_aside().is_ok() {
+        // Room for the reserve and as much again (`set_aside` allocates twice its size, too).
+        // Where the filesystem does not say how much is free, allocating is the test.
+        if self.space.free().is_none_or(|free| free >= NEEDED) && self.set_aside().is_ok() {
             self.space.short.store(false, Ordering::SeqCst);
             tracing::warn!("space was freed on the database's disk: every write is taken again");
         }
