@@ -124,25 +124,24 @@ async fn a_store_short_of_space_writes_only_what_serves_raised_holds() {
     refused(store.commit(event).await, "an event");
     assert_eq!(store.audit_head().await.unwrap(), head);
 
-    // A decision, a withdrawal and a timeout are written, in the space set aside.
+    // A decision (with the grant it makes and its idempotency record), a withdrawal and a
+    // timeout are written, in the space set aside.
     let approve = Decision::Approve {
-        scope: ApproveScope::Once,
+        scope: ApproveScope::AlwaysTool,
         digest: None,
         reason: None,
         expires_in: None,
     };
+    let who = approver("alice");
     let decided = t
         .engine
-        .decide(
-            &approver("alice"),
-            holds[0].id,
-            approve,
-            &Scope::any(),
-            None,
-        )
+        .decide(&who, holds[0].id, approve, &Scope::any(), Some("once"))
         .await
         .unwrap();
     assert_eq!(decided.hold.status, HoldStatus::Approved);
+    assert_eq!(store.grants(Some("w")).await.unwrap().len(), 1);
+    let key = format!("decide:{}:alice:once", holds[0].id);
+    assert!(store.idempotent(&key).await.unwrap().is_some(), "{key}");
     let withdrawn = t
         .engine
         .withdraw(&agent("bot"), holds[1].id, None, &Scope::any())
@@ -174,6 +173,13 @@ async fn a_store_short_of_space_writes_only_what_serves_raised_holds() {
         }
     })
     .await;
-    raise(&t, n).await.unwrap();
+    // (The grant made above allows deploy now: another tool asks.)
+    let req = gate("w", None, vec![approval("ship", json!({}))]);
+    let res = t.engine.gate(&agent("bot"), req).await.unwrap();
+    assert!(
+        matches!(res.results[0], GateResult::Held { .. }),
+        "{:?}",
+        res.results
+    );
     let (_dir, _clock) = t.shut_down().await;
 }
