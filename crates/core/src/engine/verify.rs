@@ -9,7 +9,9 @@
 //! the walk's end): a difference is looked at again after following the log on, a few times,
 //! before it is called an edit.
 
-use holdpoint_protocol::{ChatId, Message, Turn};
+use std::collections::{BTreeSet, HashSet};
+
+use holdpoint_protocol::{ChatId, Grant, GrantId, Message, Turn};
 use uuid::Uuid;
 
 use super::Engine;
@@ -117,8 +119,12 @@ impl Walk {
         })
         .await?;
         let mut grants = store.grants(None).await?;
+        let mut misfiled = grant_worlds_differ(store, &grants).await?;
         for _ in 0..RECHECKS {
-            if suspects.is_empty() && self.state.grants_differ(&grants).is_empty() {
+            if suspects.is_empty()
+                && self.state.grants_differ(&grants).is_empty()
+                && misfiled.is_empty()
+            {
                 break;
             }
             match self.moved_on(store).await? {
@@ -135,13 +141,14 @@ impl Walk {
             }
             suspects = still;
             grants = store.grants(None).await?;
+            misfiled = grant_worlds_differ(store, &grants).await?;
         }
         for position in suspects {
             self.hold_mismatch(store, position).await?;
         }
         let differ = self.state.grants_differ(&grants);
         checked.grants = grants.len() as u64;
-        for (id, reason) in differ {
+        for (id, reason) in differ.into_iter().chain(misfiled) {
             self.state.mismatch("grant", id.to_string(), reason);
         }
         Ok(Ok(()))
@@ -273,4 +280,31 @@ async fn stored_hold(store: &dyn Store, position: u64) -> Result<Option<StoredHo
         .into_iter()
         .find(|row| row.position == position)
         .map(|row| row.item))
+}
+
+/// Active grants that the listing of their world's grants (filtered on the stored `world`
+/// column) leaves out: a grant whose column was edited, to whatever world, is one.
+async fn grant_worlds_differ(
+    store: &dyn Store,
+    grants: &[Grant],
+) -> Result<Vec<(GrantId, String)>, StoreError> {
+    let worlds: BTreeSet<&str> = grants.iter().map(|g| g.world.as_str()).collect();
+    let mut out = Vec::new();
+    for world in worlds {
+        let listed = store.grants(Some(world)).await?;
+        let ids: HashSet<GrantId> = listed.iter().map(|g| g.id).collect();
+        for g in grants
+            .iter()
+            .filter(|g| g.world == world && !ids.contains(&g.id))
+        {
+            out.push((
+                g.id,
+                format!(
+                    "its stored column `world` is not {world:?}, the grant's world: the \
+                     listing of {world:?}'s grants leaves it out"
+                ),
+            ));
+        }
+    }
+    Ok(out)
 }

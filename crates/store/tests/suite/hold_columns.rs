@@ -1,14 +1,14 @@
 //! `audit verify` checks every column of a hold's row that listings, lookups and version checks
 //! filter on, not only the JSON the API shows: a decided hold marked open again by hand is
 //! listed as pending, and verify must say so, naming the hold and the column. On SQLite and
-//! on PostgreSQL, each column edited alone on a hold of its own.
+//! on PostgreSQL, each column edited alone on a hold of its own, and a grant's `world`.
 
 use std::sync::Arc;
 
 use holdpoint_core::audit::VerifyReport;
 use holdpoint_core::store::{HoldFilter, StatusSet, Store};
 use holdpoint_core::{Engine, Scope, verify};
-use holdpoint_protocol::{ApproveScope, Decision, GateResult, HoldId};
+use holdpoint_protocol::{ApproveScope, Decision, GateResult, GrantId, HoldId};
 use holdpoint_store::SqliteStore;
 use holdpoint_test_support::pg::TempSchema;
 use holdpoint_test_support::{RecordingChannel, agent, approval, approver, gate};
@@ -90,6 +90,42 @@ async fn decided_holds(engine: &Engine) -> Vec<HoldId> {
     ids
 }
 
+/// Approves a call of `ship` for good: a grant of world `w`.
+async fn granted(engine: &Engine) -> GrantId {
+    let req = gate("w", Some("c"), vec![approval("ship", json!({}))]);
+    let res = engine.gate(&agent("bot"), req).await.unwrap();
+    let GateResult::Held { hold } = &res.results[0] else {
+        panic!("ship was not held: {:?}", res.results[0])
+    };
+    let approve = Decision::Approve {
+        scope: ApproveScope::AlwaysTool,
+        digest: None,
+        reason: None,
+        expires_in: None,
+    };
+    engine
+        .decide(&approver("alice"), hold.id, approve, &Scope::any(), None)
+        .await
+        .unwrap();
+    let grants = engine.grants(Some("w")).await.unwrap();
+    grants.iter().find(|g| g.tool == "ship").unwrap().id
+}
+
+/// The grant whose `world` column was edited is named with the column.
+fn assert_grant_named(report: &VerifyReport, grant: GrantId) {
+    let mismatches = &report.state.mismatches;
+    let found: Vec<_> = mismatches
+        .iter()
+        .filter(|m| m.kind == "grant" && m.id == grant.to_string())
+        .collect();
+    assert_eq!(found.len(), 1, "{mismatches:#?}");
+    assert!(
+        found[0].reason.contains("column `world`"),
+        "{}",
+        found[0].reason
+    );
+}
+
 /// What a store lists as pending in world `w`.
 async fn pending(store: &dyn Store) -> Vec<HoldId> {
     let filter = HoldFilter {
@@ -126,9 +162,10 @@ fn assert_each_edit_named(report: &VerifyReport, ids: &[HoldId]) {
             );
         }
     }
+    // And the grant's.
     assert_eq!(
         report.state.mismatched,
-        EDITS.len() as u64,
+        EDITS.len() as u64 + 1,
         "{mismatches:#?}"
     );
     let alone = ids[EDITS.len()].to_string();
@@ -146,6 +183,7 @@ async fn verify_names_each_hold_column_edited_by_hand_on_sqlite() {
         .await
         .unwrap();
     let ids = decided_holds(&engine).await;
+    let grant = granted(&engine).await;
     let before = verify(store.as_ref()).await.unwrap().unwrap();
     assert_eq!(before.state.mismatched, 0, "{:#?}", before.state.mismatches);
     drop(engine);
@@ -162,6 +200,13 @@ async fn verify_names_each_hold_column_edited_by_hand_on_sqlite() {
             .unwrap();
         assert_eq!(edited, 1, "{columns:?}");
     }
+    let edited = conn
+        .execute(
+            "UPDATE grants SET world = 'elsewhere' WHERE id = ?",
+            [grant.as_uuid().as_bytes().as_slice()],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
     drop(conn);
 
     let store = SqliteStore::open_read_only(&path).unwrap();
@@ -169,6 +214,7 @@ async fn verify_names_each_hold_column_edited_by_hand_on_sqlite() {
     assert!(pending(&store).await.contains(&ids[0]));
     let report = verify(&store).await.unwrap().unwrap();
     assert_each_edit_named(&report, &ids);
+    assert_grant_named(&report, grant);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,6 +229,7 @@ async fn verify_names_each_hold_column_edited_by_hand_on_postgres() {
         .await
         .unwrap();
     let ids = decided_holds(&engine).await;
+    let grant = granted(&engine).await;
     let before = verify(store.as_ref()).await.unwrap().unwrap();
     assert_eq!(before.state.mismatched, 0, "{:#?}", before.state.mismatches);
 
@@ -200,12 +247,21 @@ async fn verify_names_each_hold_column_edited_by_hand_on_postgres() {
             .unwrap();
         assert_eq!(edited, 1, "{columns:?}");
     }
+    let edited = client
+        .execute(
+            "UPDATE grants SET world = 'elsewhere' WHERE id = $1",
+            &[grant.as_uuid()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(edited, 1);
     drop(client);
     let _ = connection.await;
 
     assert!(pending(store.as_ref()).await.contains(&ids[0]));
     let report = verify(store.as_ref()).await.unwrap().unwrap();
     assert_each_edit_named(&report, &ids);
+    assert_grant_named(&report, grant);
     drop(engine);
     store.close().await;
 }
