@@ -67,6 +67,11 @@ pub struct TokenInfo {
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
+    /// 1 to 100 characters (white space around it is dropped), no control characters.
+    #[schema(
+        max_length = 100,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
     pub role: Role,
     /// Limits the token to one world (by id or name).
@@ -136,7 +141,10 @@ pub struct NewHolds {
     /// need not be one of Holdpoint's chats. Holds are listed and filtered by it, and "approve
     /// for this chat" grants apply within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub chat: Option<String>,
+    /// At least one; at most `limits.batch` (64 by default).
+    #[schema(min_items = 1)]
     pub items: Vec<HoldRequest>,
 }
 
@@ -153,15 +161,23 @@ pub struct WaitResult {
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyDefault {
-    /// Why no one was asked (`no terminal`, say); recorded with the outcome.
+    /// Why no one was asked (`no terminal`, say); recorded with the outcome. At most 4096
+    /// bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 4096)]
     pub reason: Option<String>,
 }
 
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Withdraw {
+    /// Not only white space; at most 4096 bytes; no control characters but line breaks and
+    /// tabs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        max_length = 4096,
+        pattern = "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f][^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub reason: Option<String>,
 }
 
@@ -376,6 +392,8 @@ pub struct Webhook {
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWebhook {
+    /// An `http://` or `https://` URL.
+    #[schema(pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
     /// Defaults to hold.created, hold.reminded, hold.decided and hold.expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]

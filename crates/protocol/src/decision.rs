@@ -203,5 +203,6 @@ pub struct DecideBatchRequest {
     /// The approvals of the batch as shown (ids and argument digests).
     pub seen: Vec<SeenHold>,
     /// `approve`, `deny` or `deny_stop`.
+    #[schema(schema_with = crate::schema::batch_decision)]
     pub decision: Decision,
 }

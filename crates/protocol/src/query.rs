@@ -72,6 +72,9 @@ pub struct HoldsParams {
     pub chat: Option<String>,
     /// `pending` (the default: open holds), `resolved`, `any`, or one status (`approved`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(
+        pattern = "^(pending|open|resolved|any|all|awaiting_confirm|approved|denied|answered|confirmed|canceled|timed_out)$"
+    )]
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<HoldKind>,

@@ -66,11 +66,43 @@ pub struct QuestionRequest {
 }
 
 /// One item of a gate request.
-#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HoldRequest {
     Approval(ApprovalRequest),
     Question(QuestionRequest),
+}
+
+/// Each variant's fields with `kind` among them, in one object: the variants refuse unknown
+/// fields, and `allOf` a variant's closed object and `{kind}` (what the derive writes) is
+/// satisfied by nothing at all.
+impl utoipa::PartialSchema for HoldRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::schema::tagged(
+            "kind",
+            [
+                ("approval", ApprovalRequest::schema()),
+                ("question", QuestionRequest::schema()),
+            ],
+            "One item of a gate request: an approval (`kind` `approval`) or a question (`kind` `question`).",
+        )
+    }
+}
+
+impl utoipa::ToSchema for HoldRequest {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "HoldRequest".into()
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <ApprovalRequest as utoipa::ToSchema>::schemas(schemas);
+        <QuestionRequest as utoipa::ToSchema>::schemas(schemas);
+    }
 }
 
 /// Everything one LLM response (or one external request) needs decided. The holds it raises

@@ -34,15 +34,23 @@ pub struct World {
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
     /// Up to the API version, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    #[schema(pattern = "^\\s*https?://")]
     pub base_url: String,
+    /// 1 to 200 bytes, not only white space.
+    #[schema(max_length = 200, pattern = "\\S")]
     pub model: String,
     /// The environment variable that holds the API key (never the key itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Za-z0-9_]+$")]
     pub api_key_env: Option<String>,
-    /// Extra HTTP headers sent with every request (OpenRouter's `HTTP-Referer`, say).
+    /// Extra HTTP headers sent with every request (OpenRouter's `HTTP-Referer`, say): each
+    /// name an HTTP token of 1 to 100 characters, each value at most 8192 bytes without
+    /// control characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(schema_with = crate::schema::llm_headers)]
     pub headers: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0.0, maximum = 2.0)]
     pub temperature: Option<f64>,
 }
 
@@ -281,8 +289,12 @@ pub enum ToolResult {
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWorld {
+    /// 1 to 64 letters, digits, `_`, `-` or `.`, starting with a letter or digit; not a UUID
+    /// (worlds are found by id or name).
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 4096)]
     pub description: Option<String>,
     /// The world's own MCP servers by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -293,9 +305,12 @@ pub struct NewWorld {
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorldChanges {
+    /// As a new world's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 4096)]
     pub description: Option<String>,
     /// MCP servers to add or replace (each named one as a whole), or to remove (a name given
     /// `null` instead of a server); the world's other servers stay as they are.
@@ -308,13 +323,19 @@ pub struct WorldChanges {
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewAgent {
+    /// As a world's: 1 to 64 letters, digits, `_`, `-` or `.`, not a UUID.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
     pub name: String,
     pub llm: LlmSettings,
     #[serde(default)]
+    #[schema(max_length = 65536)]
     pub system_prompt: String,
+    /// Tool names or globs (globset's syntax).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// LLM calls per turn; 20 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 200)]
     pub max_steps: Option<u32>,
 }
 
@@ -323,14 +344,17 @@ pub struct NewAgent {
 #[serde(deny_unknown_fields)]
 pub struct AgentChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 65536)]
     pub system_prompt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 200)]
     pub max_steps: Option<u32>,
 }
 
@@ -339,6 +363,7 @@ pub struct AgentChanges {
 #[serde(deny_unknown_fields)]
 pub struct ChatChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
     pub title: Option<String>,
     /// Another of the world's agents (by id or name) takes the conversation over from the
     /// next message on.
@@ -352,5 +377,6 @@ pub struct ChatChanges {
 pub struct NewChat {
     pub agent: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
     pub title: Option<String>,
 }

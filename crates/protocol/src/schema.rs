@@ -5,6 +5,76 @@ use utoipa::openapi::{KnownFormat, RefOr};
 
 use crate::{Deadline, Timestamp};
 
+/// Text without control characters (Unicode's: C0, DEL and C1), as Rust's
+/// `char::is_control` finds them.
+pub const NO_CONTROL: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// An agent's `llm.headers`: names are HTTP tokens, values have no control characters.
+pub(crate) fn llm_headers() -> utoipa::openapi::schema::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(8192))
+                .pattern(Some(NO_CONTROL)),
+        ))
+        .build()
+}
+
+/// An internally tagged enum whose variants are objects: one object per variant, its fields
+/// and the tag (required, one value), as `oneOf`.
+pub(crate) fn tagged<const N: usize>(
+    tag: &str,
+    variants: [(&str, RefOr<Schema>); N],
+    description: &str,
+) -> RefOr<Schema> {
+    let mut one_of = utoipa::openapi::schema::OneOfBuilder::new().description(Some(description));
+    for (value, schema) in variants {
+        let tag_schema = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some([value]));
+        let schema = match schema {
+            RefOr::T(Schema::Object(mut object)) => {
+                object.properties.insert(tag.to_owned(), tag_schema.into());
+                object.required.insert(0, tag.to_owned());
+                RefOr::T(Schema::Object(object))
+            }
+            other => other,
+        };
+        one_of = one_of.item(schema);
+    }
+    one_of.into()
+}
+
+/// A decision for a whole batch: `Decision`'s own schema, only its `approve`, `deny` and
+/// `deny_stop` actions.
+pub(crate) fn batch_decision() -> RefOr<Schema> {
+    use utoipa::PartialSchema;
+    let mut schema = crate::Decision::schema();
+    if let RefOr::T(Schema::OneOf(one_of)) = &mut schema {
+        one_of.items.retain(|item| {
+            let Ok(value) = serde_json::to_value(item) else {
+                return true;
+            };
+            value["properties"]["action"]["enum"]
+                .as_array()
+                .is_none_or(|actions| {
+                    actions
+                        .iter()
+                        .any(|a| ["approve", "deny", "deny_stop"].iter().any(|k| a == k))
+                })
+        });
+        one_of.description = Some("`approve`, `deny` or `deny_stop`".to_owned());
+    }
+    schema
+}
+
 pub(crate) fn uuid() -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(Type::String)

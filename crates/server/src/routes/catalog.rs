@@ -66,7 +66,7 @@ pub async fn world(
 /// `{"mcp_servers": {"fs": {…}, "old": null}}` sets `fs` and removes `old`, leaving the
 /// others. Connections to servers removed or changed are closed.
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}", tag = "worlds", request_body = WorldChanges, params(("world" = String, Path)),
-    responses((status = 200, body = World), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = World), (status = 400, description = "The body is not valid JSON, or there is none (`missing_body`: a PATCH needs a JSON object of the fields to change)", body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_world(
     State(app): State<App>,
     caller: Caller,
@@ -160,7 +160,8 @@ pub async fn agent(
 
 /// Change an agent (admins): its instructions, tools or LLM settings.
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}/agents/{agent}", tag = "agents", request_body = AgentChanges, params(("world" = String, Path), ("agent" = String, Path)),
-    responses((status = 200, body = Agent), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = Agent), (status = 400, description = "The body is not valid JSON, or there is none (`missing_body`: a PATCH needs a JSON object of the fields to change)", body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Another agent of the world has the name (`name_taken`)", body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_agent(
     State(app): State<App>,
     caller: Caller,
@@ -242,7 +243,7 @@ pub async fn chat(
 /// Rename a chat, or hand it to another of the world's agents (refused while a turn runs in
 /// it).
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}/chats/{chat}", tag = "chats", request_body = ChatChanges, params(("world" = String, Path), ("chat" = ChatId, Path)),
-    responses((status = 200, body = Chat), (status = 404, body = ErrorBody), (status = 409, description = "A turn runs in it", body = ErrorBody),
+    responses((status = 200, body = Chat), (status = 400, description = "The body is not valid JSON, or there is none (`missing_body`: a PATCH needs a JSON object of the fields to change)", body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, description = "A turn runs in it", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 pub async fn update_chat(
     State(app): State<App>,

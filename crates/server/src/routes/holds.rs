@@ -118,8 +118,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// Decide a hold. The first valid decision wins; a later one gets 409 with the recorded
 /// decision. Repeating a request with the same `Idempotency-Key` returns the first result.
 #[utoipa::path(post, path = "/api/v1/holds/{hold}/decision", tag = "holds", request_body = Decision,
-    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header),
-        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
+    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "1 to 200 visible ASCII characters (and spaces): the same key with the same request returns the first answer"),
+        ("Holdpoint-Via" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "The client the person decides through, in words (1 to 200 characters, not only white space, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideResult), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Already decided (the recorded decision is in details.hold), or a conflict", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
@@ -145,8 +145,8 @@ pub async fn decide(
 /// canceled. Recorded with source `default` and the caller's name; a person's role is needed,
 /// as for any decision.
 #[utoipa::path(post, path = "/api/v1/holds/{hold}/default", tag = "holds", request_body = ApplyDefault,
-    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header),
-        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
+    params(("hold" = HoldId, Path), ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "1 to 200 visible ASCII characters (and spaces): the same key with the same request returns the first answer"),
+        ("Holdpoint-Via" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "The client the person decides through, in words (1 to 200 characters, not only white space, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideResult), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Already decided (the recorded decision is in details.hold)", body = ErrorBody)))]
 pub async fn decide_default(
@@ -168,8 +168,8 @@ pub async fn decide_default(
 
 /// "Decide all": one decision for every approval of a batch, bound to the ids and argument digests seen. If the batch differs from what was seen, nothing is decided (409).
 #[utoipa::path(post, path = "/api/v1/batches/{batch}/decision", tag = "holds", request_body = DecideBatchRequest,
-    params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header),
-        ("Holdpoint-Via" = Option<String>, Header, description = "The client the person decides through, in words (1 to 200 characters, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
+    params(("batch" = BatchId, Path), ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "1 to 200 visible ASCII characters (and spaces): the same key with the same request returns the first answer"),
+        ("Holdpoint-Via" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "The client the person decides through, in words (1 to 200 characters, not only white space, no control characters), recorded with the decision: \"MCP elicitation in claude-code 2.1\"")),
     responses((status = 200, body = DecideBatchResult), (status = 409, description = "The batch differs from what was seen", body = ErrorBody)))]
 pub async fn decide_batch(
     State(app): State<App>,
@@ -232,11 +232,25 @@ pub(crate) async fn wait_for(
     timeout: Duration,
 ) -> Result<WaitResult, ApiError> {
     let scope = caller.scope();
-    tokio::select! {
-        r = app.engine().wait(id, timeout, &scope) => { r?; }
-        () = app.shutdown().cancelled() => {}
-    }
-    let hold = app.engine().hold(id, &scope).await?;
+    // The hold is attended while the wait lasts; when it ends undecided, its raiser is
+    // expected back within server.waiter_grace (`attendance.rs`).
+    let waiting = app.attendance().wait(app.engine(), id);
+    let waited = tokio::select! {
+        r = app.engine().wait(id, timeout, &scope) => r.map(|_| ()),
+        () = app.shutdown().cancelled() => Ok(()),
+    };
+    let hold = match waited {
+        Ok(()) => app.engine().hold(id, &scope).await,
+        Err(e) => Err(e),
+    };
+    let hold = match hold {
+        Ok(hold) if hold.outcome.is_none() => hold,
+        // Decided, or not the caller's to wait on: nobody is expected back for it.
+        other => {
+            waiting.resolved();
+            other?
+        }
+    };
     Ok(WaitResult {
         decided: hold.outcome.is_some(),
         hold,
@@ -249,7 +263,7 @@ pub(crate) async fn wait_for(
 /// `Idempotency-Key` raises nothing new and answers as the first time (keys are remembered for
 /// `server.idempotency_retention`, 7 days by default).
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/holds", tag = "holds", request_body = NewHolds,
-    params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header)),
+    params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "1 to 200 visible ASCII characters (and spaces): the same key with the same request returns the first answer")),
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
         (status = 422, body = ErrorBody),
         (status = 429, description = "The world has limits.pending_holds_per_world pending holds, or this credential limits.pending_holds_per_token, or would with these (nothing was raised); or too many requests (limits.requests_per_second). Retry-After says when to try again", body = ErrorBody),

@@ -373,3 +373,143 @@ async fn lab_chat_in(t: &TestServer) -> String {
         .unwrap()
         .to_owned()
 }
+
+/// The document says what the server checks, so that a request built from it is taken: the
+/// refusals above are in its schemas as lengths, patterns, least items and ranges.
+#[tokio::test]
+async fn the_document_says_what_the_server_checks() {
+    let t = TestServer::start().await;
+    let doc = t.api.get("/api/v1/openapi.json").await.expect(200);
+    let schema = |name: &str| doc["components"]["schemas"][name].clone();
+    let property = |name: &str, field: &str| schema(name)["properties"][field].clone();
+
+    assert_eq!(property("NewHolds", "items")["minItems"], 1);
+    for (owner, field) in [
+        ("NewWorld", "name"),
+        ("WorldChanges", "name"),
+        ("NewAgent", "name"),
+        ("AgentChanges", "name"),
+    ] {
+        assert_eq!(
+            property(owner, field)["pattern"],
+            "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+            "{owner}.{field}"
+        );
+    }
+    assert_eq!(property("NewAgent", "max_steps")["minimum"], 1);
+    assert_eq!(property("NewAgent", "max_steps")["maximum"], 200);
+    assert_eq!(property("LlmSettings", "temperature")["maximum"], 2.0);
+    let headers = property("LlmSettings", "headers");
+    assert!(headers["propertyNames"]["pattern"].is_string(), "{headers}");
+    assert_eq!(headers["additionalProperties"]["maxLength"], 8192);
+    assert_eq!(property("NewToken", "name")["maxLength"], 100);
+    assert!(property("Withdraw", "reason")["pattern"].is_string());
+
+    // An item of a request is an approval or a question, `kind` among their fields: each
+    // variant's object refuses unknown fields, so `kind` must be one of its properties.
+    let items = schema("HoldRequest")["oneOf"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 2);
+    for (item, kind) in items.iter().zip(["approval", "question"]) {
+        assert_eq!(item["properties"]["kind"]["enum"], json!([kind]), "{item}");
+        assert!(
+            item["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("kind")),
+            "{item}"
+        );
+        assert_eq!(item["additionalProperties"], false, "{item}");
+    }
+    // "Decide all" offers only the actions it takes.
+    let batch = schema("DecideBatchRequest")["properties"]["decision"]["oneOf"].clone();
+    let actions: Vec<Value> = batch
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["properties"]["action"]["enum"][0].clone())
+        .collect();
+    assert_eq!(
+        actions,
+        vec![json!("approve"), json!("deny"), json!("deny_stop")]
+    );
+
+    // Query parameters: a page's limit and a position's range, a listing's statuses.
+    let holds = doc["paths"]["/api/v1/holds"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let param = |name: &str| holds.iter().find(|p| p["name"] == name).unwrap()["schema"].clone();
+    assert_eq!(param("limit")["minimum"], 1);
+    assert_eq!(param("limit")["maximum"], 500);
+    assert!(
+        param("status")["pattern"]
+            .as_str()
+            .unwrap()
+            .contains("timed_out")
+    );
+    // Headers of decisions.
+    let decide = doc["paths"]["/api/v1/holds/{hold}/decision"]["post"]["parameters"]
+        .as_array()
+        .unwrap()
+        .clone();
+    for header in ["Holdpoint-Via", "Idempotency-Key"] {
+        let p = decide.iter().find(|p| p["name"] == header).unwrap();
+        assert_eq!(p["schema"]["maxLength"], 200, "{header}");
+        assert_eq!(p["schema"]["minLength"], 1, "{header}");
+    }
+    // The live stream is text, each message's data an Event.
+    let live = &doc["paths"]["/api/v1/events"]["get"]["responses"]["200"];
+    assert_eq!(
+        live["content"]["text/event-stream"]["schema"]["type"], "string",
+        "{live}"
+    );
+    assert!(doc["components"]["schemas"]["Event"].is_object());
+}
+
+/// What the document allows, the server takes: a request at the edges of each schema.
+#[tokio::test]
+async fn requests_at_the_schemas_edges_are_taken() {
+    let t = TestServer::start().await;
+    t.api
+        .post(
+            "/api/v1/worlds",
+            json!({"name": format!("a{}", "b".repeat(63)), "description": "d".repeat(4096)}),
+        )
+        .await
+        .expect(201);
+    t.world("lab").await;
+    t.api
+        .post(
+            "/api/v1/worlds/lab/agents",
+            json!({
+                "name": "helper",
+                "llm": {
+                    "base_url": "https://llm.example/v1",
+                    "model": "m".repeat(200),
+                    "api_key_env": "KEY_1",
+                    "temperature": 2.0,
+                    "headers": {"X-Long": "v".repeat(8192), "!#$%&'*+.^_`|~-": "x"}
+                },
+                "system_prompt": "p".repeat(65536),
+                "max_steps": 200
+            }),
+        )
+        .await
+        .expect(201);
+    let raised = t
+        .api
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"chat": "c".repeat(200), "items": [question("Ship?", &["yes", "no"])]}),
+        )
+        .await
+        .expect(201);
+    let hold = held(&raised, 0);
+    t.api
+        .post(
+            &format!("/api/v1/holds/{hold}/withdraw"),
+            json!({"reason": format!("line one\n\t{}", "r".repeat(4000))}),
+        )
+        .await
+        .expect(200);
+}
