@@ -68,7 +68,7 @@ impl std::fmt::Display for StoreError {
 impl std::error::Error for StoreError {}
 
 /// A store short of space: its disk filled up, and it now writes only what serves the holds
-/// already raised ([`Transaction::serves_raised_holds`]) until `needed` bytes are free on it.
+/// already raised ([`Transaction::allowed_short_of_space`]) until `needed` bytes are free on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpaceShort {
     /// Bytes free on the store's disk for an unprivileged writer, when last measured.
@@ -103,22 +103,31 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    /// Whether this transaction only changes holds already raised — a decision or a vote, a
-    /// withdrawal, a timeout, a reminder — with the grants and the idempotency record that
-    /// come with such a change. These are what a store short of space still writes, in the
-    /// space it set aside: what a person or a deadline needs to resolve the holds there are.
-    /// Anything else (a new hold, a call recorded in the log, a record) is refused then.
-    pub fn serves_raised_holds(&self) -> bool {
+    /// Whether a store short of space still writes this transaction: one that only changes
+    /// holds already raised — a decision or a vote, a withdrawal, a timeout, a reminder — with
+    /// the grants and the idempotency record that come with such a change (what a person or a
+    /// deadline needs to resolve the holds there are); or one that only puts leases and
+    /// cursors, without events (who does the timers' and deliveries' work, how far a follower
+    /// got: one small record each, replaced in place, so they use up nothing, and a server
+    /// must take its leases to start at all). Anything else (a new hold, a call recorded in
+    /// the log, any other record) is refused then.
+    pub fn allowed_short_of_space(&self) -> bool {
         let mut holds = false;
         for write in &self.writes {
             match write {
                 Write::UpdateHold(_) => holds = true,
                 Write::InsertGrant(_) | Write::PutIdempotent { .. } => {}
+                Write::PutRecord(r) if bookkeeping(r.kind) => {}
                 _ => return false,
             }
         }
-        holds
+        holds || (self.events.is_empty() && !self.writes.is_empty())
     }
+}
+
+/// Records that replace themselves in place and carry no event: leases and cursors.
+fn bookkeeping(kind: RecordKind) -> bool {
+    matches!(kind, RecordKind::Lease | RecordKind::Cursor)
 }
 
 /// An event draft with its canonical JSON computed by the caller, so the store's serial write
@@ -585,7 +594,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// `Some` while the store's disk is full and it writes into the space it set aside for
     /// that: it then refuses every transaction but those that serve the holds already raised
-    /// ([`Transaction::serves_raised_holds`]), with [`StoreError::space_short`] set, so that
+    /// ([`Transaction::allowed_short_of_space`]), with [`StoreError::space_short`] set, so that
     /// the space left serves deciding, expiring and withdrawing them. A store that sets no
     /// space aside (or whose database sees to its own disk) is never short.
     fn short_of_space(&self) -> Option<SpaceShort> {

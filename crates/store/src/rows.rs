@@ -22,8 +22,8 @@ pub(crate) struct Job {
     pub(crate) writes: Vec<PreparedWrite>,
     pub(crate) events: Vec<PreparedEvent>,
     pub(crate) reply: Reply,
-    /// [`Transaction::serves_raised_holds`]: written even by a store short of space.
-    pub(crate) serves_raised_holds: bool,
+    /// [`Transaction::allowed_short_of_space`]: written even by a store short of space.
+    pub(crate) allowed_short: bool,
 }
 
 /// Commits `tx` through a store's writer: its writes are prepared here, on the caller's task,
@@ -36,7 +36,7 @@ pub(crate) async fn commit_through(
     let Some(send) = send else {
         return Err(StoreError::new("the database is open read-only").into());
     };
-    let serves_raised_holds = tx.serves_raised_holds();
+    let allowed_short = tx.allowed_short_of_space();
     let writes = tx
         .writes
         .into_iter()
@@ -47,7 +47,7 @@ pub(crate) async fn commit_through(
         writes,
         events: tx.events,
         reply,
-        serves_raised_holds,
+        allowed_short,
     };
     if !send(Message::Commit(job)) {
         return Err(StoreError::new("the store is closed").into());

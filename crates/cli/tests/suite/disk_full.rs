@@ -204,8 +204,12 @@ async fn while_short_of_space_only_decisions_withdrawals_and_timeouts_are_writte
         .post("/api/v1/worlds", json!({"name": "lab"}))
         .await
         .expect(201);
-    let agent = admin.as_token(&token(&admin, "bot", "agent").await);
-    let alice = admin.as_token(&token(&admin, "alice", "approver").await);
+    let (agent_token, alice_token) = (
+        token(&admin, "bot", "agent").await,
+        token(&admin, "alice", "approver").await,
+    );
+    let agent = admin.as_token(&agent_token);
+    let alice = admin.as_token(&alice_token);
     let mut raised = Vec::new();
     for n in 0..6 {
         raised.push(hold_id(&raise(&agent, n).await.expect(201)));
@@ -263,8 +267,29 @@ async fn while_short_of_space_only_decisions_withdrawals_and_timeouts_are_writte
             .await,
         "a webhook",
     );
-    // …so every hold raised can still be decided, or withdrawn, and waited on.
+    // …so every hold raised can still be decided, or withdrawn, and waited on; after a
+    // restart on the full disk too (the space set aside last time is what opening the
+    // database needs).
+    let mut server = server;
+    let (mut admin, mut agent, mut alice) = (admin, agent, alice);
     for (i, id) in raised.iter().enumerate() {
+        if i == 4 {
+            assert!(server.terminate().await.success());
+            server = command.spawn();
+            let url = server
+                .listening()
+                .await
+                .expect("the server did not start again on the full disk");
+            admin = Api::new(&url, Some(admin_token.trim()));
+            agent = admin.as_token(&agent_token);
+            alice = admin.as_token(&alice_token);
+            let (code, message) = admin.anonymous().get("/readyz").await.error(503);
+            assert_eq!(code, "storage_full", "{message}");
+            assert_short(
+                admin.post("/api/v1/worlds", json!({"name": "lab2"})).await,
+                "a world after the restart",
+            );
+        }
         let reply = if i == 5 {
             agent
                 .post(&format!("/api/v1/holds/{id}/withdraw"), json!({}))

@@ -1076,7 +1076,7 @@ mod tests {
             writes,
             events: Vec::new(),
             reply: tokio::sync::oneshot::channel().0,
-            serves_raised_holds: false,
+            allowed_short: false,
         }
     }
 

@@ -125,6 +125,9 @@ impl SqliteStore {
             path: path.clone(),
             message,
         };
+        // Held by this process alone now: the space set aside last time is given up for the
+        // open (on a full disk, the WAL needs it) and set aside again below.
+        reserve::give_up_before_open(&path);
         let mut conn = connect(&path, false).map_err(db)?;
         schema::migrate(&mut conn).map_err(db)?;
         // Checkpoints run on their own thread (see checkpointer.rs) instead of SQLite's

@@ -3,7 +3,8 @@
 //! zeros beside the database (`<database>-reserve`); when a commit finds the disk full, the
 //! file is deleted, and the store is then *short of space* (`Store::short_of_space`): the
 //! writer takes only the transactions that serve the holds already raised (decisions,
-//! withdrawals, timeouts: `Transaction::serves_raised_holds`) and refuses every other with
+//! withdrawals, timeouts; and leases and cursors, which replace themselves:
+//! `Transaction::allowed_short_of_space`) and refuses every other with
 //! `StoreError::space_short`, so that the space freed serves deciding, expiring and waiting on
 //! the holds there are, and nothing else uses it up. Once [`NEEDED`] bytes are free again
 //! (twice the reserve, so that setting it aside leaves as much again for the commits that
@@ -61,15 +62,32 @@ impl Space {
     }
 }
 
+/// Deletes the reserve a previous run set aside beside the database at `db`, if any, before
+/// the database is opened: on a full disk, that space is what opening it (its WAL, its shared
+/// memory) needs. [`Reserve::open`] sets it aside again afterwards if there is room.
+pub(super) fn give_up_before_open(db: &Path) {
+    let path = reserve_path(db);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(error = %e, path = %path.display(),
+            "could not delete the space set aside by the previous run"),
+    }
+}
+
+fn reserve_path(db: &Path) -> PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push("-reserve");
+    PathBuf::from(path)
+}
+
 impl Reserve {
     /// Sets the reserve aside beside the database at `db`; on a disk without room for it the
     /// store starts short of space.
     pub(super) fn open(db: &Path) -> Reserve {
-        let mut path = db.as_os_str().to_owned();
-        path.push("-reserve");
         let reserve = Reserve {
             space: Arc::new(Space {
-                path: PathBuf::from(path),
+                path: reserve_path(db),
                 short: AtomicBool::new(false),
             }),
             retry_at: Instant::now(),

@@ -213,14 +213,14 @@ impl Writer {
 }
 
 impl Writer {
-    /// While the store is short of space, answers each job that does not serve the holds
-    /// already raised with the shortfall, and returns the others.
+    /// While the store is short of space, answers each job it may not write then
+    /// (`Transaction::allowed_short_of_space`) with the shortfall, and returns the others.
     fn refuse_unless_served(&mut self, jobs: Vec<Job>) -> Vec<Job> {
         let Some(short) = self.reserve.shortfall() else {
             return jobs;
         };
         let (served, refused): (Vec<Job>, Vec<Job>) =
-            jobs.into_iter().partition(|job| job.serves_raised_holds);
+            jobs.into_iter().partition(|job| job.allowed_short);
         for job in refused {
             let error = StoreError::short_of_space(short);
             let _ = job.reply.send(Err(CommitError::Store(error)));

@@ -183,3 +183,45 @@ async fn a_store_short_of_space_writes_only_what_serves_raised_holds() {
     );
     let (_dir, _clock) = t.shut_down().await;
 }
+
+/// The disk filled up while the store was closed, its reserve still set aside: opening gives
+/// the reserve up first (creating the WAL and its shared memory needs room), and the store
+/// opens short of space, refusing what it may not write then, instead of failing to open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_on_a_disk_that_filled_while_it_was_closed_opens_short_of_space() {
+    let Some(fs) = Tmpfs::mount(32) else {
+        return;
+    };
+    let path = fs.path().join("holdpoint.db");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.short_of_space(), None);
+    store.close().await;
+    drop(store);
+    assert!(fs.path().join("holdpoint.db-reserve").is_file());
+
+    assert!(fs.fill("ballast") > 0);
+    let store = SqliteStore::open(&path).unwrap();
+    let short = store
+        .short_of_space()
+        .expect("not short of space on a full disk");
+    assert_eq!(short.needed, 16 * MIB);
+    assert!(short.free < short.needed, "{short}");
+    let world = Record {
+        kind: RecordKind::World,
+        id: uuid::Uuid::now_v7(),
+        parent: None,
+        key: Some("lab".into()),
+        version: 1,
+        data: json!({"name": "lab"}),
+    };
+    let put = Transaction {
+        writes: vec![Write::PutRecord(Box::new(world))],
+        events: vec![],
+    };
+    match store.commit(put).await {
+        Err(CommitError::Store(e)) => assert_eq!(e.space_short().map(|s| s.needed), Some(16 * MIB)),
+        other => panic!("a record was not refused for want of space: {other:?}"),
+    }
+    assert_eq!(store.audit_head().await.unwrap(), None);
+    store.close().await;
+}
