@@ -112,16 +112,18 @@ impl Transaction {
     /// must take its leases to start at all). Anything else (a new hold, a call recorded in
     /// the log, any other record) is refused then.
     pub fn allowed_short_of_space(&self) -> bool {
-        let mut holds = false;
+        let (mut holds, mut others) = (false, false);
         for write in &self.writes {
             match write {
                 Write::UpdateHold(_) => holds = true,
-                Write::InsertGrant(_) | Write::PutIdempotent { .. } => {}
+                Write::InsertGrant(_) | Write::PutIdempotent { .. } => others = true,
                 Write::PutRecord(r) if bookkeeping(r.kind) => {}
                 _ => return false,
             }
         }
-        holds || (self.events.is_empty() && !self.writes.is_empty())
+        // Leases and cursors alone: no event, and nothing else.
+        let bookkeeping_only = !holds && !others && !self.writes.is_empty();
+        holds || (bookkeeping_only && self.events.is_empty())
     }
 }
 
@@ -605,6 +607,69 @@ pub trait Store: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(kind: RecordKind) -> Write {
+        Write::PutRecord(Box::new(Record {
+            kind,
+            id: Uuid::nil(),
+            parent: None,
+            key: None,
+            version: 1,
+            data: Value::Null,
+        }))
+    }
+
+    fn marker() -> PreparedEvent {
+        EventDraft {
+            at: Timestamp::from_millis(1),
+            world: None,
+            chat: None,
+            hold: None,
+            actor: holdpoint_protocol::Actor::of(holdpoint_protocol::Source::System),
+            payload: holdpoint_protocol::EventPayload::GrantRevoked {
+                grant: GrantId::from_uuid(Uuid::nil()),
+            },
+        }
+        .into()
+    }
+
+    #[test]
+    fn short_of_space_only_leases_and_cursors_alone_are_written_besides_hold_changes() {
+        let tx = |writes: Vec<Write>, events: Vec<PreparedEvent>| Transaction { writes, events };
+        // (Hold changes are covered by the stores' disk-full tests, which make real holds.)
+        assert!(tx(vec![record(RecordKind::Lease)], vec![]).allowed_short_of_space());
+        assert!(tx(vec![record(RecordKind::Cursor)], vec![]).allowed_short_of_space());
+        let refused = [
+            tx(vec![], vec![]),
+            tx(vec![], vec![marker()]),
+            tx(vec![record(RecordKind::Lease)], vec![marker()]),
+            tx(vec![record(RecordKind::World)], vec![]),
+            tx(vec![record(RecordKind::Token)], vec![marker()]),
+            tx(
+                vec![record(RecordKind::Lease), record(RecordKind::Session)],
+                vec![],
+            ),
+            tx(
+                vec![Write::ForgetIdempotent {
+                    key: "k".into(),
+                    before: Timestamp::from_millis(1),
+                }],
+                vec![],
+            ),
+            tx(
+                vec![Write::PutIdempotent {
+                    key: "k".into(),
+                    fingerprint: "f".into(),
+                    response: Value::Null,
+                    at: Timestamp::from_millis(1),
+                }],
+                vec![],
+            ),
+        ];
+        for t in refused {
+            assert!(!t.allowed_short_of_space(), "{t:?}");
+        }
+    }
 
     /// Pages of `total` rows at positions 1..=total, as a store would serve them.
     async fn walk(total: u64) -> (Vec<u64>, usize) {
