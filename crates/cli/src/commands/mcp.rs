@@ -48,11 +48,28 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         })?;
     let world = args.target.world(&connection.client).await?;
     // The world's own servers beside the file's; a name in both is the world's.
-    let own = connection
+    let mut own = connection
         .client
         .world_mcp_servers(&world)
         .await
         .map_err(|e| raise::error(format!("cannot read the MCP servers of world {world}: {e}")))?;
+    // An agent's token is never shown a secret: servers that need one run in the server.
+    own.retain(|name, server| {
+        let hidden = server
+            .env
+            .values()
+            .chain(server.headers.values())
+            .any(|v| v == holdpoint_core::mcp::HIDDEN);
+        if hidden {
+            eprintln!(
+                "warning: world {world}'s MCP server {} needs secrets (env or headers) that only \
+                 an admin may read, so it is not started here; reach it through the server's \
+                 gateway (/mcp/{world}), or name it in this configuration file",
+                clean_line(name)
+            );
+        }
+        !hidden
+    });
     let servers = McpSettings {
         servers: holdpoint_core::mcp::effective_servers(&settings.mcp.servers, &own),
     };

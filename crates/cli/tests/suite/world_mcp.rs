@@ -21,11 +21,16 @@ annotations = { read_only = true }
 /// `client.py ARGS` as an agent, against `holdpoint mcp --world lab` (with no configuration
 /// file: the servers are the world's own), or over `http` against the server's `/mcp/lab`.
 /// The JSON lines it printed.
-async fn client(lab: &Lab, agent: &str, http: bool, args: &[&str]) -> Vec<Value> {
+async fn client(lab: &Lab, token: &str, http: bool, args: &[&str]) -> Vec<Value> {
+    client_said(lab, token, http, args).await.0
+}
+
+/// What the client printed, and its standard error (where `holdpoint mcp` warns).
+async fn client_said(lab: &Lab, token: &str, http: bool, args: &[&str]) -> (Vec<Value>, String) {
     let child = Client {
         server: Some(&lab.server.url()),
         http,
-        token: agent,
+        token,
         config: &lab.data().join("no-config.toml"),
         data: &lab.data().join("elsewhere"),
         upstream_log: None,
@@ -33,7 +38,7 @@ async fn client(lab: &Lab, agent: &str, http: bool, args: &[&str]) -> Vec<Value>
     .command("client.py", args)
     .spawn()
     .unwrap();
-    finished(child).await.0
+    finished(child).await
 }
 
 /// The tool names a `list` step printed.
@@ -119,15 +124,24 @@ async fn a_worlds_mcp_servers_are_managed_from_the_terminal_and_served_with_thei
         "{err}"
     );
 
-    // `holdpoint mcp --world lab` serves the world's server, started with its real variables.
+    // An agent's token is never handed the secret: `holdpoint mcp --world lab` run with one
+    // does not start the server that needs it, and says where to reach it.
     let agent = lab.token("coder", "agent").await;
-    let names = tool_names(&client(&lab, &agent, false, &["list"]).await);
+    let (lines, warned) = client_said(&lab, &agent, false, &["list"]).await;
+    let names = tool_names(&lines);
+    assert!(names.iter().all(|n| !n.starts_with("own__")), "{names:?}");
+    assert!(
+        warned.contains("own") && warned.contains("/mcp/lab") && !warned.contains("own-upstream"),
+        "{warned}"
+    );
+    // An admin's `holdpoint mcp --world lab` serves it, started with its real variables.
+    let names = tool_names(&client(&lab, &lab.token, false, &["list"]).await);
     assert!(names.contains(&"own__echo".to_owned()), "{names:?}");
     assert!(names.contains(&"own__write_note".to_owned()), "{names:?}");
     assert!(!names.contains(&"own__delete_all".to_owned()), "{names:?}");
     let lines = client(
         &lab,
-        &agent,
+        &lab.token,
         false,
         &["call", "own__echo", r#"{"text": "hi"}"#],
     )
@@ -136,7 +150,7 @@ async fn a_worlds_mcp_servers_are_managed_from_the_terminal_and_served_with_thei
     assert_eq!(result["content"][0]["text"], "echo: hi", "{result}");
     let ran = std::fs::read_to_string(&log).unwrap();
     assert!(ran.contains("\"echo\""), "{ran}");
-    // So does the server's /mcp/lab.
+    // The server's /mcp/lab serves it to the agent: the server starts it.
     let over_http = tool_names(&client(&lab, &agent, true, &["list"]).await);
     assert!(over_http.contains(&"own__echo".to_owned()), "{over_http:?}");
 

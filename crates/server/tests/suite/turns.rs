@@ -143,11 +143,14 @@ async fn who_sent_a_message_and_who_canceled_its_turn_are_logged() {
     .await;
     let t = TestServer::start().await;
     let chat = lab_chat(&t, &llm.base_url(), None).await;
+    // Chats are people's: an agent's token may not send to one.
     let bot = t.caller("bot", "agent", Some("lab")).await;
+    send(&bot, &chat, "go").await.error(403);
+    let bob = t.caller("bob", "approver", Some("lab")).await;
     let alice = t.caller("alice", "approver", None).await;
     let mut stream = t.api.events("?world=lab", None).await;
     let from = last_seq(&t).await;
-    let turn = send(&bot, &chat, "go").await.expect(202)["turn"]
+    let turn = send(&bob, &chat, "go").await.expect(202)["turn"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -164,17 +167,17 @@ async fn who_sent_a_message_and_who_canceled_its_turn_are_logged() {
         .expect(200);
 
     let events = audit_after(&t, from).await;
-    let bot_actor = json!({"source": "agent", "name": "bot", "role": "agent"});
+    let bob_actor = json!({"source": "person", "name": "bob", "role": "approver"});
     let system = json!({"source": "system"});
     // The user's message is the sender's; the agent's answer and the tool result recorded
     // as the turn ends are Holdpoint's.
     let messages = actors(&events, "message.created");
-    assert_eq!(messages[0], bot_actor);
+    assert_eq!(messages[0], bob_actor);
     assert!(
         messages.len() > 1 && messages[1..].iter().all(|a| *a == system),
         "{messages:?}"
     );
-    assert_eq!(actors(&events, "turn.started"), [bot_actor]);
+    assert_eq!(actors(&events, "turn.started"), [bob_actor]);
     assert_eq!(actors(&events, "turn.tool_call"), [system]);
     let canceler = [json!({"source": "person", "name": "alice", "role": "approver"})];
     assert_eq!(actors(&events, "hold.withdrawn"), canceler);
