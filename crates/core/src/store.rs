@@ -223,6 +223,9 @@ pub enum RecordKind {
     WorldPolicy,
     /// Every version a world's policy has had, under the world, keyed by the version.
     PolicyHistory,
+    /// The holds a node's clients wait on, one record per node (keyed by the node's id), for
+    /// the other nodes to see: a hold nobody waits on any more is withdrawn.
+    Attendance,
 }
 
 impl RecordKind {
@@ -243,6 +246,7 @@ impl RecordKind {
             RecordKind::Lease => "lease",
             RecordKind::WorldPolicy => "world_policy",
             RecordKind::PolicyHistory => "policy_history",
+            RecordKind::Attendance => "attendance",
         }
     }
 }

@@ -24,6 +24,11 @@ pub const DISCONNECTED: &str = "the MCP client disconnected";
 /// How long one long poll on a hold lasts: the interval of progress notifications.
 const POLL: Duration = Duration::from_secs(15);
 
+/// The first pause before waiting again on a Holdpoint that could not be reached; it doubles
+/// up to [`RETRY_MAX`] while that lasts.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
 /// What became of an asked item.
 pub enum Asked {
     /// Policy (a rule, a grant or the mode) allowed it.
@@ -125,6 +130,9 @@ impl Holds {
     ) -> Result<Asked, HoldpointError> {
         let _registered = Registered::new(&self.waiting, hold.id);
         let mut step = 0u32;
+        // The hold is durable: when Holdpoint cannot be reached (it restarts, say), the call
+        // waits on, and takes the hold up again once it answers.
+        let mut retry: Option<Duration> = None;
         loop {
             if let Some(p) = &progress {
                 // Best effort: a client that cannot take the notification still gets the result.
@@ -154,12 +162,30 @@ impl Holds {
                     self.withdraw(hold.id, stops.canceled_why).await;
                     return Ok(Asked::Withdrawn);
                 }
-                waited = self.holdpoint.wait(hold.id, POLL) => {
-                    let waited = waited?;
-                    if waited.decided {
-                        return Ok(Asked::Decided(Box::new(waited.hold)));
+                waited = self.holdpoint.wait(hold.id, POLL) => match waited {
+                    Ok(waited) => {
+                        if retry.take().is_some() {
+                            tracing::warn!(hold = %hold.id, "Holdpoint answers again: the call waits on its hold");
+                        }
+                        if waited.decided {
+                            return Ok(Asked::Decided(Box::new(waited.hold)));
+                        }
                     }
-                }
+                    Err(HoldpointError::Unavailable { message, .. }) => {
+                        let pause = retry.map_or(RETRY_FIRST, |p| (p * 2).min(RETRY_MAX));
+                        if retry.is_none() {
+                            tracing::warn!(hold = %hold.id, error = %message, "Holdpoint cannot be reached; the call keeps waiting on its hold");
+                        }
+                        retry = Some(pause);
+                        tokio::select! {
+                            biased;
+                            () = stops.disconnected.cancelled() => {}
+                            () = stops.canceled.cancelled() => {}
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                    }
+                    Err(e) => return Err(e),
+                },
             }
         }
     }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use holdpoint_client::Client;
+use holdpoint_client::{Client, ClientError};
 use holdpoint_protocol::{GateResponse, HoldId, NewHolds, WaitParams, WaitResult, Withdraw};
 
 /// What the gateway asks of Holdpoint, as one agent.
@@ -36,7 +36,11 @@ pub enum HoldpointError {
     /// The hold was decided before it could be withdrawn: it stays decided.
     #[error("hold {0} was already decided")]
     AlreadyDecided(HoldId),
-    /// Holdpoint could not be reached, refused, or answered something unexpected.
+    /// Holdpoint could not be reached, or is restarting or overloaded: the same request may
+    /// succeed a moment later.
+    #[error("{what} failed for now: {message}")]
+    Unavailable { what: String, message: String },
+    /// Holdpoint refused, or answered something unexpected.
     #[error("{what} failed: {message}")]
     Failed { what: String, message: String },
 }
@@ -70,9 +74,21 @@ impl Holdpoint for Client {
         let params = WaitParams {
             timeout: Some(format!("{}ms", timeout.as_millis())),
         };
-        Client::wait(self, id, &params)
-            .await
-            .map_err(|e| HoldpointError::failed(format!("waiting on hold {id}"), e.to_string()))
+        Client::wait(self, id, &params).await.map_err(|e| {
+            let what = format!("waiting on hold {id}");
+            let message = e.to_string();
+            // Not reached (a restart, say), or 429/502/503/504: try again.
+            let passing = match &e {
+                ClientError::Unreachable { .. } => true,
+                ClientError::Api { status, .. } => matches!(status, 429 | 502 | 503 | 504),
+                ClientError::Protocol(_) => false,
+            };
+            if passing {
+                HoldpointError::Unavailable { what, message }
+            } else {
+                HoldpointError::Failed { what, message }
+            }
+        })
     }
 
     async fn withdraw(&self, id: HoldId, reason: &str) -> Result<(), HoldpointError> {

@@ -11,8 +11,11 @@ use holdpoint_core::store::Store;
 use holdpoint_protocol::{Timestamp, World};
 use tokio_util::sync::CancellationToken;
 
+use crate::attendance::Attendance;
 use crate::auth::{Caller, Credentials, Guard};
-use crate::config::{HEARTBEAT, IDEMPOTENCY_RETENTION, LimitSettings, WebhookSettings};
+use crate::config::{
+    HEARTBEAT, IDEMPOTENCY_RETENTION, LimitSettings, WAITER_GRACE, WebhookSettings,
+};
 use crate::error::ApiError;
 use crate::housekeeping::Housekeeping;
 use crate::limits::Limiter;
@@ -41,6 +44,8 @@ pub struct ServerConfig {
     pub send_timeout: Duration,
     /// What one client can make the server hold (`[limits]`).
     pub limits: LimitSettings,
+    /// How long a hold that was waited on may go without a waiter before it is withdrawn.
+    pub waiter_grace: Duration,
 }
 
 impl ServerConfig {
@@ -69,6 +74,7 @@ impl ServerConfig {
             policy_file: None,
             send_timeout: Duration::from_secs(30),
             limits: LimitSettings::default(),
+            waiter_grace: WAITER_GRACE,
         }
     }
 }
@@ -88,6 +94,7 @@ struct Inner {
     webhooks: Webhooks,
     mcp: McpServers,
     limiter: Arc<Limiter>,
+    attendance: Attendance,
     shutdown: CancellationToken,
 }
 
@@ -103,6 +110,7 @@ impl App {
         let credentials = Credentials::new(runtime.clone());
         let guard = Guard::new(&config.allowed_hosts, credentials.clone());
         let limiter = Limiter::new(config.limits.clone());
+        let attendance = Attendance::new(config.waiter_grace);
         App {
             inner: Arc::new(Inner {
                 runtime,
@@ -113,6 +121,7 @@ impl App {
                 webhooks,
                 mcp,
                 limiter,
+                attendance,
                 shutdown,
             }),
         }
@@ -176,6 +185,11 @@ impl App {
         &self.inner.limiter
     }
 
+    /// The holds waited on through this node.
+    pub(crate) fn attendance(&self) -> &Attendance {
+        &self.inner.attendance
+    }
+
     /// Webhook subscriptions and their deliveries.
     pub(crate) fn webhooks(&self) -> &Webhooks {
         &self.inner.webhooks
@@ -235,6 +249,11 @@ impl App {
             )
             .await?;
         self.webhooks().start().await?;
+        self.attendance().start(
+            self.engine().clone(),
+            self.records().clone(),
+            self.shutdown().clone(),
+        );
         self.housekeeping().start(self.shutdown().clone());
         Ok(())
     }

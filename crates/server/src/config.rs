@@ -89,6 +89,10 @@ pub struct ServerSettings {
     /// stream it stopped reading, say) before its connection is closed.
     #[serde(with = "duration")]
     pub send_timeout: Duration,
+    /// How long a hold that was waited on (a long poll, the MCP gateway) may go without a
+    /// waiter before it is withdrawn: its raiser stopped waiting, so its call cannot run.
+    #[serde(with = "duration")]
+    pub waiter_grace: Duration,
 }
 
 impl Default for ServerSettings {
@@ -103,9 +107,13 @@ impl Default for ServerSettings {
             idempotency_retention: IDEMPOTENCY_RETENTION,
             turn_lease: holdpoint_agent::TURN_LEASE,
             send_timeout: Duration::from_secs(30),
+            waiter_grace: WAITER_GRACE,
         }
     }
 }
+
+/// `server.waiter_grace` unless set.
+pub const WAITER_GRACE: Duration = Duration::from_secs(30);
 
 /// What one client can make the server hold, and how fast it may ask (docs/configuration.md,
 /// "Limits"). A limit on one credential is answered 429, one on the whole server 503, both
@@ -113,6 +121,12 @@ impl Default for ServerSettings {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitSettings {
+    /// Client connections open at once (fewer when the process may open fewer descriptors:
+    /// a quarter of its limit is kept for the rest). When full, the oldest connection that
+    /// has sent no request yet is closed for a new one.
+    pub connections: usize,
+    /// Client connections open at once from one address, counted the same way.
+    pub connections_per_address: usize,
     /// Live event streams open on this server, all credentials together. A tenth of them
     /// (at least one) is kept for people's credentials: agents' streams are refused first.
     pub streams: usize,
@@ -136,6 +150,8 @@ impl LimitSettings {
     /// credentials to measure or probe what it does, not its limits.
     pub fn lifted() -> LimitSettings {
         LimitSettings {
+            connections: usize::MAX,
+            connections_per_address: usize::MAX,
             streams: usize::MAX,
             streams_per_token: usize::MAX,
             waits_per_token: usize::MAX,
@@ -150,6 +166,8 @@ impl LimitSettings {
 impl Default for LimitSettings {
     fn default() -> Self {
         LimitSettings {
+            connections: 4096,
+            connections_per_address: 1024,
             streams: 1000,
             streams_per_token: 32,
             waits_per_token: 256,
@@ -398,8 +416,19 @@ impl Settings {
         if self.server.send_timeout.is_zero() {
             return bad("server.send_timeout", "must be longer than zero");
         }
+        if self.server.waiter_grace < Duration::from_secs(1) {
+            return bad(
+                "server.waiter_grace",
+                "must be at least 1s (a client between two long polls goes a moment without one)",
+            );
+        }
         let l = &self.limits;
         for (key, value) in [
+            ("limits.connections", l.connections as u64),
+            (
+                "limits.connections_per_address",
+                l.connections_per_address as u64,
+            ),
             ("limits.streams", l.streams as u64),
             ("limits.streams_per_token", l.streams_per_token as u64),
             ("limits.waits_per_token", l.waits_per_token as u64),

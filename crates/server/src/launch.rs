@@ -51,6 +51,24 @@ impl HumanChannel for Inbox {
     }
 }
 
+/// Connections the kernel completes and queues for accept: room for a burst of thousands
+/// (Linux caps it at `net.core.somaxconn`, 4096 by default), where a full queue would make
+/// new clients wait seconds for their handshake to be retried.
+const BACKLOG: u32 = 4096;
+
+/// Listens on `addr` with [`BACKLOG`] (tokio's own bind asks for 1024).
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As tokio's bind does: a restarted server may listen again at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// Reads a policy file.
 pub fn load_policy(path: &Path) -> Result<Policy, LaunchError> {
     let fail = |message: String| LaunchError::Policy {
@@ -59,6 +77,41 @@ pub fn load_policy(path: &Path) -> Result<Policy, LaunchError> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
     Policy::from_toml(&text).map_err(|e| fail(e.to_string()))
+}
+
+/// Takes every permission but its owner's from `dir` and the files directly in it (the
+/// database, its journals, the admin token). Refuses, naming the path, what it cannot change.
+fn make_private(dir: &Path) -> Result<(), LaunchError> {
+    use std::os::unix::fs::PermissionsExt;
+    let private = |path: &Path, meta: std::fs::Metadata| {
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 == 0 {
+            return Ok(());
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700)).map_err(|e| {
+            LaunchError::Start(format!(
+                "{} is readable by others (mode {mode:o}) and cannot be made private: {e}; \
+                     run `chmod go-rwx` on it, or start as its owner",
+                path.display()
+            ))
+        })
+    };
+    let unreadable = |e: std::io::Error| {
+        LaunchError::Start(format!(
+            "cannot read the data directory {}: {e}",
+            dir.display()
+        ))
+    };
+    private(dir, std::fs::metadata(dir).map_err(unreadable)?)?;
+    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        // Not followed: a link's target is not the data directory's to change.
+        let meta = entry.metadata().map_err(unreadable)?;
+        if meta.is_file() {
+            private(&entry.path(), meta)?;
+        }
+    }
+    Ok(())
 }
 
 /// A running server.
@@ -81,13 +134,13 @@ impl Server {
             None => Policy::default(),
         };
         let bind = settings.server.bind;
-        let listener = tokio::net::TcpListener::bind(bind)
-            .await
-            .map_err(|source| LaunchError::Bind { addr: bind, source })?;
+        let listener = listen(bind).map_err(|source| LaunchError::Bind { addr: bind, source })?;
         let addr = listener
             .local_addr()
             .map_err(|source| LaunchError::Bind { addr: bind, source })?;
-        // The data directory holds the audit log and the admin token: its owner's only.
+        // The data directory holds the audit log, the admin token and webhooks' signing
+        // secrets: its owner's only, and so is every file in it, whatever modes an older
+        // version or another program left.
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -98,7 +151,10 @@ impl Server {
                     data_dir.display()
                 ))
             })?;
+        make_private(data_dir)?;
         let database = Database::open(settings.store.url.as_deref(), data_dir).await?;
+        // SQLite made its files with the umask's modes (its journals take the database's).
+        make_private(data_dir)?;
         let engine = Engine::builder(database.store())
             .policy(policy)
             .pending_limits(PendingLimits {
@@ -149,6 +205,7 @@ impl Server {
         config.webhooks = settings.webhooks.clone();
         config.send_timeout = settings.server.send_timeout;
         config.limits = settings.limits.clone();
+        config.waiter_grace = settings.server.waiter_grace;
         let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app
@@ -224,6 +281,7 @@ impl Server {
             .task
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        self.app.attendance().stopped().await;
         self.app.mcp().close().await;
         self.database.close().await;
         served

@@ -25,6 +25,8 @@ pub struct Metrics {
     in_flight: Mutex<BTreeMap<String, i64>>,
     decisions: Mutex<BTreeMap<(String, String), u64>>,
     to_decision: Mutex<Histogram>,
+    /// The serving loop's connections, once it runs.
+    connections: std::sync::OnceLock<Arc<crate::connections::Connections>>,
 }
 
 #[derive(Default)]
@@ -61,6 +63,11 @@ impl Metrics {
         }
     }
 
+    /// Reports the connections of the serving loop.
+    pub(crate) fn watch_connections(&self, connections: Arc<crate::connections::Connections>) {
+        let _ = self.connections.set(connections);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self, pending: u64, streams: usize) -> String {
         let mut out = String::new();
@@ -74,6 +81,14 @@ impl Metrics {
             "# HELP holdpoint_live_streams Live event streams open.\n# TYPE holdpoint_live_streams gauge"
         );
         let _ = writeln!(out, "holdpoint_live_streams {streams}");
+        if let Some(connections) = self.connections.get() {
+            let (open, fresh) = connections.counts();
+            let _ = writeln!(
+                out,
+                "# HELP holdpoint_connections_open Client connections open.\n# TYPE holdpoint_connections_open gauge\nholdpoint_connections_open {open}\n# HELP holdpoint_connections_without_request Open client connections that have sent no request yet.\n# TYPE holdpoint_connections_without_request gauge\nholdpoint_connections_without_request {fresh}\n# HELP holdpoint_connections_max The most client connections open at once (limits.connections, under the descriptor limit).\n# TYPE holdpoint_connections_max gauge\nholdpoint_connections_max {}",
+                connections.max_total()
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP holdpoint_decisions_total Holds resolved, by outcome and by who or what decided.\n# TYPE holdpoint_decisions_total counter"

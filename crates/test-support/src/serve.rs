@@ -31,6 +31,9 @@ pub enum Stderr {
 pub struct ServeCommand {
     pub holdpoint: PathBuf,
     pub data: PathBuf,
+    /// The address to listen on: `127.0.0.1:0` (a free port) unless set, so that a server
+    /// started again is reached where clients already look.
+    pub bind: String,
     pub args: Vec<OsString>,
     pub stderr: Stderr,
 }
@@ -51,6 +54,7 @@ impl ServeCommand {
         ServeCommand {
             holdpoint: holdpoint.into(),
             data: data.into(),
+            bind: "127.0.0.1:0".to_owned(),
             args: Vec::new(),
             stderr: Stderr::Piped,
         }
@@ -59,6 +63,12 @@ impl ServeCommand {
     /// With one more argument.
     pub fn arg(mut self, arg: impl Into<OsString>) -> ServeCommand {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Listening on `addr` (`127.0.0.1:7717`), not on a free port.
+    pub fn bind(mut self, addr: impl Into<String>) -> ServeCommand {
+        self.bind = addr.into();
         self
     }
 
@@ -82,7 +92,7 @@ impl ServeCommand {
             ),
         };
         let mut child = Command::new(&self.holdpoint)
-            .args(["serve", "--bind", "127.0.0.1:0", "--data"])
+            .args(["serve", "--bind", &self.bind, "--data"])
             .arg(&self.data)
             .args(&self.args)
             .env_remove("HOLDPOINT_DATA")

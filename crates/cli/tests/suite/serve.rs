@@ -341,3 +341,40 @@ fn environment_variables_override_the_file_and_are_checked_too() {
     let out = run(&[("HOLDPOINT_LOG_LEVEL", "verbose")]);
     assert!(stderr(&out).contains("log.level"), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn a_data_directory_left_readable_by_others_is_made_private_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut first = served(&data, &[]);
+    first.url().await;
+    assert!(first.terminate().await.success());
+
+    // An older version, a restore from backup or another program left them open to all.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            files.push(path);
+        }
+    }
+    assert!(
+        files.iter().any(|f| f.ends_with("admin-token")) && files.len() > 1,
+        "the database and the admin token are in the data directory: {files:?}"
+    );
+
+    let mut second = served(&data, &[]);
+    second.url().await;
+    assert_eq!(mode(&data), 0o700);
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+    }
+    assert!(second.terminate().await.success());
+}

@@ -374,19 +374,36 @@ impl Engine {
             if !h.is_open() {
                 continue;
             }
-            let r = self
-                .update(h.id, &Scope::any(), None, |h, now| {
-                    Ok(
-                        hold::withdraw(h, by.clone(), Some(reason.to_owned()), now)
-                            .map(|t| (t, ())),
-                    )
-                })
-                .await?;
-            if let Updated::Applied(h, ()) = r {
+            if let Some(h) = self.withdraw_by(h.id, by, reason).await? {
                 withdrawn.push(h);
             }
         }
         Ok(withdrawn)
+    }
+
+    /// Withdraws hold `id` on behalf of `by` (Holdpoint itself, say), whoever raised it; the
+    /// hold withdrawn, or `None` when it was resolved already.
+    pub async fn withdraw_by(
+        &self,
+        id: HoldId,
+        by: &Actor,
+        reason: &str,
+    ) -> Result<Option<Hold>, EngineError> {
+        let r = self
+            .update(id, &Scope::any(), None, |h, now| {
+                if !h.is_open() {
+                    return Err(EngineError::AlreadyDecided {
+                        hold: Box::new(h.clone()),
+                    });
+                }
+                Ok(hold::withdraw(h, by.clone(), Some(reason.to_owned()), now).map(|t| (t, ())))
+            })
+            .await;
+        match r {
+            Ok(Updated::Applied(h, ())) => Ok(Some(h)),
+            Ok(Updated::Unchanged(_)) | Err(EngineError::AlreadyDecided { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Revokes a grant (people only). Calls it allowed are asked again.
