@@ -283,6 +283,8 @@ impl Gateway {
             }),
         });
         let not_called = |why: String| refused(format!("{name} was not called: {why}."));
+        // Who edited the arguments before approving, when a person did.
+        let mut edited_by = None;
         let arguments = match self.ask(item, asking).await {
             Ok(Asked::Allowed) => arguments,
             Ok(Asked::Denied(why) | Asked::Invalid(why)) => return not_called(why),
@@ -293,6 +295,9 @@ impl Gateway {
                 };
                 if outcome.verdict != Some(Verdict::Approve) {
                     return not_called(refusal(outcome));
+                }
+                if outcome.edited {
+                    edited_by = Some(outcome.decided_by.join(", "));
                 }
                 // Exactly what was approved: the arguments shown, or the recorded edit.
                 match &outcome.arguments {
@@ -306,8 +311,12 @@ impl Gateway {
             }
             Err(e) => return not_called(format!("Holdpoint could not be asked: {e}")),
         };
+        let ran = edited_by.map(|by| (by, arguments.clone()));
         match self.call_upstream(tool, arguments, progress).await {
-            Ok(result) => result,
+            Ok(result) => match ran {
+                Some((by, arguments)) => told_of_edit(result, &name, &by, arguments),
+                None => result,
+            },
             Err(e) => refused(e.to_string()),
         }
     }
@@ -574,3 +583,30 @@ impl ServerHandler for Gateway {
             .map(CustomResult)
     }
 }
+
+/// `result` of a call whose arguments `by` edited before approving, saying so as Holdpoint's
+/// own agents hear it: a text note first, and in `_meta` the arguments that ran.
+fn told_of_edit(
+    mut result: CallToolResult,
+    name: &str,
+    by: &str,
+    arguments: JsonObject,
+) -> CallToolResult {
+    let shown = serde_json::to_string(&arguments).unwrap_or_default();
+    let note = format!(
+        "Note: {by} edited the arguments of {name} before approving; it ran with {shown}, not \
+         the arguments you sent."
+    );
+    result.content.insert(0, ContentBlock::text(note));
+    let meta = result
+        .meta
+        .get_or_insert_with(|| MetaObject(JsonObject::new()));
+    meta.0.insert(
+        EDITED_META.to_owned(),
+        serde_json::json!({"by": by, "arguments": arguments}),
+    );
+    result
+}
+
+/// The `_meta` key of a result whose arguments a person edited: `{"by", "arguments"}`.
+pub const EDITED_META: &str = "holdpoint/edited";

@@ -22,7 +22,7 @@ mod wire;
 
 pub use config::{ConfigProblem, McpSettings, UpstreamConfig};
 pub use elicit::{Approver, Decider};
-pub use gateway::{Gateway, GatewayError, LATEST_REVISION};
+pub use gateway::{EDITED_META, Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
 pub use http_gateway::{HttpGateway, HttpRefusal, McpBody};
 pub use reach::{Holdpoint, HoldpointError};

@@ -403,7 +403,18 @@ async fn an_asked_call_waits_for_a_person_then_runs_exactly_what_was_approved() 
     .await;
     let result = result_of(client).await;
     assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(text(&result), "wrote a: hello, edited");
+    // The client is told of the edit, as Holdpoint's own agents are: a note first, and the
+    // arguments that ran in `_meta`; then the upstream's own result.
+    let note = text(&result);
+    assert!(
+        note.contains("alice edited the arguments") && note.contains("hello, edited"),
+        "{result}"
+    );
+    assert_eq!(result["content"][1]["text"], "wrote a: hello, edited");
+    assert_eq!(
+        result["_meta"][holdpoint_mcp::EDITED_META],
+        json!({"by": "alice", "arguments": {"name": "a", "text": "hello, edited"}})
+    );
     let progress = result["progress"].as_array().unwrap();
     assert!(
         progress[0]
