@@ -155,6 +155,9 @@ impl Drop for Link {
 pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), String> {
     let max = holdpoint_core::mcp::max_message_size(config);
     let ended = Ended::default();
+    // Until the link is made, ending this open (its caller's timeout drops it mid-handshake,
+    // say) ends the connection too, so the watcher stops the child it started.
+    let unfinished = EndOnDrop(Some(ended.clone()));
     let listener = Listener::default();
     let child = matches!(config.transport(), Some(Transport::Stdio { .. }));
     let service = match config.transport() {
@@ -209,6 +212,8 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
         }
         None => return Err("it has neither command nor url".into()),
     };
+    // From here the link ends it when dropped.
+    unfinished.defuse();
     let link = Link {
         peer: service.peer().clone(),
         ended,
@@ -222,6 +227,23 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
         .await
         .map_err(|e| format!("listing its tools failed: {e}"))?;
     Ok((link, tools))
+}
+
+/// Ends the connection when dropped: an open that did not finish leaves no child behind.
+struct EndOnDrop(Option<Ended>);
+
+impl EndOnDrop {
+    fn defuse(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        if let Some(ended) = &self.0 {
+            ended.end("it did not finish starting".into());
+        }
+    }
 }
 
 /// Owns the child: ends the connection when it exits, stops it when the connection ends.
@@ -329,6 +351,36 @@ mod tests {
     use tokio::io::AsyncReadExt;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_initialize_is_stopped_when_its_start_is_given_up() {
+        let dir = std::env::temp_dir().join(format!("hp-link-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("pid");
+        // Says its process id, then never answers anything.
+        let config = UpstreamConfig {
+            command: Some("sh".into()),
+            args: vec![
+                "-c".into(),
+                format!("echo $$ > {}; exec sleep 600", pid_file.display()),
+            ],
+            ..Default::default()
+        };
+        let given_up = tokio::time::timeout(Duration::from_millis(500), open(&config)).await;
+        assert!(given_up.is_err(), "the start was not given up");
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let alive = std::path::Path::new("/proc").join(pid.trim());
+        let deadline = tokio::time::Instant::now() + EXIT_GRACE + Duration::from_secs(10);
+        while alive.exists() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            !alive.exists(),
+            "the server's process {} outlived its start",
+            pid.trim()
+        );
+    }
 
     #[test]
     fn lines_are_counted_across_reads_and_reset_at_each_newline() {
