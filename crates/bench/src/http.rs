@@ -487,8 +487,8 @@ pub(crate) async fn start_with(
     Ok((server, admin))
 }
 
-/// Starts `nodes` servers on one store (data in `dir`, and in directories of their own
-/// under it when several) and runs each level of concurrency against them in turn.
+/// Starts `nodes` servers on one store, sharing the data directory `dir` as nodes must (a
+/// volume they all mount), and runs each level of concurrency against them in turn.
 async fn measure(
     dir: &std::path::Path,
     store_url: Option<&str>,
@@ -499,15 +499,11 @@ async fn measure(
     if nodes > 1 && store_url.is_none() {
         bail!("several nodes need a shared database: give --database-url");
     }
-    let data = |i: usize| match nodes {
-        1 => dir.to_owned(),
-        _ => dir.join(format!("node{i}")),
-    };
     // The first node makes the admin token and the world; the others share the database.
-    let (first, admin) = start_with(&data(0), on_store(store_url)).await?;
+    let (first, admin) = start_with(dir, on_store(store_url)).await?;
     let mut servers = vec![first];
-    for i in 1..nodes {
-        servers.push(serve(&data(i), on_store(store_url)).await?);
+    for _ in 1..nodes {
+        servers.push(serve(dir, on_store(store_url)).await?);
     }
     let addrs: Vec<SocketAddr> = servers.iter().map(Server::addr).collect();
     let stream_from = servers.last().map(Server::url).context("no server")?;

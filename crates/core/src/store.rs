@@ -226,6 +226,8 @@ pub enum RecordKind {
     /// The holds a node's clients wait on, one record per node (keyed by the node's id), for
     /// the other nodes to see: a hold nobody waits on any more is withdrawn.
     Attendance,
+    /// The marker of the worlds directory every node must share (one record).
+    Workspace,
 }
 
 impl RecordKind {
@@ -247,6 +249,7 @@ impl RecordKind {
             RecordKind::WorldPolicy => "world_policy",
             RecordKind::PolicyHistory => "policy_history",
             RecordKind::Attendance => "attendance",
+            RecordKind::Workspace => "workspace",
         }
     }
 }

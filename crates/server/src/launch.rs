@@ -10,6 +10,7 @@ use std::sync::Arc;
 use holdpoint_agent::{Runtime, RuntimeConfig, ShellLimits};
 use holdpoint_core::lease::Node;
 use holdpoint_core::policy::Policy;
+use holdpoint_core::record::Records;
 use holdpoint_core::{Engine, HumanChannel, PendingLimits};
 use holdpoint_llm::{LlmClient, Timeouts};
 use holdpoint_store::Database;
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, ServerConfig};
 use crate::config::Settings;
+use crate::datadir;
 use crate::mcp::{AgentTools, McpServers};
 
 /// The file, in the data directory, that holds the first admin token.
@@ -79,41 +81,6 @@ pub fn load_policy(path: &Path) -> Result<Policy, LaunchError> {
     Policy::from_toml(&text).map_err(|e| fail(e.to_string()))
 }
 
-/// Takes every permission but its owner's from `dir` and the files directly in it (the
-/// database, its journals, the admin token). Refuses, naming the path, what it cannot change.
-fn make_private(dir: &Path) -> Result<(), LaunchError> {
-    use std::os::unix::fs::PermissionsExt;
-    let private = |path: &Path, meta: std::fs::Metadata| {
-        let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o077 == 0 {
-            return Ok(());
-        }
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700)).map_err(|e| {
-            LaunchError::Start(format!(
-                "{} is readable by others (mode {mode:o}) and cannot be made private: {e}; \
-                     run `chmod go-rwx` on it, or start as its owner",
-                path.display()
-            ))
-        })
-    };
-    let unreadable = |e: std::io::Error| {
-        LaunchError::Start(format!(
-            "cannot read the data directory {}: {e}",
-            dir.display()
-        ))
-    };
-    private(dir, std::fs::metadata(dir).map_err(unreadable)?)?;
-    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-        let entry = entry.map_err(unreadable)?;
-        // Not followed: a link's target is not the data directory's to change.
-        let meta = entry.metadata().map_err(unreadable)?;
-        if meta.is_file() {
-            private(&entry.path(), meta)?;
-        }
-    }
-    Ok(())
-}
-
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
@@ -151,10 +118,14 @@ impl Server {
                     data_dir.display()
                 ))
             })?;
-        make_private(data_dir)?;
+        datadir::make_private(data_dir)?;
         let database = Database::open(settings.store.url.as_deref(), data_dir).await?;
         // SQLite made its files with the umask's modes (its journals take the database's).
-        make_private(data_dir)?;
+        datadir::make_private(data_dir)?;
+        let worlds_dir = data_dir.join("worlds");
+        if matches!(database, Database::Postgres(_)) {
+            datadir::check_shared(&Records::new(database.store()), &worlds_dir).await?;
+        }
         let engine = Engine::builder(database.store())
             .policy(policy)
             .pending_limits(PendingLimits {
@@ -174,7 +145,7 @@ impl Server {
             ..Timeouts::default()
         };
         let llm = LlmClient::new(timeouts).map_err(|e| LaunchError::Start(e.to_string()))?;
-        let mut runtime_config = RuntimeConfig::new(data_dir.join("worlds"));
+        let mut runtime_config = RuntimeConfig::new(worlds_dir);
         runtime_config.shell = ShellLimits {
             default_timeout: settings.shell.default_timeout,
             max_timeout: settings.shell.max_timeout,

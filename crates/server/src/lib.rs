@@ -10,6 +10,7 @@ mod attendance;
 mod auth;
 pub mod config;
 mod connections;
+mod datadir;
 mod error;
 mod extract;
 mod headers;

@@ -52,3 +52,37 @@ async fn readiness_reports_a_lost_database_and_the_server_recovers_when_it_retur
     assert_eq!(shown["hold"]["status"], "answered");
     t.server.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_data_directory_is_not_the_others_is_refused_naming_what_to_do() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let on_schema = |s: &mut holdpoint_server::Settings| s.store.url = Some(schema.url.clone());
+    let shared = tempfile::tempdir().unwrap();
+    let first = TestServer::on(tempfile::tempdir().unwrap(), ASK_ALL, on_schema).await;
+    // A node with a data directory of its own would run turns in other files.
+    let mut settings = holdpoint_server::Settings::default();
+    settings.server.bind = "127.0.0.1:0".parse().unwrap();
+    on_schema(&mut settings);
+    let refused = holdpoint_server::Server::start(shared.path(), &settings).await;
+    let Err(e) = refused else {
+        panic!("a node with another data directory started");
+    };
+    let message = e.to_string();
+    assert!(
+        message.contains(".holdpoint-workspace")
+            && message.contains("same data directory")
+            && message.contains("docs/deploy.md"),
+        "{message}"
+    );
+    // A second node on the first one's data directory (a shared volume) starts.
+    let second = holdpoint_server::Server::start(
+        first.server.admin_token_file().parent().unwrap(),
+        &settings,
+    )
+    .await
+    .expect("a node on the shared data directory did not start");
+    second.stop().await.unwrap();
+    first.server.stop().await.unwrap();
+}

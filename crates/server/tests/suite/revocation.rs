@@ -195,9 +195,16 @@ async fn a_token_revoked_on_one_node_ends_its_stream_on_another() {
     };
     let on_schema = |s: &mut holdpoint_server::Settings| s.store.url = Some(schema.url.clone());
     let first = TestServer::with(super::ASK_ALL, on_schema).await;
-    let second = TestServer::with(super::ASK_ALL, on_schema).await;
+    // The second node shares the first one's data directory, as nodes must.
+    let mut settings = holdpoint_server::Settings::default();
+    settings.server.bind = "127.0.0.1:0".parse().unwrap();
+    on_schema(&mut settings);
+    let data = first.server.admin_token_file().parent().unwrap().to_owned();
+    let second = holdpoint_server::Server::start(&data, &settings)
+        .await
+        .unwrap();
     let alice = first.token("alice", "approver", None).await;
-    let on_second = Api::new(&second.server.url(), Some(&alice));
+    let on_second = Api::new(&second.url(), Some(&alice));
     let mut stream = on_second.events("", None).await;
 
     first
@@ -220,6 +227,6 @@ async fn a_token_revoked_on_one_node_ends_its_stream_on_another() {
         ended,
         "the stream on the other node went on after the revocation"
     );
-    second.server.stop().await.unwrap();
+    second.stop().await.unwrap();
     first.server.stop().await.unwrap();
 }
