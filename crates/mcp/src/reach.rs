@@ -71,8 +71,10 @@ impl Holdpoint for Client {
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
+        // The gateway waits until the hold is decided: should it die, the hold is withdrawn.
         let params = WaitParams {
             timeout: Some(format!("{}ms", timeout.as_millis())),
+            attend: Some(true),
         };
         Client::wait(self, id, &params).await.map_err(|e| {
             let what = format!("waiting on hold {id}");

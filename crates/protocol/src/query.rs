@@ -146,6 +146,11 @@ pub struct WaitParams {
     /// Such as `30s` (the default) or `2m`; at most the server's limit (2 minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// `true`: the caller raised the hold and waits for it until it is decided (the MCP
+    /// gateway, `holdpoint ask`). Should nobody wait on it for `server.waiter_grace` after
+    /// that, it is withdrawn: its raiser stopped waiting, so its call can no longer run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attend: Option<bool>,
 }
 
 /// The query string of `GET /api/v1/events`.

@@ -115,8 +115,10 @@ pub async fn outcome(client: &Client, hold: &Hold, what: &str) -> Result<Hold, F
             None => std::future::pending().await,
         }
     };
+    // This process waits until the hold is decided: should it die, the hold is withdrawn.
     let params = WaitParams {
         timeout: Some("30s".into()),
+        attend: Some(true),
     };
     let wait = async {
         loop {

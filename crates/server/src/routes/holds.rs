@@ -220,21 +220,24 @@ pub async fn wait(
     };
     // Given back when the wait ends, or when the client goes away (the request is dropped).
     let _slot = app.limiter().wait(&caller)?;
-    Ok(Json(wait_for(&app, &caller, id, timeout).await?))
+    let attend = q.attend.unwrap_or(false);
+    Ok(Json(wait_for(&app, &caller, id, timeout, attend).await?))
 }
 
 /// Waits at most `timeout` (less when the server stops) for hold `id` to be decided; the hold
-/// as it is then. The long poll's, and the MCP gateway's in this process.
+/// as it is then. The long poll's, and the MCP gateway's in this process. With `attend`, the
+/// caller waits for the hold to its end: it is attended while the wait lasts, and when the
+/// wait ends undecided its raiser is expected back within server.waiter_grace
+/// (`attendance.rs`).
 pub(crate) async fn wait_for(
     app: &App,
     caller: &Caller,
     id: HoldId,
     timeout: Duration,
+    attend: bool,
 ) -> Result<WaitResult, ApiError> {
     let scope = caller.scope();
-    // The hold is attended while the wait lasts; when it ends undecided, its raiser is
-    // expected back within server.waiter_grace (`attendance.rs`).
-    let waiting = app.attendance().wait(app.engine(), id);
+    let waiting = attend.then(|| app.attendance().wait(app.engine(), id));
     let waited = tokio::select! {
         r = app.engine().wait(id, timeout, &scope) => r.map(|_| ()),
         () = app.shutdown().cancelled() => Ok(()),
@@ -247,7 +250,9 @@ pub(crate) async fn wait_for(
         Ok(hold) if hold.outcome.is_none() => hold,
         // Decided, or not the caller's to wait on: nobody is expected back for it.
         other => {
-            waiting.resolved();
+            if let Some(waiting) = waiting {
+                waiting.resolved();
+            }
             other?
         }
     };

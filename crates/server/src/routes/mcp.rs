@@ -307,7 +307,7 @@ impl Holdpoint for AsAgent {
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
         let what = || format!("waiting on hold {id}");
         let caller = self.caller(what).await?;
-        holds::wait_for(&self.app, &caller, id, timeout)
+        holds::wait_for(&self.app, &caller, id, timeout, true)
             .await
             .map_err(|e| HoldpointError::failed(what(), e.message))
     }

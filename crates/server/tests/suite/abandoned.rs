@@ -1,7 +1,8 @@
-//! Holds whose raiser stopped waiting: a hold that was waited on and then goes without a
-//! waiter for `server.waiter_grace` is withdrawn, saying why, so that nobody approves a call
-//! that can no longer run — also when the server restarted meanwhile. A waiter that comes back
-//! in time keeps it; a hold nobody ever waited on is left alone.
+//! Holds whose raiser stopped waiting: a hold that its raiser waited on to its end
+//! (`attend=true`, as the MCP gateway and `holdpoint ask` do) and then goes without a waiter
+//! for `server.waiter_grace` is withdrawn, saying why, so that nobody approves a call that can
+//! no longer run — also when the server restarted meanwhile. A waiter that comes back in time
+//! keeps it; a hold only polled now and then is left alone.
 
 use std::time::Duration;
 
@@ -15,9 +16,10 @@ async fn started(dir: tempfile::TempDir) -> TestServer {
     TestServer::on(dir, super::ASK_ALL, |s| s.server.waiter_grace = GRACE).await
 }
 
-/// A long poll on `hold` that the client gives up after `after`, as a killed program would.
-async fn wait_then_vanish(agent: &Api, hold: &str, after: Duration) {
-    let path = format!("/api/v1/holds/{hold}/wait?timeout=1m");
+/// A long poll on `hold` (attending it, or not) that the client gives up after `after`, as a
+/// killed program would.
+async fn wait_then_vanish(agent: &Api, hold: &str, attend: bool, after: Duration) {
+    let path = format!("/api/v1/holds/{hold}/wait?timeout=1m&attend={attend}");
     let request = agent.get(&path);
     assert!(
         tokio::time::timeout(after, request).await.is_err(),
@@ -65,17 +67,19 @@ async fn a_hold_whose_waiter_vanished_is_withdrawn_after_the_grace_and_others_ar
     };
     let abandoned = raise_one("Abandoned?").await;
     let kept = raise_one("Kept?").await;
-    let never_waited = raise_one("Never waited on?").await;
+    // Plain long polls (a program that polls several holds in turn) never leave a hold.
+    let polled = raise_one("Polled now and then?").await;
 
-    wait_then_vanish(&agent, &abandoned, Duration::from_millis(200)).await;
-    wait_then_vanish(&agent, &kept, Duration::from_millis(200)).await;
+    wait_then_vanish(&agent, &abandoned, true, Duration::from_millis(200)).await;
+    wait_then_vanish(&agent, &kept, true, Duration::from_millis(200)).await;
+    wait_then_vanish(&agent, &polled, false, Duration::from_millis(200)).await;
     // Its waiter comes back and stays.
     let back = {
         let agent = agent.clone();
         let kept = kept.clone();
         tokio::spawn(async move {
             agent
-                .get(&format!("/api/v1/holds/{kept}/wait?timeout=1m"))
+                .get(&format!("/api/v1/holds/{kept}/wait?timeout=1m&attend=true"))
                 .await
         })
     };
@@ -92,7 +96,7 @@ async fn a_hold_whose_waiter_vanished_is_withdrawn_after_the_grace_and_others_ar
 
     // Two graces later the others are still pending.
     tokio::time::sleep(GRACE * 2).await;
-    for id in [&kept, &never_waited] {
+    for id in [&kept, &polled] {
         let shown = t.api.get(&format!("/api/v1/holds/{id}")).await.expect(200);
         assert_eq!(shown["hold"]["status"], "pending", "{shown}");
     }
@@ -124,7 +128,7 @@ async fn after_a_restart_a_hold_is_withdrawn_unless_its_waiter_comes_back() {
             let id = id.clone();
             tokio::spawn(async move {
                 agent
-                    .get(&format!("/api/v1/holds/{id}/wait?timeout=1m"))
+                    .get(&format!("/api/v1/holds/{id}/wait?timeout=1m&attend=true"))
                     .await
             })
         })
@@ -159,7 +163,7 @@ async fn after_a_restart_a_hold_is_withdrawn_unless_its_waiter_comes_back() {
         let back = back.clone();
         tokio::spawn(async move {
             agent
-                .get(&format!("/api/v1/holds/{back}/wait?timeout=1m"))
+                .get(&format!("/api/v1/holds/{back}/wait?timeout=1m&attend=true"))
                 .await
         })
     };

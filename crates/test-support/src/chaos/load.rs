@@ -239,12 +239,19 @@ pub async fn decide(mut load: Load, token: String, mut rng: fastrand::Rng) {
 }
 
 /// An agent waiting on holds it raised (long polls), recording each outcome it was given.
-pub async fn wait(mut load: Load, token: String, mut rng: fastrand::Rng) {
+/// An agent's token sees only the holds raised under its `name` (their keys start with it).
+pub async fn wait(mut load: Load, token: String, name: String, mut rng: fastrand::Rng) {
+    let own = format!("{name}-");
     while !load.stop.load(Ordering::SeqCst) {
         let hold = {
             let raised = load.ledger.raised.lock().unwrap();
-            let recent = raised.len().saturating_sub(20)..raised.len();
-            (!recent.is_empty()).then(|| raised[rng.usize(recent)].id.clone())
+            let recent: Vec<&Raised> = raised
+                .iter()
+                .rev()
+                .filter(|r| r.key.starts_with(&own))
+                .take(20)
+                .collect();
+            (!recent.is_empty()).then(|| recent[rng.usize(..recent.len())].id.clone())
         };
         let Some(hold) = hold else {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -129,6 +129,7 @@ pub async fn run(config: &Config) -> Report {
         steady.spawn(load::wait(
             load.clone(),
             token.clone(),
+            format!("bot{i}"),
             fastrand::Rng::with_seed(seed),
         ));
     }
