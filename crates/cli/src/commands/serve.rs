@@ -8,6 +8,7 @@ use holdpoint_client::{API_ROOT, OPENAPI_PATH};
 use holdpoint_mcp::{McpSettings, Upstreams};
 use holdpoint_server::{LogFormat, Server, Settings, load_policy};
 use holdpoint_store::Database;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::runtime;
 use crate::Failure;
@@ -157,10 +158,14 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let server = Server::start(&data, &settings)
             .await
             .map_err(|e| Failure::Usage(e.to_string()))?;
+        // The handlers are in place before the address is printed: whoever reads it may
+        // send SIGTERM or SIGHUP at once, which would otherwise kill the process unasked.
+        let stop = stop_signal();
+        let hangups = signal(SignalKind::hangup());
         announce(&server, &data, settings.log.format);
         tokio::select! {
-            () = stop_signal() => {}
-            () = reload_on_hangup(&server) => {}
+            () = stop => {}
+            () = reload_on_hangup(&server, hangups) => {}
         }
         tracing::info!("stopping: finishing requests in flight");
         server
@@ -240,9 +245,8 @@ fn no_admin_token(file: &Path) -> String {
 
 /// Reloads the policy file at each SIGHUP, with the checks of a start: a broken file leaves
 /// the policy in force and the log says why. Never returns.
-async fn reload_on_hangup(server: &Server) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+async fn reload_on_hangup(server: &Server, hangups: std::io::Result<Signal>) {
+    let Ok(mut hangups) = hangups else {
         tracing::warn!(
             "cannot listen for SIGHUP: reload the policy with `holdpoint policy reload`"
         );
@@ -269,19 +273,24 @@ async fn reload_on_hangup(server: &Server) {
     std::future::pending().await
 }
 
-/// Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Ctrl-C or SIGTERM. Both handlers are installed when this is called, not when the
+/// future is first polled.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
+        };
+        tokio::select! {
+            () = wait(interrupt) => {}
+            () = wait(term) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
     }
 }
 
