@@ -32,7 +32,7 @@ use crate::elicit::{Approver, Elicitor};
 use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, Stops, refusal};
 use crate::reach::HoldpointError;
 use crate::tasks::{self, Task, Tasks};
-use crate::upstream::{OfferedTool, UpstreamError, Upstreams};
+use crate::upstream::{FIRST_LIST_PATIENCE, OfferedTool, UpstreamError, Upstreams};
 use crate::{own, stdio, wire};
 
 /// The newest revision the gateway serves. Holdpoint serves the revisions that negotiate with
@@ -207,6 +207,10 @@ impl Gateway {
                 },
                 Err(why) => refused(why),
             });
+        }
+        // A tool of a server still making its first start is waited for.
+        if let Some(tool) = self.inner.upstreams.tool_once_started(name).await {
+            return Ok(self.forward(&tool, arguments, asking).await);
         }
         match self.offered(name)? {
             Ok(tool) => Ok(self.forward(&tool, arguments, asking).await),
@@ -540,7 +544,9 @@ impl ServerHandler for Gateway {
         self.negotiate_initialize(&request)
     }
 
-    /// Every tool in one page: there is no next page, so no cursor to ask for.
+    /// Every tool in one page: there is no next page, so no cursor to ask for. Servers still
+    /// making their first start are waited for a moment; those slower than that are announced
+    /// with `notifications/tools/list_changed` when they are up.
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -555,8 +561,10 @@ impl ServerHandler for Gateway {
                 None,
             ));
         }
+        let upstreams = &self.inner.upstreams;
+        upstreams.first_starts_within(FIRST_LIST_PATIENCE).await;
         let mut listed = own::tools();
-        listed.extend(self.inner.upstreams.tools().into_iter().map(|t| t.tool));
+        listed.extend(upstreams.tools().into_iter().map(|t| t.tool));
         Ok(ListToolsResult::with_all_items(listed))
     }
 

@@ -26,4 +26,4 @@ pub use gateway::{EDITED_META, Gateway, GatewayError, LATEST_REVISION};
 pub use holds::Holds;
 pub use http_gateway::{HttpGateway, HttpRefusal, McpBody};
 pub use reach::{Holdpoint, HoldpointError};
-pub use upstream::{UpstreamError, Upstreams};
+pub use upstream::{FIRST_LIST_PATIENCE, UpstreamError, Upstreams};

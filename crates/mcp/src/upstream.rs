@@ -37,6 +37,10 @@ use restart::{Attempt, Down};
 /// How long an upstream may take to start and list its tools.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a first listing of tools waits for servers still making their first start
+/// (see [`Upstreams::first_starts_within`]).
+pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
+
 /// A failure to reach or use an upstream, in words for the person or the LLM that reads it.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -68,6 +72,8 @@ struct Upstream {
     changed: Arc<watch::Sender<u64>>,
     /// What was wrong with the tools it listed at its last start (see [`Upstream::offer`]).
     problems: RwLock<Vec<String>>,
+    /// How its first start went, once it has: `None` when it started, else why not.
+    first_start: watch::Sender<Option<Option<String>>>,
 }
 
 enum State {
@@ -108,52 +114,60 @@ impl Default for Upstreams {
 }
 
 impl Upstreams {
-    /// Starts or connects to every configured server and lists its tools. A server that cannot
-    /// be reached has its error among the returned ones, offers no tools, and is tried again
-    /// in the background until it starts: the others are served meanwhile.
-    pub async fn connect(settings: &McpSettings) -> (Upstreams, Vec<UpstreamError>) {
+    /// Starts or connects to every configured server, all at once and in the background, and
+    /// returns at once: each server's tools are offered as soon as it has listed them, and
+    /// whoever follows [`Upstreams::changes`] is told. A server that cannot be reached is
+    /// tried again in the background until it starts; the others are served meanwhile.
+    /// [`Upstreams::first_starts`] says how the first attempts went.
+    pub fn start(settings: &McpSettings) -> Upstreams {
         let mut upstreams = Upstreams::default();
-        let mut errors = Vec::new();
         for (name, config) in &settings.servers {
-            let state = match start(config).await {
-                Ok((link, tools)) => Some((link, tools)),
-                Err(message) => {
-                    errors.push(UpstreamError::Start {
-                        server: name.clone(),
-                        message,
-                    });
-                    None
-                }
-            };
             let upstream = Arc::new(Upstream {
                 name: name.to_owned(),
                 call_timeout: holdpoint_core::mcp::call_timeout(config),
                 config: config.clone(),
-                state: Mutex::new(State::Closed),
+                state: Mutex::new(State::Down(Down::first(Instant::now()))),
                 tools: RwLock::default(),
                 changed: upstreams.changed.clone(),
                 problems: RwLock::default(),
+                first_start: watch::Sender::new(None),
             });
-            match state {
-                Some((link, tools)) => {
-                    upstream.offer(tools);
-                    let link = Arc::new(link);
-                    upstream.follow_tool_changes(&link);
-                    *upstream.state.lock().await = State::Up(link);
-                }
-                None => {
-                    let why = match errors.last() {
-                        Some(UpstreamError::Start { message, .. }) => message.clone(),
-                        _ => String::new(),
-                    };
-                    *upstream.state.lock().await =
-                        State::Down(Down::never_started(why, Instant::now()));
-                    tokio::spawn(upstream.clone().keep_trying(upstreams.closing.clone()));
-                }
-            }
+            tokio::spawn(upstream.clone().keep_trying(upstreams.closing.clone()));
             upstreams.servers.push(upstream);
         }
-        (upstreams, errors)
+        upstreams
+    }
+
+    /// Starts every configured server at once, as [`Upstreams::start`] does, and waits until
+    /// each has started or failed its first start: the errors of those that failed (they
+    /// are tried again in the background).
+    pub async fn connect(settings: &McpSettings) -> (Upstreams, Vec<UpstreamError>) {
+        let upstreams = Upstreams::start(settings);
+        let failed = upstreams.first_starts().await;
+        (upstreams, failed)
+    }
+
+    /// Waits until every server has started or failed its first start (each within
+    /// [`START_TIMEOUT`]); the errors of those that failed.
+    pub async fn first_starts(&self) -> Vec<UpstreamError> {
+        let mut failed = Vec::new();
+        for upstream in &self.servers {
+            if let Some(message) = upstream.first_started().await {
+                failed.push(UpstreamError::Start {
+                    server: upstream.name.clone(),
+                    message,
+                });
+            }
+        }
+        failed
+    }
+
+    /// Waits, at most `patience`, until every server has started or failed its first start:
+    /// so that a client that lists tools just after connecting hears of the servers that
+    /// start quickly, while one that is slow delays nobody for long (its tools are announced
+    /// when it is up).
+    pub async fn first_starts_within(&self, patience: Duration) {
+        let _ = tokio::time::timeout(patience, self.first_starts()).await;
     }
 
     /// Every tool offered, in configuration order.
@@ -172,6 +186,20 @@ impl Upstreams {
         offered.iter().find(|t| t.tool.name == name).cloned()
     }
 
+    /// The tool clients call `name`, waiting for its server's first start when that is still
+    /// under way (a client may know the tool from an earlier session).
+    pub async fn tool_once_started(&self, name: &str) -> Option<OfferedTool> {
+        if let Some(tool) = self.tool(name) {
+            return Some(tool);
+        }
+        let (server, _) = split_tool_name(name)?;
+        let upstream = self.servers.iter().find(|s| s.name == server)?;
+        if upstream.first_start.borrow().is_none() {
+            upstream.first_started().await;
+        }
+        self.tool(name)
+    }
+
     /// Why `name` (`server__tool`) cannot be called, when it names a configured server that
     /// has not listed its tools yet: it is down since Holdpoint started (its tools are not
     /// known, so not offered, but a client may know them from elsewhere).
@@ -186,6 +214,9 @@ impl Upstreams {
             return Some(upstream.down("it is being started".into()));
         };
         match &*state {
+            State::Down(down) if down.is_first() => {
+                Some(upstream.down("it is being started".into()))
+            }
             State::Down(down) => Some(upstream.down(match down.attempt(Instant::now()) {
                 Attempt::Later(wait) => format!(
                     "{}; it is tried again in {}",
@@ -407,12 +438,42 @@ impl Upstream {
                 State::Up(_) | State::Closed => return,
             };
             tokio::select! {
-                () = closing.cancelled() => return,
+                () = closing.cancelled() => {
+                    self.first_start_ended(Some("Holdpoint shut down before it started".into()));
+                    return;
+                }
                 () = tokio::time::sleep(wait) => {}
             }
-            if self.link().await.is_ok() {
+            let started = self.link().await;
+            self.first_start_ended(started.as_ref().err().map(|e| match e {
+                UpstreamError::Start { message, .. } | UpstreamError::Down { message, .. } => {
+                    message.clone()
+                }
+                other => other.to_string(),
+            }));
+            if started.is_ok() {
                 return;
             }
+        }
+    }
+
+    /// Records how the first start went, the first time it is called.
+    fn first_start_ended(&self, failure: Option<String>) {
+        self.first_start.send_if_modified(|first| {
+            let unset = first.is_none();
+            if unset {
+                *first = Some(failure);
+            }
+            unset
+        });
+    }
+
+    /// Waits for its first start to end: `None` when it started, else why not.
+    async fn first_started(&self) -> Option<String> {
+        let mut first = self.first_start.subscribe();
+        match first.wait_for(Option::is_some).await {
+            Ok(ended) => ended.clone().flatten(),
+            Err(_) => Some("Holdpoint shut down before it started".into()),
         }
     }
 
@@ -499,12 +560,16 @@ impl Upstream {
         match start(&self.config).await {
             Ok((link, tools)) => {
                 let names = |t: &[Tool]| t.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
-                let again = if down.bound().is_some() {
-                    "again"
+                if down.is_first() {
+                    tracing::info!(server = %self.name, "MCP server {:?} started, offering {:?}", self.name, names(&tools));
                 } else {
-                    "at last"
-                };
-                tracing::warn!(server = %self.name, "MCP server {:?} started {again}, offering {:?}", self.name, names(&tools));
+                    let again = if down.bound().is_some() {
+                        "again"
+                    } else {
+                        "at last"
+                    };
+                    tracing::warn!(server = %self.name, "MCP server {:?} started {again}, offering {:?}", self.name, names(&tools));
+                }
                 self.offer(tools);
                 let link = Arc::new(link);
                 self.follow_tool_changes(&link);
@@ -512,8 +577,10 @@ impl Upstream {
                 Ok(link)
             }
             Err(why) => {
+                let first = down.is_first();
                 down.failed(why, Instant::now());
                 let message = match down.attempt(Instant::now()) {
+                    _ if first => down.why.clone(),
                     Attempt::GaveUp => format!(
                         "{}; starting it failed {} times in a row, and Holdpoint stopped trying",
                         down.why, down.failures
@@ -525,7 +592,8 @@ impl Upstream {
                         None => format!("{} (attempt {})", down.why, down.failures),
                     },
                 };
-                tracing::warn!(server = %self.name, "MCP server {:?} could not be started again: {message}", self.name);
+                let again = if first { "" } else { " again" };
+                tracing::warn!(server = %self.name, "MCP server {:?} could not be started{again}: {message}", self.name);
                 Err(UpstreamError::Start {
                     server: self.name.clone(),
                     message,
@@ -620,6 +688,7 @@ mod tests {
             tools: RwLock::default(),
             changed: Arc::new(watch::Sender::new(0)),
             problems: RwLock::default(),
+            first_start: watch::Sender::new(None),
         }
     }
 

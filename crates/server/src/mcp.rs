@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use holdpoint_agent::ExternalTools;
-use holdpoint_mcp::{HttpGateway, McpSettings, UpstreamConfig, Upstreams};
+use holdpoint_mcp::{FIRST_LIST_PATIENCE, HttpGateway, McpSettings, UpstreamConfig, Upstreams};
 use holdpoint_protocol::{McpCallOutput, McpToolInfo, World, WorldId};
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -137,16 +137,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Connects to `settings`' servers, logging those that cannot be reached.
+/// Starts `settings`' servers in the background, logging those whose first start fails.
 async fn connect(whose: &str, settings: &McpSettings) -> Arc<Upstreams> {
-    let (upstreams, failed) = Upstreams::connect(settings).await;
-    for e in failed {
-        tracing::warn!(
-            servers = whose,
-            "{e}; it is tried again in the background, and its tools are offered once it starts"
-        );
-    }
-    Arc::new(upstreams)
+    let upstreams = Arc::new(Upstreams::start(settings));
+    let watched = Arc::downgrade(&upstreams);
+    let whose = whose.to_owned();
+    tokio::spawn(async move {
+        let Some(upstreams) = watched.upgrade() else {
+            return;
+        };
+        for e in upstreams.first_starts().await {
+            tracing::warn!(
+                servers = whose,
+                "{e}; it is tried again in the background, and its tools are offered once it starts"
+            );
+        }
+    });
+    upstreams
 }
 
 /// Closes a replaced set's connections, in the background (calls still running on them end
@@ -171,7 +178,9 @@ impl std::fmt::Debug for AgentTools {
 #[async_trait]
 impl ExternalTools for AgentTools {
     async fn tools(&self, world: &World) -> Vec<McpToolInfo> {
-        self.0.for_world(world).await.tool_infos()
+        let upstreams = self.0.for_world(world).await;
+        upstreams.first_starts_within(FIRST_LIST_PATIENCE).await;
+        upstreams.tool_infos()
     }
 
     async fn call(

@@ -73,19 +73,24 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
     let servers = McpSettings {
         servers: holdpoint_core::mcp::effective_servers(&settings.mcp.servers, &own),
     };
-    let (upstreams, failed) = Upstreams::connect(&servers).await;
-    for e in failed {
-        eprintln!(
-            "warning: {}; it is tried again in the background, and its tools are offered once it starts",
-            clean_line(&e.to_string())
-        );
-    }
+    // Started in the background: the client's initialize is answered at once, and tools
+    // are announced as their servers come up.
+    let upstreams = Arc::new(Upstreams::start(&servers));
+    let watched = upstreams.clone();
+    tokio::spawn(async move {
+        for e in watched.first_starts().await {
+            eprintln!(
+                "warning: {}; it is tried again in the background, and its tools are offered once it starts",
+                clean_line(&e.to_string())
+            );
+        }
+    });
     let holds = Holds::new(
         connection.mcp_holdpoint().await?,
         world,
         args.target.chat().cloned(),
     );
-    let mut gateway = Gateway::new(holds, Arc::new(upstreams));
+    let mut gateway = Gateway::new(holds, upstreams);
     if let Some(approver) = approver(&connection.client).await? {
         gateway = gateway.with_approver(approver);
     }

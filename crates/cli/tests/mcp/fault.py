@@ -8,7 +8,9 @@ the official Python SDK.
 
 With $FAULT_START_ONCE set to a path, it starts once: later starts find the file there and
 exit at once. With $FAULT_FAIL_STARTS set to N and $FAULT_STARTS to a path, its first N
-starts exit at once (each appends a line to that file, which counts them).
+starts exit at once (each appends a line to that file, which counts them). With
+$FAULT_START_WHEN set to a path, it answers nothing (not even `initialize`) until that file
+exists: a server slow to start.
 
 What happens to it is appended as JSON lines to the file named by $UPSTREAM_LOG: each start,
 each call, and each call canceled.
@@ -16,6 +18,7 @@ each call, and each call canceled.
 
 import json
 import os
+import time
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -78,5 +81,9 @@ if __name__ == "__main__":
         if before < failing:
             log(refused_to_start=os.getpid())
             raise SystemExit(1)
+    when = os.environ.get("FAULT_START_WHEN")
+    if when:
+        while not os.path.exists(when):
+            time.sleep(0.05)
     log(started=os.getpid())
     server.run("stdio")

@@ -8,8 +8,9 @@
 use std::path::Path;
 
 use serde_json::Value;
+use tokio::io::BufReader;
 
-use super::mcp::{Gateway, finished, python, script, text};
+use super::mcp::{Gateway, finished, python, script, text, until_printed};
 
 const POLICY: &str = r#"
 mode = "manual"
@@ -103,3 +104,87 @@ async fn over_http_an_upstream_down_at_start_is_retried_and_its_tools_appear_onc
     let lines = wait_for_echo(&gw).await;
     assert_came_up_late(&lines, dir.path());
 }
+
+/// A quick server, and `slow`, which answers nothing until the file `go` in `dir` exists.
+fn quick_and_slow(dir: &Path) -> String {
+    let server = |name: &str, env: String| {
+        format!(
+            "[mcp.servers.{name}]\ncommand = {:?}\nargs = [{:?}]\nenv = {{ UPSTREAM_LOG = {:?}{env} }}\n",
+            python().display().to_string(),
+            script("fault.py").display().to_string(),
+            dir.join(format!("{name}.log")).display().to_string(),
+        )
+    };
+    let go = dir.join("go").display().to_string();
+    server("quick", String::new()) + &server("slow", format!(", FAULT_START_WHEN = {go:?}"))
+}
+
+/// A server slow to start delays neither the handshake nor the others: the client connects
+/// and lists the quick server's tools while `slow` has not even answered `initialize`; a call
+/// of a `slow` tool waits for its start; and its tools are announced once it is up.
+async fn a_slow_server_delays_no_one(gw: &Gateway, dir: &Path) {
+    let mut child = gw
+        .client_script(
+            "tools_client.py",
+            &["wait-for", "slow__echo", r#"{"text": "late"}"#],
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let first: Value = serde_json::from_str(&until_printed(&mut stdout, "tools").await).unwrap();
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"quick__echo"), "{first}");
+    assert!(!names.contains(&"slow__echo"), "{first}");
+    assert!(
+        !dir.join("slow.log").exists(),
+        "slow has not started: it waits for the file go"
+    );
+
+    std::fs::write(dir.join("go"), "").unwrap();
+    let early: Value = serde_json::from_str(&until_printed(&mut stdout, "early").await).unwrap();
+    assert_eq!(early["early"]["isError"], false, "{early}");
+    assert_eq!(text(&early["early"]), "echo: late");
+    let told: Value =
+        serde_json::from_str(&until_printed(&mut stdout, "list_changed").await).unwrap();
+    assert!(told["list_changed"].as_u64().unwrap() >= 1, "{told}");
+    let again: Value = serde_json::from_str(&until_printed(&mut stdout, "tools").await).unwrap();
+    assert!(
+        again["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("slow__echo")),
+        "{again}"
+    );
+    let late: Value = serde_json::from_str(&until_printed(&mut stdout, "late").await).unwrap();
+    assert_eq!(late["late"]["isError"], false, "{late}");
+    assert!(child.wait().await.unwrap().success());
+}
+
+#[tokio::test]
+async fn over_stdio_a_server_slow_to_start_delays_neither_the_handshake_nor_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = Gateway::with(POLICY_QUICK_AND_SLOW, &quick_and_slow(dir.path())).await;
+    a_slow_server_delays_no_one(&gw, dir.path()).await;
+}
+
+#[tokio::test]
+async fn over_http_a_server_slow_to_start_delays_neither_the_handshake_nor_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = Gateway::served_with(POLICY_QUICK_AND_SLOW, &quick_and_slow(dir.path())).await;
+    a_slow_server_delays_no_one(&gw, dir.path()).await;
+}
+
+const POLICY_QUICK_AND_SLOW: &str = r#"
+mode = "manual"
+
+[[rules]]
+name = "echoes run"
+tools = ["quick__echo", "slow__echo"]
+action = "allow"
+"#;

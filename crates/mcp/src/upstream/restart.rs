@@ -1,7 +1,7 @@
 //! When a server that is down is started again: at the next call after it stopped, then, while
 //! starting it fails, after a delay that doubles, for a bounded number of attempts. A server
-//! that has never started (it was down when Holdpoint started) is tried in the background
-//! with the same delays, without a bound: until it comes up its tools are unknown, so no call
+//! that has never started is started in the background when Holdpoint starts, then tried
+//! again with the same delays, without a bound: until it comes up its tools are unknown, so no call
 //! could start it.
 
 use std::time::Duration;
@@ -51,15 +51,20 @@ impl Down {
         }
     }
 
-    /// A server whose first start failed, for `why`: tried again after the first delay, and
-    /// on until it starts.
-    pub(super) fn never_started(why: String, now: Instant) -> Down {
+    /// A server not started yet: started now and, while that fails, tried again after the
+    /// same delays, until it starts.
+    pub(super) fn first(now: Instant) -> Down {
         Down {
-            why,
-            failures: 1,
-            next_attempt: now + delay(1),
+            why: "it is being started".into(),
+            failures: 0,
+            next_attempt: now,
             bounded: false,
         }
+    }
+
+    /// Whether no start was attempted yet.
+    pub(super) fn is_first(&self) -> bool {
+        !self.bounded && self.failures == 0
     }
 
     /// The attempts' bound, when there is one.
@@ -116,7 +121,11 @@ mod tests {
     #[test]
     fn a_server_that_never_started_is_tried_after_the_same_delays_without_giving_up() {
         let t0 = Instant::now();
-        let mut down = Down::never_started("refused".into(), t0);
+        let mut down = Down::first(t0);
+        assert!(down.is_first());
+        assert_eq!(down.attempt(t0), Attempt::Now);
+        down.failed("refused".into(), t0);
+        assert!(!down.is_first());
         assert_eq!(down.attempt(t0), Attempt::Later(Duration::from_secs(1)));
         let mut t = t0;
         for _ in 0..2 * MAX_ATTEMPTS {
