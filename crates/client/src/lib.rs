@@ -33,8 +33,14 @@ pub struct Client {
 /// Why a request failed.
 #[derive(Debug)]
 pub enum ClientError {
-    /// The server could not be reached at all.
-    Unreachable { url: String, cause: String },
+    /// The server could not be reached, or the connection broke before its answer.
+    /// `connected`: a connection was made, so the request may have arrived and been acted on
+    /// (retry it only where repeating it is safe, as with an idempotency key).
+    Unreachable {
+        url: String,
+        cause: String,
+        connected: bool,
+    },
     /// The server refused the request; `code` is the API's error code.
     Api {
         status: u16,
@@ -68,7 +74,7 @@ impl ClientError {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Unreachable { url, cause } => write!(
+            ClientError::Unreachable { url, cause, .. } => write!(
                 f,
                 "cannot reach the Holdpoint server at {url}: {cause} (start one with `holdpoint serve`, or name it with --server URL or HOLDPOINT_SERVER)"
             ),
@@ -247,6 +253,7 @@ impl Client {
         ClientError::Unreachable {
             url: self.base.clone(),
             cause: root_cause(e),
+            connected: !e.is_connect(),
         }
     }
 
@@ -677,6 +684,7 @@ impl EventStream {
                     return Err(ClientError::Unreachable {
                         url: self.url.clone(),
                         cause: format!("the live stream broke: {}", root_cause(&e)),
+                        connected: true,
                     });
                 }
             }

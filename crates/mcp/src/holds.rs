@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use holdpoint_protocol::{
-    DecidedBy, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome, OutcomeStatus, Source,
+    DecidedBy, GateResponse, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome,
+    OutcomeStatus, Source,
 };
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -29,7 +30,20 @@ const POLL: Duration = Duration::from_secs(15);
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// How long a raise whose connection broke is sent again while Holdpoint cannot be reached.
+const RAISE_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The error of a raise given up because the call was canceled or its client went away
+/// while Holdpoint could not be reached.
+fn stopped(message: &str) -> HoldpointError {
+    HoldpointError::failed(
+        "raising a hold",
+        format!("{message}; the call ended before Holdpoint answered again"),
+    )
+}
+
 /// What became of an asked item.
+#[derive(Debug)]
 pub enum Asked {
     /// Policy (a rule, a grant or the mode) allowed it.
     Allowed,
@@ -94,9 +108,7 @@ impl Holds {
             chat: self.chat.clone(),
             items: vec![item],
         };
-        // A retried request raises nothing twice.
-        let key = uuid::Uuid::now_v7().to_string();
-        let response = self.holdpoint.raise(&self.world, body, &key).await?;
+        let response = self.raise(body, stops).await?;
         let Some(result) = response.results.into_iter().next() else {
             return Err(HoldpointError::failed(
                 format!("raising a hold in world {:?}", self.world),
@@ -118,6 +130,37 @@ impl Holds {
                     let _ = held.send((*hold).clone());
                 }
                 self.wait(*hold, stops, progress).await
+            }
+        }
+    }
+
+    /// Raises `body`'s items. When the connection breaks after the request may have arrived
+    /// (Holdpoint restarting under it, say), the hold may well exist: the same request is
+    /// sent again, with the same idempotency key so that nothing is raised twice, until
+    /// Holdpoint answers, for at most [`RAISE_PATIENCE`]. A server that was never reached
+    /// fails at once.
+    async fn raise(&self, body: NewHolds, stops: &Stops) -> Result<GateResponse, HoldpointError> {
+        let key = uuid::Uuid::now_v7().to_string();
+        let since = Instant::now();
+        let mut retry: Option<Duration> = None;
+        loop {
+            match self.holdpoint.raise(&self.world, body.clone(), &key).await {
+                Err(HoldpointError::Unavailable {
+                    message, arrived, ..
+                }) if (arrived || retry.is_some()) && since.elapsed() < RAISE_PATIENCE => {
+                    let pause = retry.map_or(RETRY_FIRST, |p| (p * 2).min(RETRY_MAX));
+                    if retry.is_none() {
+                        tracing::warn!(error = %message, "Holdpoint went away while raising a hold; the same request is sent again once it answers");
+                    }
+                    retry = Some(pause);
+                    tokio::select! {
+                        biased;
+                        () = stops.disconnected.cancelled() => return Err(stopped(&message)),
+                        () = stops.canceled.cancelled() => return Err(stopped(&message)),
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                }
+                answered => return answered,
             }
         }
     }
@@ -249,5 +292,100 @@ pub fn refusal(outcome: &Outcome) -> String {
         (OutcomeStatus::Canceled, _) => format!("withdrawn{reason}"),
         (OutcomeStatus::Denied, Source::Person) => format!("denied by {who}{reason}"),
         (status, _) => format!("not approved ({status:?}){reason}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use async_trait::async_trait;
+    use holdpoint_protocol::WaitResult;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Holdpoint whose first raises fail as `failures` says; records each raise's key.
+    struct Flaky {
+        failures: Mutex<Vec<HoldpointError>>,
+        keys: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Holdpoint for Flaky {
+        async fn raise(
+            &self,
+            _world: &str,
+            _new: NewHolds,
+            key: &str,
+        ) -> Result<GateResponse, HoldpointError> {
+            self.keys.lock().unwrap().push(key.to_owned());
+            if let Some(e) = self.failures.lock().unwrap().pop() {
+                return Err(e);
+            }
+            Ok(GateResponse {
+                batch: None,
+                results: vec![GateResult::Allowed {
+                    digest: "d".into(),
+                    decided_by: DecidedBy::Mode {
+                        mode: "auto_approve".into(),
+                    },
+                }],
+            })
+        }
+
+        async fn wait(&self, _: HoldId, _: Duration) -> Result<WaitResult, HoldpointError> {
+            unreachable!("nothing is held")
+        }
+
+        async fn withdraw(&self, _: HoldId, _: &str) -> Result<(), HoldpointError> {
+            Ok(())
+        }
+    }
+
+    fn unavailable(arrived: bool) -> HoldpointError {
+        HoldpointError::Unavailable {
+            what: "raising a hold".into(),
+            message: "connection closed before message completed".into(),
+            arrived,
+        }
+    }
+
+    async fn ask(failures: Vec<HoldpointError>) -> (Result<Asked, HoldpointError>, Vec<String>) {
+        let flaky = Arc::new(Flaky {
+            failures: Mutex::new(failures),
+            keys: Mutex::default(),
+        });
+        let holds = Holds::new(flaky.clone(), "lab".into(), None);
+        let item: HoldRequest =
+            serde_json::from_value(json!({"kind": "approval", "tool": "t", "arguments": {}}))
+                .unwrap();
+        let stops = Stops {
+            canceled: CancellationToken::new(),
+            canceled_why: CANCELED,
+            disconnected: CancellationToken::new(),
+        };
+        let asked = holds.ask(item, &stops, None, None).await;
+        let keys = flaky.keys.lock().unwrap().clone();
+        (asked, keys)
+    }
+
+    #[tokio::test]
+    async fn a_raise_whose_connection_broke_is_sent_again_with_the_same_key() {
+        // Holdpoint restarted under the request, then refused connections while it started.
+        let (asked, keys) = ask(vec![unavailable(false), unavailable(true)]).await;
+        assert!(matches!(asked, Ok(Asked::Allowed)), "{asked:?}");
+        assert_eq!(keys.len(), 3);
+        assert!(keys.iter().all(|k| *k == keys[0]), "one key: {keys:?}");
+    }
+
+    #[tokio::test]
+    async fn a_raise_that_never_reached_holdpoint_fails_at_once() {
+        let (asked, keys) = ask(vec![unavailable(false)]).await;
+        assert!(
+            matches!(asked, Err(HoldpointError::Unavailable { .. })),
+            "{asked:?}"
+        );
+        assert_eq!(keys.len(), 1);
     }
 }

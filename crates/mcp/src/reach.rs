@@ -37,9 +37,14 @@ pub enum HoldpointError {
     #[error("hold {0} was already decided")]
     AlreadyDecided(HoldId),
     /// Holdpoint could not be reached, or is restarting or overloaded: the same request may
-    /// succeed a moment later.
+    /// succeed a moment later. `arrived`: the request may have reached Holdpoint and been
+    /// acted on (the connection broke before the answer).
     #[error("{what} failed for now: {message}")]
-    Unavailable { what: String, message: String },
+    Unavailable {
+        what: String,
+        message: String,
+        arrived: bool,
+    },
     /// Holdpoint refused, or answered something unexpected.
     #[error("{what} failed: {message}")]
     Failed { what: String, message: String },
@@ -54,6 +59,30 @@ impl HoldpointError {
     }
 }
 
+/// `e`, of the request that does `what`: [`HoldpointError::Unavailable`] when it may pass
+/// (Holdpoint not reached, a restart say, or 429/502/503/504), else a failure.
+fn passing(what: String, e: &ClientError) -> HoldpointError {
+    let message = e.to_string();
+    match e {
+        ClientError::Unreachable { connected, .. } => HoldpointError::Unavailable {
+            what,
+            message,
+            arrived: *connected,
+        },
+        ClientError::Api {
+            status: 429 | 502 | 503 | 504,
+            ..
+        } => {
+            HoldpointError::Unavailable {
+                what,
+                message,
+                arrived: false,
+            }
+        }
+        _ => HoldpointError::Failed { what, message },
+    }
+}
+
 /// Over the HTTP API, as the agent whose token the client carries.
 #[async_trait]
 impl Holdpoint for Client {
@@ -65,9 +94,7 @@ impl Holdpoint for Client {
     ) -> Result<GateResponse, HoldpointError> {
         Client::raise(self, world, &new, Some(key))
             .await
-            .map_err(|e| {
-                HoldpointError::failed(format!("raising a hold in world {world:?}"), e.to_string())
-            })
+            .map_err(|e| passing(format!("raising a hold in world {world:?}"), &e))
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
@@ -76,21 +103,9 @@ impl Holdpoint for Client {
             timeout: Some(format!("{}ms", timeout.as_millis())),
             attend: Some(true),
         };
-        Client::wait(self, id, &params).await.map_err(|e| {
-            let what = format!("waiting on hold {id}");
-            let message = e.to_string();
-            // Not reached (a restart, say), or 429/502/503/504: try again.
-            let passing = match &e {
-                ClientError::Unreachable { .. } => true,
-                ClientError::Api { status, .. } => matches!(status, 429 | 502 | 503 | 504),
-                ClientError::Protocol(_) => false,
-            };
-            if passing {
-                HoldpointError::Unavailable { what, message }
-            } else {
-                HoldpointError::Failed { what, message }
-            }
-        })
+        Client::wait(self, id, &params)
+            .await
+            .map_err(|e| passing(format!("waiting on hold {id}"), &e))
     }
 
     async fn withdraw(&self, id: HoldId, reason: &str) -> Result<(), HoldpointError> {
