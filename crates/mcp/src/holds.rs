@@ -108,7 +108,13 @@ impl Holds {
             chat: self.chat.clone(),
             items: vec![item],
         };
-        let response = self.raise(body, stops).await?;
+        let response = match self.raise(body, stops).await {
+            Ok(response) => response,
+            Err(HoldpointError::Invalid { field, message }) => {
+                return Ok(Asked::Invalid(invalid(&field, &message)));
+            }
+            Err(e) => return Err(e),
+        };
         let Some(result) = response.results.into_iter().next() else {
             return Err(HoldpointError::failed(
                 format!("raising a hold in world {:?}", self.world),
@@ -122,9 +128,7 @@ impl Holds {
                 DecidedBy::Mode { mode } => format!("denied by Holdpoint's policy ({mode} mode)"),
                 DecidedBy::Grant { grant } => format!("denied by Holdpoint (grant {grant})"),
             })),
-            GateResult::Invalid { field, message } => Ok(Asked::Invalid(format!(
-                "Holdpoint refused the call: {field}: {message}"
-            ))),
+            GateResult::Invalid { field, message } => Ok(Asked::Invalid(invalid(&field, &message))),
             GateResult::Held { hold } => {
                 if let Some(held) = held {
                     let _ = held.send((*hold).clone());
@@ -274,6 +278,11 @@ impl Drop for Registered<'_> {
             s.remove(&self.id);
         }
     }
+}
+
+/// Why Holdpoint refused a call's item (`field` of it), as the MCP client reads it.
+fn invalid(field: &str, message: &str) -> String {
+    format!("Holdpoint refused the call: {field} {message}")
 }
 
 /// Why an outcome is not an approval, as the MCP client (often an LLM) reads it.

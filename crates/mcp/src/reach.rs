@@ -45,12 +45,39 @@ pub enum HoldpointError {
         message: String,
         arrived: bool,
     },
+    /// Holdpoint refused the call's item itself (422 naming `field` of it: arguments that
+    /// do not match the tool's schema, say): the call's fault, not Holdpoint's.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
     /// Holdpoint refused, or answered something unexpected.
     #[error("{what} failed: {message}")]
     Failed { what: String, message: String },
 }
 
 impl HoldpointError {
+    /// A raise's refusal: `status` and the field it names. A 422 naming a field of the one
+    /// item raised is [`HoldpointError::Invalid`]; anything else a failure.
+    pub fn refused_raise(
+        what: String,
+        status: u16,
+        field: Option<&str>,
+        message: &str,
+    ) -> HoldpointError {
+        match field.and_then(|f| f.strip_prefix("items[0].").map(|rest| (f, rest))) {
+            Some((whole, field)) if status == 422 => HoldpointError::Invalid {
+                field: field.to_owned(),
+                message: message
+                    .strip_prefix(&format!("{whole}: "))
+                    .unwrap_or(message)
+                    .to_owned(),
+            },
+            _ => HoldpointError::Failed {
+                what,
+                message: message.to_owned(),
+            },
+        }
+    }
+
     pub fn failed(what: impl Into<String>, message: impl Into<String>) -> HoldpointError {
         HoldpointError::Failed {
             what: what.into(),
@@ -72,13 +99,11 @@ fn passing(what: String, e: &ClientError) -> HoldpointError {
         ClientError::Api {
             status: 429 | 502 | 503 | 504,
             ..
-        } => {
-            HoldpointError::Unavailable {
-                what,
-                message,
-                arrived: false,
-            }
-        }
+        } => HoldpointError::Unavailable {
+            what,
+            message,
+            arrived: false,
+        },
         _ => HoldpointError::Failed { what, message },
     }
 }
@@ -92,9 +117,20 @@ impl Holdpoint for Client {
         new: NewHolds,
         key: &str,
     ) -> Result<GateResponse, HoldpointError> {
+        let what = format!("raising a hold in world {world:?}");
         Client::raise(self, world, &new, Some(key))
             .await
-            .map_err(|e| passing(format!("raising a hold in world {world:?}"), &e))
+            .map_err(|e| match &e {
+                ClientError::Api {
+                    status: status @ 422,
+                    message,
+                    details,
+                    ..
+                } => {
+                    HoldpointError::refused_raise(what, *status, details["field"].as_str(), message)
+                }
+                _ => passing(what, &e),
+            })
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {

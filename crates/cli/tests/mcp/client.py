@@ -3,7 +3,7 @@
 what it got as one JSON line per step.
 
     client.py list
-    client.py call NAME ARGUMENTS_JSON
+    client.py call NAME ARGUMENTS_JSON     (or @FILE: the arguments read from FILE)
     client.py cancel NAME ARGUMENTS_JSON   (cancels the call at its first progress notification)
     client.py session STEPS_JSON           (runs the steps in one session, a line for each)
 
@@ -89,7 +89,11 @@ async def main() -> None:
             for each in json.loads(sys.argv[2]):
                 print(json.dumps(await run_step(client, each)), flush=True)
             return
-        name, arguments = sys.argv[2], json.loads(sys.argv[3])
+        name, arguments = sys.argv[2], sys.argv[3]
+        if arguments.startswith("@"):
+            with open(arguments[1:], encoding="utf-8") as file:
+                arguments = file.read()
+        arguments = json.loads(arguments)
         progress = []
         waiting = anyio.Event()
 

@@ -202,9 +202,18 @@ impl Gateway {
         finished(self.client(args).spawn().unwrap()).await.0
     }
 
-    /// Calls `tool` and returns its result.
+    /// Calls `tool` and returns its result. Large arguments go through a file (one command
+    /// line argument may not exceed 128 KiB).
     pub(super) async fn call(&self, tool: &str, arguments: Value) -> Value {
-        let client = self.client(&["call", tool, &arguments.to_string()]).spawn();
+        let arguments = arguments.to_string();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let passed = if arguments.len() > 64 * 1024 {
+            std::fs::write(file.path(), &arguments).unwrap();
+            format!("@{}", file.path().display())
+        } else {
+            arguments
+        };
+        let client = self.client(&["call", tool, &passed]).spawn();
         result_of(client.unwrap()).await
     }
 
@@ -359,6 +368,58 @@ async fn an_allowed_call_is_forwarded_and_its_result_kept_intact() {
     // Nothing was asked.
     let holds = gw.lab.admin.get("/api/v1/holds").await.expect(200);
     assert_eq!(holds["items"], json!([]));
+}
+
+/// An allowed call needs no hold, so arguments larger than a hold may keep are forwarded
+/// (the log records their digest); arguments that do not match the tool's schema are said
+/// to be so, and nothing runs.
+async fn large_and_malformed_allowed_calls(gw: &Gateway) {
+    let big = "b".repeat(400 * 1024);
+    let echoed = gw.call("up__echo", json!({ "text": big })).await;
+    assert_eq!(echoed["isError"], false, "{}", &echoed.to_string()[..300]);
+    assert_eq!(text(&echoed), format!("echo: {big}"));
+    let events = gw
+        .lab
+        .admin
+        .get("/api/v1/audit/events?limit=500")
+        .await
+        .expect(200);
+    let allowed = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["type"] == "call.allowed")
+        .expect("the allowed call is in the log");
+    assert_eq!(allowed["tool"], "up__echo", "{allowed}");
+    assert!(allowed["digest"].is_string(), "{allowed}");
+    assert!(
+        allowed.get("arguments").is_none(),
+        "arguments past limits.arguments are not kept: {}",
+        &allowed.to_string()[..200.min(allowed.to_string().len())]
+    );
+
+    let malformed = gw.call("up__echo", json!({ "text": 5 })).await;
+    assert_eq!(malformed["isError"], true, "{malformed}");
+    let said = text(&malformed);
+    assert!(
+        said.contains("up__echo was not called")
+            && said.contains("arguments do not match the tool's schema")
+            && said.contains("text: 5 is not of type"),
+        "{said}"
+    );
+    assert!(!said.contains("could not be asked"), "{said}");
+    assert_eq!(gw.upstream_calls().len(), 1, "only the large call ran");
+}
+
+#[tokio::test]
+async fn over_stdio_large_allowed_calls_run_and_malformed_ones_are_schema_errors() {
+    large_and_malformed_allowed_calls(&Gateway::start("").await).await;
+}
+
+#[tokio::test]
+async fn over_http_large_allowed_calls_run_and_malformed_ones_are_schema_errors() {
+    large_and_malformed_allowed_calls(&Gateway::served("").await).await;
 }
 
 #[tokio::test]

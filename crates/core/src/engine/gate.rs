@@ -15,7 +15,9 @@ use super::{Engine, lock, read};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::{EngineError, ValidationError};
-use crate::hold::{self, HoldContext, check_name, validate_approval, validate_question};
+use crate::hold::{
+    self, HoldContext, check_held_arguments, check_name, validate_approval, validate_question,
+};
 use crate::policy::{Action, Call, Policy};
 use crate::roles;
 use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
@@ -346,6 +348,12 @@ impl Engine {
             a.always_ask,
             ctx.now,
         );
+        // The arguments of a call allowed or denied at once are recorded with it (a policy
+        // can be replayed over them) up to the size a hold may keep; past it, its digest.
+        let recorded = || {
+            (canonical::to_string(&a.arguments).len() <= self.inner.limits.arguments)
+                .then(|| a.arguments.clone())
+        };
         let call_event = |payload| EventDraft {
             at: ctx.now,
             world: Some(ctx.world.to_owned()),
@@ -359,7 +367,7 @@ impl Engine {
                 let payload = EventPayload::CallAllowed {
                     tool: a.tool.clone(),
                     digest: digest.clone(),
-                    arguments: Some(a.arguments.clone()),
+                    arguments: recorded(),
                     annotations: a.annotations,
                     tool_call_id: a.tool_call_id.clone(),
                     decided_by: d.decided_by.clone(),
@@ -374,7 +382,7 @@ impl Engine {
                 let payload = EventPayload::CallDenied {
                     tool: a.tool.clone(),
                     digest: digest.clone(),
-                    arguments: Some(a.arguments.clone()),
+                    arguments: recorded(),
                     annotations: a.annotations,
                     tool_call_id: a.tool_call_id.clone(),
                     decided_by: d.decided_by.clone(),
@@ -386,6 +394,7 @@ impl Engine {
                 })
             }
             Action::Ask => {
+                check_held_arguments(a, &self.inner.limits)?;
                 let settings = policy.ask_settings(&a.tool, d.ask_rule);
                 let mut hold = hold::approval_hold(
                     ctx,

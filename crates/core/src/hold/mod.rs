@@ -13,4 +13,6 @@ pub use machine::{
     Decided, Transition, decide, expire, fail_closed, fail_closed_option, remind, withdraw,
 };
 
-pub use validate::{check_name, parse_question, validate_approval, validate_question};
+pub use validate::{
+    check_held_arguments, check_name, parse_question, validate_approval, validate_question,
+};

@@ -57,6 +57,13 @@ fn check_json_size(field: &str, value: &Value, max: usize) -> Result<(), Validat
     Ok(())
 }
 
+/// The bound on the arguments of a call a person is asked about: they are stored with its
+/// hold and shown on its card. A call that policy allows or denies at once needs no hold,
+/// so its arguments are bounded only by the request that carries them.
+pub fn check_held_arguments(req: &ApprovalRequest, limits: &Limits) -> Result<(), ValidationError> {
+    check_json_size("arguments", &req.arguments, limits.arguments)
+}
+
 /// Tool names: letters, digits, `_`, `-`, `.`, `:` and `/` (MCP tools are `server__tool`).
 fn check_tool_name(value: &str, max: usize) -> Result<(), ValidationError> {
     check_name("tool", value, max)?;
@@ -99,7 +106,7 @@ pub fn validate_approval(req: &ApprovalRequest, limits: &Limits) -> Result<(), V
     if !req.arguments.is_object() {
         return Err(ValidationError::new("arguments", "must be a JSON object"));
     }
-    check_json_size("arguments", &req.arguments, limits.arguments)?;
+    // The arguments' size is bounded where they are kept: see `check_held_arguments`.
     if let Some(schema) = &req.schema {
         check_json_size("schema", schema, limits.schema)?;
         check_against_schema(schema, &req.arguments)?;
@@ -149,7 +156,7 @@ pub(crate) fn check_against_schema(
         .iter_errors(arguments)
         .take(5)
         .map(|e| {
-            let at = e.instance_path().to_string();
+            let at = field_path(&e.instance_path().to_string());
             if at.is_empty() {
                 e.to_string()
             } else {
@@ -165,6 +172,24 @@ pub(crate) fn check_against_schema(
             format!("do not match the tool's schema: {}", problems.join("; ")),
         ))
     }
+}
+
+/// A JSON pointer into the arguments (`/files/0/path`) as people and models read a field's
+/// name (`files[0].path`).
+fn field_path(pointer: &str) -> String {
+    let mut path = String::new();
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
+            path.push_str(&format!("[{token}]"));
+        } else {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(&token);
+        }
+    }
+    path
 }
 
 const QUESTION_FIELDS: &[&str] = &[
@@ -490,9 +515,10 @@ mod tests {
                 .field,
             "arguments"
         );
-        let huge = json!({"x": "y".repeat(300 * 1024)});
+        let huge = req("t", json!({"x": "y".repeat(300 * 1024)}), None);
+        assert!(validate_approval(&huge, &limits).is_ok());
         assert!(
-            validate_approval(&req("t", huge, None), &limits)
+            check_held_arguments(&huge, &limits)
                 .unwrap_err()
                 .message
                 .contains("at most")
@@ -501,7 +527,20 @@ mod tests {
         let err = validate_approval(&req("t", json!({"path": 3}), Some(schema.clone())), &limits)
             .unwrap_err();
         assert_eq!(err.field, "arguments");
-        assert!(err.message.contains("/path"), "{err}");
+        assert!(
+            err.message.contains("path: 3 is not of type") && !err.message.contains("/path"),
+            "named as a field, not a JSON pointer: {err}"
+        );
+        let nested = json!({"type": "object", "properties": {"files": {"type": "array", "items": {"type": "object", "properties": {"a/b": {"type": "string"}}}}}});
+        let err = validate_approval(
+            &req("t", json!({"files": [{"a/b": 1}]}), Some(nested)),
+            &limits,
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("files[0].a/b: 1 is not of type"),
+            "{err}"
+        );
         assert!(validate_approval(&req("t", json!({"path": "a"}), Some(schema)), &limits).is_ok());
         let err = validate_approval(&req("t", json!({}), Some(json!({"type": 12}))), &limits)
             .unwrap_err();

@@ -301,7 +301,14 @@ impl Holdpoint for AsAgent {
         let caller = self.caller(what).await?;
         holds::raise(&self.app, &caller, world, new, Some(key.to_owned()))
             .await
-            .map_err(|e| HoldpointError::failed(what(), e.message))
+            .map_err(|e| {
+                HoldpointError::refused_raise(
+                    what(),
+                    e.status.as_u16(),
+                    e.details.as_ref().and_then(|d| d["field"].as_str()),
+                    &e.message,
+                )
+            })
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {
