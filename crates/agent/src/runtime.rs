@@ -222,4 +222,16 @@ impl Runtime {
     pub(crate) fn world_dir(&self, world: holdpoint_protocol::WorldId) -> PathBuf {
         self.inner.config.worlds_dir.join(world.to_string())
     }
+
+    /// The file `path` of `world`'s working directory as it is now, resolved as the file
+    /// tools resolve it (never outside the directory), read up to the file tools' limit
+    /// (`max_file`): what a `write_file` call would replace. An error says why the path
+    /// cannot be read (outside the directory, a directory, …).
+    pub fn file_now(
+        &self,
+        world: holdpoint_protocol::WorldId,
+        path: &str,
+    ) -> Result<crate::tools::FileNow, String> {
+        crate::tools::fs::file_now(&self.world_dir(world), path, self.inner.config.max_file)
+    }
 }

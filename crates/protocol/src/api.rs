@@ -133,6 +133,26 @@ pub struct HoldDetail {
     pub history: Vec<Event>,
 }
 
+/// The file a `write_file` approval would write, as it is now in its world's working
+/// directory (`GET /api/v1/holds/{hold}/file`), for people to see the difference the call
+/// makes. It is read when asked, so it may change before the call runs.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HoldFile {
+    /// The call's `path`, relative to the world's working directory.
+    pub path: String,
+    /// Whether a file is there now; `false`: the call makes a new file.
+    pub exists: bool,
+    /// The file's size in bytes (0 when it does not exist).
+    pub bytes: u64,
+    /// The file's text, when it exists, is UTF-8 and is no larger than the server's file limit
+    /// (`too_large` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The file is larger than the limit, so its text is not sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub too_large: bool,
+}
+
 /// Holds an agent raises in a world: approvals (through policy) and questions.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

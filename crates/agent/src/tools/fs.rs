@@ -80,6 +80,58 @@ pub(crate) fn read_file(root: &Path, args: &Value, max: usize) -> Result<Value, 
     }))
 }
 
+/// A file of a world's directory as it is now, for people to compare a write against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileNow {
+    /// Nothing is there (nor the world's directory, or a directory on the way).
+    Missing,
+    /// A file of `bytes` bytes; its text when it is UTF-8 and at most the limit, else `None`
+    /// (`too_large` when the limit is why).
+    File {
+        bytes: u64,
+        text: Option<String>,
+        too_large: bool,
+    },
+}
+
+/// Reads `rel` in `root` as `write_file` would reach it (confined: never outside `root`), up
+/// to `max` bytes.
+pub(crate) fn file_now(root: &Path, rel: &str, max: usize) -> Result<FileNow, String> {
+    if !root.exists() {
+        return Ok(FileNow::Missing);
+    }
+    let path = confine(root, rel)?;
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileNow::Missing),
+        // A file where a directory would be ("a/b" where "a" is a file): nothing is there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => return Ok(FileNow::Missing),
+        Err(e) => return Err(format!("{rel}: {e}")),
+    };
+    if meta.is_dir() {
+        return Err(format!("{rel} is a directory"));
+    }
+    if meta.len() > max as u64 {
+        return Ok(FileNow::File {
+            bytes: meta.len(),
+            text: None,
+            too_large: true,
+        });
+    }
+    use std::io::Read;
+    let file = std::fs::File::open(&path).map_err(|e| format!("{rel}: {e}"))?;
+    let mut bytes = Vec::new();
+    // The length may have grown since: never more than the limit.
+    file.take(max as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{rel}: {e}"))?;
+    Ok(FileNow::File {
+        bytes: bytes.len() as u64,
+        text: String::from_utf8(bytes).ok(),
+        too_large: false,
+    })
+}
+
 pub(crate) fn write_file(root: &Path, args: &Value, max: usize) -> Result<Value, String> {
     let rel = args["path"].as_str().ok_or("`path` is required")?;
     let content = args["content"].as_str().ok_or("`content` is required")?;

@@ -2,7 +2,7 @@
 //! them.
 
 mod external;
-mod fs;
+pub(crate) mod fs;
 mod shell;
 
 use std::path::Path;
@@ -18,6 +18,7 @@ use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
 pub use external::ExternalTools;
+pub use fs::FileNow;
 
 /// Every built-in tool's name.
 pub const BUILT_IN_TOOLS: &[&str] = &[

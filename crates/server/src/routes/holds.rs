@@ -5,11 +5,12 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use holdpoint_agent::FileNow;
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
-    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldId, HoldQuery,
-    HoldRequest, HoldStatus, HoldsParams, NewHolds, Page, Principal, StatusFilter, WaitParams,
-    WaitResult, Withdraw,
+    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldFile, HoldId,
+    HoldQuery, HoldRequest, HoldSpec, HoldStatus, HoldsParams, NewHolds, Page, Principal,
+    StatusFilter, WaitParams, WaitResult, Withdraw, WorldId,
 };
 
 use crate::app::App;
@@ -83,6 +84,66 @@ pub async fn get(
         .map(|e| (*e).clone())
         .collect();
     Ok(Json(HoldDetail { hold, history }))
+}
+
+/// The file a `write_file` approval would write, as it is now in the hold's world's working
+/// directory (the path resolved as the file tools resolve it: never outside the directory),
+/// for the web interface to show the difference the call makes. People who may see the hold
+/// may read it (agents may not: raising a hold is no way to read a world's files); the text is
+/// sent up to the file tools' size limit. A hold that is not such a call,
+/// or a path that leaves the directory, is refused (422).
+#[utoipa::path(get, path = "/api/v1/holds/{hold}/file", tag = "holds", params(("hold" = HoldId, Path)),
+    responses((status = 200, body = HoldFile), (status = 404, body = ErrorBody),
+        (status = 422, description = "Not a write_file approval, or a path the file tools refuse", body = ErrorBody)))]
+pub async fn file(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<HoldFile>, ApiError> {
+    let id = hold_id(&id)?;
+    let hold = app.engine().hold(id, &caller.scope()).await?;
+    let path = match &hold.spec {
+        HoldSpec::Approval(a) if a.tool == "write_file" && a.mcp.is_none() => a
+            .arguments
+            .get("path")
+            .and_then(|p| p.as_str())
+            .map(str::to_owned),
+        _ => None,
+    };
+    let Some(path) = path else {
+        return Err(ApiError::field(
+            "hold",
+            "only an approval of write_file (with a path) writes a file",
+        ));
+    };
+    let Ok(world) = hold.world.parse::<WorldId>() else {
+        return Err(ApiError::field("hold", "the hold's world has no directory"));
+    };
+    // One file of at most the file tools' limit: read in place.
+    let now = app
+        .runtime()
+        .file_now(world, &path)
+        .map_err(|e| ApiError::field("arguments.path", e))?;
+    Ok(Json(match now {
+        FileNow::Missing => HoldFile {
+            path,
+            exists: false,
+            bytes: 0,
+            content: None,
+            too_large: false,
+        },
+        FileNow::File {
+            bytes,
+            text,
+            too_large,
+        } => HoldFile {
+            path,
+            exists: true,
+            bytes,
+            content: text,
+            too_large,
+        },
+    }))
 }
 
 pub(crate) fn hold_id(s: &str) -> Result<HoldId, ApiError> {

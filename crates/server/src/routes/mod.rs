@@ -92,6 +92,7 @@ fn declare() -> Routes {
         .add(Roles(RAISERS), routes!(holds::create))
         .add(Roles(PEOPLE), routes!(holds::list))
         .add(Signed, routes!(holds::get))
+        .add(Roles(PEOPLE), routes!(holds::file))
         .add(Signed, routes!(holds::decide))
         .add(Signed, routes!(holds::decide_default))
         .add(Signed, routes!(holds::decide_batch))

@@ -82,7 +82,8 @@ pub async fn reload(
 
 /// The narrowest rule that would have decided this hold's call as it was decided — `allow` for
 /// an approval (or a pending hold), `deny` for a denial — as a `[[rules]]` entry with the call
-/// as its own `must_match` example, to review, edit and add to the world's policy (people
+/// as its own `must_match` example (for an approval with edited arguments, the call as
+/// approved: the edited arguments), to review, edit and add to the world's policy (people
 /// only). A question has no call to make a rule from (422).
 #[utoipa::path(get, path = "/api/v1/holds/{hold}/suggested-rule", tag = "policy", params(("hold" = HoldId, Path)),
     responses((status = 200, body = SuggestedRule), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -105,7 +106,15 @@ pub async fn suggested_rule(
         .as_ref()
         .is_some_and(|o| o.verdict == Some(Verdict::Deny));
     let action = if denied { Action::Deny } else { Action::Allow };
-    let rule = suggest::rule_for(&spec.tool, &spec.arguments, action)
+    // An approval decides the arguments that ran: after an edit, the person's, not the call
+    // they rewrote.
+    let arguments = hold
+        .outcome
+        .as_ref()
+        .filter(|o| o.verdict == Some(Verdict::Approve))
+        .and_then(|o| o.arguments.as_ref())
+        .unwrap_or(&spec.arguments);
+    let rule = suggest::rule_for(&spec.tool, arguments, action)
         .map_err(|e| ApiError::field("arguments", e.0))?;
     Ok(Json(SuggestedRule {
         action: action.verdict(),

@@ -7,6 +7,7 @@ mod client;
 mod events;
 mod external;
 mod fanout;
+mod hold_file;
 mod housekeeping;
 mod limits;
 mod mcp_in_process;

@@ -270,6 +270,54 @@ async fn a_rule_suggested_from_a_decision_allows_that_call_and_not_its_neighbour
 }
 
 #[tokio::test]
+async fn a_rule_suggested_from_an_edited_approval_allows_what_was_approved_not_what_was_asked() {
+    let t = TestServer::with("mode = \"manual\"\n", |_| {}).await;
+    t.world("lab").await;
+    let bot = t.caller("bot", "agent", None).await;
+    let alice = t.caller("alice", "approver", None).await;
+    let r = raise(&bot, "lab", vec![shell("git push --force origin main")]).await;
+    let hold = r["results"][0]["hold"]["id"].as_str().unwrap().to_owned();
+    alice
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "edit", "arguments": {"command": "git push origin main"}}),
+        )
+        .await
+        .expect(200);
+    let s = alice
+        .get(&format!("/api/v1/holds/{hold}/suggested-rule"))
+        .await
+        .expect(200);
+    assert_eq!(s["action"], "allow");
+    let rule = s["rule"].as_str().unwrap();
+    assert!(!rule.contains("--force"), "{rule}");
+    assert!(
+        rule.contains(r#"command = { program = "git", args = ["push", "origin", "main"] }"#),
+        "{rule}"
+    );
+
+    // In force, it allows the call as approved; the call as asked is still asked.
+    t.api
+        .put(
+            "/api/v1/worlds/lab/policy",
+            json!({ "text": format!("mode = \"manual\"\n\n{rule}") }),
+        )
+        .await
+        .expect(200);
+    let r = raise(
+        &bot,
+        "lab",
+        vec![
+            shell("git push origin main"),
+            shell("git push --force origin main"),
+        ],
+    )
+    .await;
+    assert_eq!(r["results"][0]["result"], "allowed", "{r}");
+    assert_eq!(r["results"][1]["result"], "held", "{r}");
+}
+
+#[tokio::test]
 async fn a_deleted_worlds_policy_goes_with_it() {
     let t = TestServer::with(BASE, |_| {}).await;
     let old = t.world("lab").await["id"].as_str().unwrap().to_owned();
