@@ -70,6 +70,7 @@ export async function logout() {
 export const holds = (params) => request("GET", "/api/v1/holds", undefined, params);
 export const getHold = (id) => request("GET", hold(id));
 export const decide = (id, decision) => request("POST", hold(id, "decision"), decision);
+export const holdFile = (id) => request("GET", hold(id, "file"));
 export const decideBatch = (batch, seen, decision) =>
   request("POST", `/api/v1/batches/${seg(batch)}/decision`, { seen, decision });
 

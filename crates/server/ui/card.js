@@ -3,7 +3,8 @@
 // question's context, the quorum so far) and exactly the decisions the hold offers. It keeps
 // itself current from the live stream: a hold decided in another tab, by another person, by
 // the clock or withdrawn is re-read and shows how and by whom.
-import { decide, getHold } from "./api.js";
+import { decide, getHold, holdFile } from "./api.js";
+import { argumentLines, diffView, lineDiff } from "./diff.js";
 import { h, relative, replace, seg, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
@@ -233,7 +234,7 @@ function paint(el, state) {
       h("span", { class: "kind" }, hold.spec.kind === "approval" ? "Approve " : "Question: "),
       options.link ? h("a", { href: `/holds/${encodeURIComponent(hold.id)}` }, title) : title),
     meta(hold, options),
-    hold.spec.kind === "approval" ? approval(hold, sub(Heading)) : question(hold, sub(Heading)),
+    hold.spec.kind === "approval" ? approval(hold, sub(Heading), state) : question(hold, sub(Heading)),
     facts(hold),
     isOpen(hold) ? decisions(el, hold, state.uid) : outcome(hold, sub(Heading), state.via),
     state.note ? h("p", { class: "note", role: "status" }, state.note) : null,
@@ -249,12 +250,21 @@ function meta(hold, options) {
   const who = agent ? `agent ${agent}` : hold.requested_by;
   return h("p", { class: "meta muted" },
     h("span", {}, `World ${world}`),
-    // A hold of a chat links to it (the chat page takes a world's id as well as its name).
-    hold.chat ? h("span", {}, " · ", h("a", { href: `/worlds/${seg(hold.world)}/chats/${seg(hold.chat)}` },
-      (options.names && options.names(hold.chat)) || "in a chat")) : null,
+    // A hold of one of Holdpoint's chats links to it (the chat page takes a world's id as well
+    // as its name); a chat named by a client from outside ("ticket-4711") is only its id.
+    hold.chat && inHoldpointChat(hold)
+      ? h("span", {}, " · ", h("a", { href: `/worlds/${seg(hold.world)}/chats/${seg(hold.chat)}` },
+          (options.names && options.names(hold.chat)) || "in a chat"))
+      : hold.chat ? h("span", { class: "external-chat" }, " · chat ", h("code", {}, hold.chat)) : null,
     h("span", {}, ` · asked by ${who}`),
     h("span", {}, " · "),
     h("time", { datetime: hold.created_at, title: when(hold.created_at) }, relative(hold.created_at)));
+}
+
+// Whether the hold is a call of a turn in one of Holdpoint's own chats: raised by the runtime
+// for its agent (a client from outside may name any chat, and has no turn to stop).
+export function inHoldpointChat(hold) {
+  return Boolean(hold.chat && hold.agent && hold.tool_call_id && hold.requested_by === `agent:${hold.agent}`);
 }
 
 // The heading level under a card's title ("h2" → "h3").
@@ -262,17 +272,84 @@ function sub(heading) {
   return `h${Math.min(6, Number(heading.slice(1)) + 1)}`;
 }
 
-function approval(hold, level) {
+// An approval's call, each thing once: a command line as itself (not again among the
+// arguments), a file write as the difference it makes, the other arguments as data, and the
+// digest they are approved by behind a disclosure.
+function approval(hold, level, state) {
   const spec = hold.spec;
-  const command = spec.tool === "shell_cmd" && spec.arguments && typeof spec.arguments.command === "string"
-    ? spec.arguments.command : null;
+  const args = spec.arguments && typeof spec.arguments === "object" && !Array.isArray(spec.arguments) ? spec.arguments : null;
+  const command = spec.tool === "shell_cmd" && args && typeof args.command === "string" ? args.command : null;
+  const write = isFileWrite(spec) ? args : null;
+  // What the data below leaves out, shown above in its own form.
+  const shownAbove = new Set(command !== null ? ["command"] : write ? ["path", "content"] : []);
+  const rest = args ? Object.fromEntries(Object.entries(args).filter(([key]) => !shownAbove.has(key))) : spec.arguments;
+  const restEmpty = args && Object.keys(rest).length === 0;
   return [
     spec.mcp ? mcpTool(spec) : null,
     spec.description ? h("p", { class: "why" }, h("span", { class: "muted" }, "The agent says: "), spec.description) : null,
     command !== null ? h("pre", { class: "command", "aria-label": "Command line" }, h("code", {}, command)) : null,
-    h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments"), data(spec.arguments)),
-    h("p", { class: "digest" }, h("span", { class: "muted" }, "Argument digest "), h("code", {}, spec.digest)),
+    write ? fileWrite(hold, level, state) : null,
+    restEmpty ? null : h("div", { class: "args" }, h(level, { class: "sub" }, shownAbove.size ? "Other arguments" : "Arguments"), data(rest)),
+    h("details", { class: "digest-details" },
+      h("summary", {}, "Argument digest ", h("span", { class: "muted" }, `(${spec.digest.slice(0, 15)}…)`)),
+      h("p", { class: "digest" }, h("span", { class: "muted" }, "The approval is for exactly these arguments: "), h("code", {}, spec.digest))),
   ];
+}
+
+// A `write_file` call of Holdpoint's agents: a path and the text to write.
+function isFileWrite(spec) {
+  const a = spec.arguments;
+  return spec.tool === "write_file" && !spec.mcp && a && typeof a.path === "string" && typeof a.content === "string";
+}
+
+// The difference a file write makes to the file as it is now (read from the world's
+// directory by the server), or the whole text for a new file. The difference is a view: the
+// approval's digest covers the arguments, exactly as the agent sent them.
+function fileWrite(hold, level, state) {
+  const { path, content, append } = hold.spec.arguments;
+  const box = h("div", { class: "file-write" },
+    h(level, { class: "sub" }, append ? "Appends to " : "Writes ", h("code", { class: "file-path" }, path)));
+  const body = h("div", { class: "file-diff", "aria-live": "off" });
+  box.append(body);
+  const draw = (now) => {
+    if (!now) return replace(body, h("p", { class: "muted" }, "Reading the file as it is now…"));
+    if (now.error) {
+      return replace(body, h("p", { class: "muted", dataset: { file: "unknown" } }, `The file as it is now could not be read (${now.error}); the text to write:`),
+        diffView(lineDiff("", content)));
+    }
+    if (!now.exists) {
+      return replace(body, h("p", { class: "file-state", dataset: { file: "new" } }, "New file: nothing is there now."),
+        diffView(lineDiff("", content)));
+    }
+    if (now.content === undefined || now.content === null) {
+      return replace(body, h("p", { class: "file-state", dataset: { file: "unread" } },
+        now.too_large ? `The file is there now (${now.bytes} bytes), too large to compare here; the text to write:`
+          : `The file is there now (${now.bytes} bytes) and is not text; the text to write:`),
+        diffView(lineDiff("", content)));
+    }
+    const after = append ? now.content + content : content;
+    const diff = lineDiff(now.content, after);
+    const changed = diff.filter((d) => d.op !== "same").length;
+    return replace(body,
+      h("p", { class: "file-state", dataset: { file: "changed" } },
+        changed ? `Changes to the file as it is now (${now.bytes} bytes):` : "The file already reads exactly this: nothing changes."),
+      diffView(diff));
+  };
+  // Decided before the card was drawn: the file as it was then is not kept (it may hold the
+  // write by now), so the text the call carried is shown.
+  if (state.file === undefined && !isOpen(hold)) {
+    replace(body, h("p", { class: "muted", dataset: { file: "decided" } }, "The text the call carried (the file as it was then is not kept):"),
+      diffView(lineDiff("", content)));
+    return box;
+  }
+  if (state.file === undefined) {
+    state.file = null;
+    holdFile(hold.id).then(
+      (now) => { state.file = now; draw(now); },
+      (error) => { state.file = { error: error.message || String(error) }; draw(state.file); });
+  }
+  draw(state.file);
+  return box;
 }
 
 // Which MCP server's tool the call is, and what that server declares of it (hints, not
@@ -340,8 +417,47 @@ function facts(hold) {
     items.push(h("li", { class: "quorum" }, `Approvals ${votes.length} of ${hold.quorum}`,
       votes.length ? `: ${votes.map((v) => v.by).join(", ")}` : ""));
   }
-  if (hold.approvers && hold.approvers.length) items.push(h("li", {}, `Only ${hold.approvers.join(", ")} may decide`));
+  if (hold.approvers && hold.approvers.length) {
+    items.push(h("li", { class: "deciders" }, "Who may decide: ",
+      h("strong", {}, hold.approvers.join(", ")), " (no one else)"));
+  }
   return h("ul", { class: "facts" }, items);
+}
+
+// A length of time in words: "10 minutes", "1 hour", "1 day 2 hours" (two units at most).
+export function lasting(ms) {
+  const units = [[86400, "day"], [3600, "hour"], [60, "minute"], [1, "second"]];
+  let left = Math.max(0, Math.round(ms / 1000));
+  const parts = [];
+  for (const [size, word] of units) {
+    const n = Math.floor(left / size);
+    if (n > 0 && parts.length < 2) parts.push(`${n} ${word}${n === 1 ? "" : "s"}`);
+    left -= n * size;
+  }
+  return parts.length ? parts.join(" ") : "0 seconds";
+}
+
+// A duration as the server writes it ("1day", "2h 30m", "90s") in words ("1 day",
+// "2 hours 30 minutes"); text that is not one is returned as it is.
+export function spelled(text) {
+  const units = { d: 86400, day: 86400, days: 86400, h: 3600, hour: 3600, hours: 3600, hr: 3600,
+    m: 60, min: 60, mins: 60, minute: 60, minutes: 60, s: 1, sec: 1, secs: 1, second: 1, seconds: 1,
+    w: 604800, week: 604800, weeks: 604800 };
+  const parts = String(text).trim().split(/\s+/);
+  let total = 0;
+  for (const part of parts) {
+    const m = /^(\d+)\s*([a-z]+)$/.exec(part);
+    if (!m || !(m[2] in units)) return text;
+    total += Number(m[1]) * units[m[2]];
+  }
+  return lasting(total * 1000);
+}
+
+// How long a grant lasts, in words: "for 1 hour (until 14:05)", or "until revoked".
+export function grantLasts(grant) {
+  if (!grant.expires_at) return "until revoked";
+  const length = Date.parse(grant.expires_at) - Date.parse(grant.created_at);
+  return `for ${lasting(length)} (until ${when(grant.expires_at)})`;
 }
 
 // As the server and the CLI say it: rule "name", or rules[N] for a rule without one.
@@ -411,7 +527,12 @@ function outcome(hold, level, via) {
     h("p", {}, h("strong", {}, outcomeWords(hold))),
     via ? h("p", { class: "via muted" }, "Decided via ", h("span", { class: "via-client" }, via)) : null,
     o ? h("p", { class: "muted" }, h("time", { datetime: o.decided_at, title: when(o.decided_at) }, relative(o.decided_at))) : null,
-    o && o.edited && o.arguments ? h("div", { class: "args" }, h(level, { class: "sub" }, "Arguments that run"), data(o.arguments)) : null);
+    o && o.edited && o.arguments
+      ? h("div", { class: "args edited" },
+          h(level, { class: "sub" }, "Arguments that run: the edit, before and after"),
+          diffView(lineDiff(argumentLines(hold.spec.arguments), argumentLines(o.arguments))),
+          h("details", {}, h("summary", {}, "The arguments that run, whole"), data(o.arguments)))
+      : null);
 }
 
 // --- Deciding -------------------------------------------------------------------------------
@@ -464,41 +585,56 @@ function decisions(el, hold, uid) {
   }
 
   const digest = hold.spec.digest;
-  // Where a grant is offered, it may be made for a while: the choice goes with each of them.
-  const lastsId = `${uid}-lasts`;
-  const lasts = GRANTS.some((kind) => offers.has(kind))
-    ? h("div", { class: "lasts" },
-        h("label", { for: lastsId }, "Remember the approval for",
-          h("span", { class: "muted" }, " (for this chat or always)")),
-        h("select", { id: lastsId, name: "expires_in" },
-          LASTS.map(([value, words]) => h("option", { value }, words))))
-    : null;
-  const expiresIn = () => {
-    const value = el.querySelector("select[name=expires_in]")?.value;
-    return value || undefined;
-  };
-  const approves = Object.keys(APPROVE).map((kind) =>
-    button(kind, APPROVE[kind][1], kind === "approve_once" ? "primary" : "quiet",
-      () => send(el, {
-        action: "approve",
-        scope: APPROVE[kind][0],
-        digest,
-        expires_in: GRANTS.includes(kind) ? expiresIn() : undefined,
-      }, form)));
   const reasonId = `${uid}-reason`;
   const denies = offers.has("deny") || offers.has("deny_stop");
-  // Chosen first, then the grant it goes with ("for this chat", "always").
-  if (lasts) form.append(lasts);
-  form.append(h("div", { class: "buttons" }, approves));
+  // Up front: approve this call once, or deny it (with the reason typed beside it, if any).
+  form.append(h("div", { class: "buttons first" },
+    button("approve_once", APPROVE.approve_once[1], "primary",
+      () => send(el, { action: "approve", scope: "once", digest }, form)),
+    button("deny", "Deny", "danger", () => send(el, { action: "deny", reason: reasonOf(el) }, form))));
   if (denies) {
-    form.append(
-      h("div", { class: "reason" },
-        h("label", { for: reasonId }, "Reason ", h("span", { class: "muted" }, "(optional, sent with a denial)")),
-        h("input", { type: "text", id: reasonId, name: "reason", autocomplete: "off" })),
-      h("div", { class: "buttons" },
-        button("deny", "Deny", "danger", () => send(el, { action: "deny", reason: reasonOf(el) }, form)),
-        button("deny_stop", "Deny and stop the turn", "danger quiet", () => send(el, { action: "deny_stop", reason: reasonOf(el) }, form))),
-    );
+    // "Deny and stop the turn" only where there is a turn: a call of one of Holdpoint's chats.
+    const stop = inHoldpointChat(hold)
+      ? button("deny_stop", "Deny and stop the turn", "danger quiet", () => send(el, { action: "deny_stop", reason: reasonOf(el) }, form))
+      : null;
+    form.append(h("div", { class: "reason" },
+      h("label", { for: reasonId }, "Reason for denying ", h("span", { class: "muted" }, "(optional, sent with a denial)")),
+      h("input", { type: "text", id: reasonId, name: "reason", autocomplete: "off" }),
+      stop ? h("div", { class: "buttons" }, stop) : null));
+  }
+  // Approving for longer (a grant): one control; what it will do is chosen, and read on its
+  // button, before it acts.
+  const scoped = GRANTS.filter((kind) => offers.has(kind));
+  if (scoped.length) {
+    const scopeId = `${uid}-scope`;
+    const lastsId = `${uid}-lasts`;
+    const scope = h("select", { id: scopeId, name: "scope" },
+      scoped.map((kind) => h("option", { value: kind }, SCOPE_WORDS[APPROVE[kind][0]])));
+    const lasts = h("select", { id: lastsId, name: "expires_in" },
+      LASTS.map(([value, words]) => h("option", { value }, words)));
+    const go = h("button", { type: "button", class: "quiet scoped-approve" });
+    const label = () => {
+      const kind = scope.value;
+      const words = (LASTS.find(([value]) => value === lasts.value) || LASTS[0])[1];
+      go.dataset.decision = kind;
+      go.textContent = `Approve ${SCOPE_WORDS[APPROVE[kind][0]]}, ${lasts.value ? `for ${words}` : words}`;
+    };
+    scope.addEventListener("change", label);
+    lasts.addEventListener("change", label);
+    go.addEventListener("click", () => send(el, {
+      action: "approve",
+      scope: APPROVE[scope.value][0],
+      digest,
+      expires_in: lasts.value || undefined,
+    }, form));
+    label();
+    form.append(h("fieldset", { class: "scoped" },
+      h("legend", {}, "Or approve for longer"),
+      h("div", { class: "field" }, h("label", { for: scopeId }, "Approve"), scope),
+      h("div", { class: "field" },
+        h("label", { for: lastsId }, "Remember the approval for"),
+        lasts),
+      h("div", { class: "buttons" }, go)));
   }
   if (offers.has("edit")) form.append(editor(el, hold, uid));
   return form;
@@ -560,8 +696,10 @@ function keep(el) {
   const area = el.querySelector("textarea[name=arguments]");
   const edit = el.querySelector("details.edit");
   const lasts = el.querySelector("select[name=expires_in]");
+  const scope = el.querySelector("select[name=scope]");
   return {
     lasts: lasts ? lasts.value : "",
+    scope: scope ? scope.value : null,
     reason: reason ? reason.value : "",
     args: area ? area.value : null,
     editing: edit ? edit.open : false,
@@ -576,6 +714,10 @@ function restore(el, kept, hold) {
   if (reason) reason.value = kept.reason;
   const lasts = el.querySelector("select[name=expires_in]");
   if (lasts) lasts.value = kept.lasts;
+  const scope = el.querySelector("select[name=scope]");
+  if (scope && kept.scope && [...scope.options].some((o) => o.value === kept.scope)) scope.value = kept.scope;
+  // The button reads what the restored choices will do.
+  if (lasts) lasts.dispatchEvent(new Event("change"));
   const area = el.querySelector("textarea[name=arguments]");
   if (area && kept.args !== null) area.value = kept.args;
   const edit = el.querySelector("details.edit");

@@ -49,7 +49,8 @@ export async function world(main, [name]) {
   main.append(
     h("p", { class: "crumbs" }, h("a", { href: "/worlds" }, "Worlds")),
     h("h1", {}, w.name),
-    w.description ? h("p", { class: "muted" }, w.description) : null,
+    // ("" rather than null: `append` writes a null out as the word.)
+    w.description ? h("p", { class: "muted" }, w.description) : "",
     h("p", {}, h("a", { href: `/worlds/${seg(w.name)}/policy`, "data-link": "policy" }, "Policy of this world")),
     h("h2", {}, "Agents"),
     agents.length === 0
@@ -202,6 +203,10 @@ class ChatPage {
     this.turnId = null;
     this.turn = null;
     this.holds = [];
+    // The chat's decided holds, by the tool call they held (a turn keeps only its current
+    // step's calls): after a reload, each earlier call's card still says who decided, when
+    // and why.
+    this.decided = new Map();
     this.callCards = new Map();
     this.holdCards = new Map();
     // The piece of the agent's text streaming now, and earlier pieces waiting for their
@@ -268,11 +273,19 @@ class ChatPage {
       this.messages.push(m);
       if (m.message.turn) this.turnId = m.message.turn;
     }
-    const [turn, holds] = await Promise.all([
+    const calls = fresh.some((m) => (m.message.tool_calls || []).length);
+    const [turn, holds, decided] = await Promise.all([
       this.turnId ? api.getTurn(this.world, this.turnId) : null,
       api.holds({ world: this.world, chat: this.chat.id, limit: 500 }),
+      // Read from scratch, calls shown: the holds already decided, for the calls' cards.
+      all && calls ? decidedHolds(this.world, this.chat.id) : [],
     ]);
     if (this.left) return;
+    for (const hold of decided) {
+      if (!hold.tool_call_id) continue;
+      if (!this.decided.has(hold.tool_call_id)) this.decided.set(hold.tool_call_id, []);
+      this.decided.get(hold.tool_call_id).push(hold);
+    }
     this.turn = turn;
     this.holds = holds.items;
     follow(() => {
@@ -293,7 +306,7 @@ class ChatPage {
       : rendered
         ? h("div", { class: "md" }, markdown(rendered))
         : h("p", { class: "plain" }, message.content);
-    const calls = (message.tool_calls || []).map((call) => this.callCard(call));
+    const calls = (message.tool_calls || []).map((call) => this.callCard(call, message.at));
     this.list.append(
       h(
         "article",
@@ -337,10 +350,10 @@ class ChatPage {
 
   // ---- Tool calls ----
 
-  callCard(call) {
+  callCard(call, at) {
     const el = h(
       "article",
-      { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed" } },
+      { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed", at: at || "" } },
       h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "Checking policy")),
       args(call),
       h("div", { class: "call-hold" }),
@@ -375,6 +388,18 @@ class ChatPage {
   showTurn() {
     const turn = this.turn;
     const used = new Set();
+    // Calls whose hold was decided before this read: the hold raised for the call (by its
+    // id; of several, the one raised nearest the call's message), with its card.
+    for (const [id, el] of this.callCards) {
+      const slot = el.querySelector(".call-hold");
+      const candidates = this.decided.get(id);
+      if (!candidates || slot.firstChild) continue;
+      const at = Date.parse(el.dataset.at || "");
+      const hold = candidates.reduce((best, x) =>
+        !best || Math.abs(Date.parse(x.created_at) - at) < Math.abs(Date.parse(best.created_at) - at) ? x : best, null);
+      used.add(hold.id);
+      this.placeHold(slot, hold.id, hold);
+    }
     if (turn) {
       for (const rec of turn.calls || []) {
         const el = this.callCards.get(rec.call.id);
@@ -413,13 +438,17 @@ class ChatPage {
   }
 
   // Puts the hold's card in `slot`, once: a card keeps itself current from the live stream.
-  placeHold(slot, id) {
+  placeHold(slot, id, decided) {
+    // The card shows the call (its command once, its arguments, the difference a write
+    // makes): the call's own lines give way to it.
+    const own = slot.parentNode && slot.parentNode.querySelector(":scope > pre.args");
+    if (own) own.hidden = true;
     const known = this.holdCards.get(id);
     if (known) {
       if (known.parentNode !== slot) replace(slot, known);
       return;
     }
-    const hold = this.holds.find((x) => x.id === id);
+    const hold = this.holds.find((x) => x.id === id) || decided;
     if (hold) return replace(slot, this.holdCard(hold));
     // Decided already (the call runs, say): its card shows how.
     const wait = h("div", { class: "muted" }, "Reading the hold…");
@@ -505,6 +534,19 @@ class ChatPage {
     }
     await this.refresh();
   }
+}
+
+// The chat's holds that are decided, every page of them.
+async function decidedHolds(world, chat) {
+  const out = [];
+  let cursor;
+  for (;;) {
+    const page = await api.holds({ world, chat, status: "resolved", limit: 500, cursor });
+    out.push(...page.items);
+    if (!page.next) break;
+    cursor = page.next;
+  }
+  return out;
 }
 
 // Runs `f`, which adds to the page; a reader at the bottom stays there, one who scrolled up

@@ -1,7 +1,7 @@
 // One hold: its card and its full history (raised, reminded, each vote and decision, grants,
 // the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
 import { agents, getHold, messages, worlds } from "./api.js";
-import { card, outcomeWords, resolvedVia, ruleName } from "./card.js";
+import { card, grantLasts, outcomeWords, resolvedVia, ruleName } from "./card.js";
 import { actorName, h, problem, relative, replace, when } from "./dom.js";
 import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
 
@@ -101,7 +101,8 @@ function entry(event, hold) {
       if (event.actor && event.actor.via) text += ` (via ${event.actor.via})`;
       break;
     case "grant.created":
-      text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} for ${p.grant.tool}`;
+      // How long it lasts is part of what was granted: "for 1 hour (until …)", or until revoked.
+      text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} ${grantLasts(p.grant)}, for ${p.grant.tool}`;
       break;
     default:
       text = p.type;

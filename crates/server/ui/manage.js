@@ -3,6 +3,7 @@
 // the roles the API lets do it (the access table in the server's `routes/mod.rs`); anyone else
 // is told so instead of being shown forms the server would refuse.
 import * as api from "./api.js";
+import { lasting, spelled } from "./card.js";
 import { actorName, h, problem, relative, replace, when } from "./dom.js";
 
 const ADMINS = ["admin"];
@@ -42,10 +43,11 @@ export async function manage(main, [section], me) {
         h("dt", {}, h("a", { href: `/manage/${s.id}` }, s.title)),
         h("dd", {}, s.about),
       ])),
-      mine.length < SECTIONS.length
-        ? h("p", { class: "muted" }, "Worlds, agents, tokens and webhooks are managed by admins.")
-        : null,
     );
+    // (`append` would write a null out as the word "null".)
+    if (mine.length < SECTIONS.length) {
+      main.append(h("p", { class: "muted" }, "Worlds, agents, tokens and webhooks are managed by admins."));
+    }
     return;
   }
   const s = SECTIONS.find((x) => x.id === section);
@@ -248,7 +250,7 @@ function entry(data, title, facts, actions) {
   for (const b of buttons.querySelectorAll("button")) b.setAttribute("aria-describedby", id);
   li.append(
     h("h3", { id }, title),
-    facts.length ? h("dl", { class: "facts" }, facts.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])) : null,
+    facts.length ? h("dl", { class: "facts" }, facts.filter(Boolean).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])) : "",
     buttons,
   );
   return li;
@@ -570,20 +572,30 @@ async function grantsSection(body, me) {
 }
 
 function grantEntry(g, refresh, said) {
+  // An expired grant no longer matches: it is listed (until revoked) but marked as such.
+  const expired = g.expired || (g.expires_at && Date.parse(g.expires_at) <= Date.now());
   const facts = [
     ["Allows", SCOPES[g.scope] || g.scope],
+    ["Expires", g.expires_at
+      ? h("span", { class: expired ? "grant-expiry expired" : "grant-expiry" },
+          expired ? `Expired ${relative(g.expires_at)} (${when(g.expires_at)}): its calls are asked again`
+            : `${when(g.expires_at)} (${relative(g.expires_at)}; lasts ${lasting(Date.parse(g.expires_at) - Date.parse(g.created_at))})`)
+      : h("span", { class: "grant-expiry" }, "Never: until revoked")],
     g.chat && ["Chat", g.chat],
     g.digest && ["Arguments digest", h("code", {}, g.digest)],
     ["Granted by", `${g.created_by}, ${relative(g.created_at)}`],
     ["From hold", h("a", { href: `/holds/${encodeURIComponent(g.from_hold)}` }, g.from_hold)],
   ];
-  return entry({ id: g.id, tool: g.tool }, g.tool, facts, () => [
+  const title = expired ? [g.tool, " ", h("span", { class: "badge expired" }, "expired")] : g.tool;
+  const li = entry({ id: g.id, tool: g.tool, expired: expired ? "true" : "false" }, title, facts, () => [
     confirmed("Revoke", `Revoke this grant? Calls it allowed will be asked again.`, async () => {
       await api.revokeGrant(g.id);
       said.textContent = `Grant for ${g.tool} revoked.`;
       await refresh();
     }),
   ]);
+  if (expired) li.classList.add("expired");
+  return li;
 }
 
 // ---- audit log
@@ -722,7 +734,10 @@ async function tokensSection(body) {
 function tokenEntry(t, names, refresh, said) {
   const facts = [
     ["Role", t.role],
-    ["World", t.world ? names.get(t.world) || t.world : "every world"],
+    // A token limited to a world that was deleted stays limited to it: it sees no world.
+    ["World", t.world_deleted
+      ? h("span", { class: "world-deleted" }, "a deleted world: it sees no world")
+      : t.world ? names.get(t.world) || t.world : "every world"],
     ["Created", when(t.created_at)],
     ["Id", h("code", {}, t.id)],
   ];
@@ -819,9 +834,9 @@ async function policySection(body) {
   body.append(
     h("dl", { class: "facts" },
       h("dt", {}, "When no rule matches"), h("dd", {}, MODES[policy.mode] || policy.mode),
-      h("dt", {}, "Default deadline"), h("dd", {}, policy.default_deadline),
-      h("dt", {}, "Longest deadline"), h("dd", {}, policy.max_deadline),
-      h("dt", {}, "Reminder"), h("dd", {}, `${policy.remind_before} before the deadline`)),
+      h("dt", {}, "Default deadline"), h("dd", {}, spelled(policy.default_deadline)),
+      h("dt", {}, "Longest deadline"), h("dd", {}, spelled(policy.max_deadline)),
+      h("dt", {}, "Reminder"), h("dd", {}, `${spelled(policy.remind_before)} before the deadline`)),
     h("h3", {}, `Rules (${policy.rules.length})`),
     policy.rules.length
       ? h("ol", { class: "manage-list rules", "aria-label": "Rules" }, policy.rules.map(ruleEntry))
@@ -874,7 +889,7 @@ function ruleEntry(r) {
     r.annotations && ["Annotations", Object.entries(r.annotations).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `${k}=${v}`).join(", ")],
     r.ask && r.ask.approvers && r.ask.approvers.length && ["Approvers", r.ask.approvers.join(", ")],
     r.ask && r.ask.quorum > 1 && ["Quorum", String(r.ask.quorum)],
-    r.ask && r.ask.deadline && ["Deadline", r.ask.deadline],
+    r.ask && r.ask.deadline && ["Deadline", spelled(r.ask.deadline)],
     r.ask && r.ask.on_timeout && ["On timeout", r.ask.on_timeout],
     r.ask && ["Offers", r.ask.offers.join(", ")],
   ];
@@ -883,7 +898,11 @@ function ruleEntry(r) {
 }
 
 function decidedBy(d) {
-  if (d.by === "rule") return `rule ${d.rule.name} (number ${d.rule.index + 1} in the file)`;
+  // A rule's number is its place in the server's policy file; a world's own policy, or a
+  // locked rule of the base over it, is named by its layer instead.
+  if (d.by === "rule" && d.rule.layer === "world") return `rule ${d.rule.name} of this world's own policy`;
+  if (d.by === "rule" && d.rule.layer === "base") return `rule ${d.rule.name} (a locked rule of the server's policy file)`;
+  if (d.by === "rule") return `rule ${d.rule.name} (number ${d.rule.index + 1} in the server's policy file)`;
   if (d.by === "grant") return `grant ${d.grant}`;
   if (d.by === "mode") return `the policy's mode (${d.mode}): no rule matched`;
   return d.by;
@@ -896,6 +915,6 @@ function explanation(x) {
       ? h("p", {}, "Rules that match: ", x.matched.map((m) => `${m.rule.name} (${m.action})`).join(", "))
       : h("p", { class: "muted" }, "No rule matches."),
     x.ask
-      ? h("p", {}, `A hold would wait ${x.ask.deadline}, then ${x.ask.on_timeout}; it offers ${x.ask.offers.join(", ")}.`)
+      ? h("p", {}, `A hold would wait ${spelled(x.ask.deadline)}, then ${x.ask.on_timeout}; it offers ${x.ask.offers.join(", ")}.`)
       : null);
 }

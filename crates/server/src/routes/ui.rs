@@ -53,6 +53,7 @@ const ASSETS: &[Asset] = &[
     asset!("dom.js"),
     asset!("live.js"),
     asset!("card.js"),
+    asset!("diff.js"),
     asset!("inbox.js"),
     asset!("hold.js"),
     asset!("chats.js"),

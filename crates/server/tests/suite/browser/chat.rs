@@ -308,3 +308,122 @@ async fn assert_nothing_injected(b: &Browser, page: &str) {
         "{page}: nothing injected, nothing ran, no sideways scrolling"
     );
 }
+
+/// The visible elements under `css` whose own text includes `text`, counted.
+async fn visible_with(b: &Browser, css: &str, text: &str) -> u64 {
+    let script = format!(
+        "return [...document.querySelectorAll({})].filter(e => e.checkVisibility() && e.textContent.includes({})).length",
+        json!(css),
+        json!(text)
+    );
+    b.eval(&script).await.as_u64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn each_calls_card_shows_it_once_a_write_as_its_difference_and_survives_a_reload() {
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "shell_cmd", json!({"command": "echo hi"}))]),
+        Step::text("It said hi."),
+        Step::calls(vec![call(
+            "c2",
+            "write_file",
+            json!({"path": "notes.txt", "content": "one\ntwo\nthree\n"}),
+        )]),
+        Step::text("Written."),
+        Step::calls(vec![call(
+            "c3",
+            "write_file",
+            json!({"path": "notes.txt", "content": "one\nTWO\nthree\n"}),
+        )]),
+        Step::text("Left as it is."),
+    ])
+    .await;
+    let t = TestServer::start().await;
+    let id = lab_chat(&t, &llm.base_url(), Some("Notes")).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "chat-cards", &alice).await;
+    b.goto(&format!("/worlds/lab/chats/{id}")).await;
+
+    // The command once: not on the call, again on its card and again among the arguments.
+    send(&b, "Say hi").await;
+    let c1 = ".call[data-call='c1'] .call-hold article.card.hold[data-status='pending']";
+    b.wait_for(c1).await;
+    let shown = visible_with(
+        &b,
+        ".call[data-call='c1'] pre, .call[data-call='c1'] dd",
+        "echo hi",
+    )
+    .await;
+    b.check(shown == 1, &format!("the command is shown {shown} times"))
+        .await;
+    // The digest is behind a disclosure; approve once and deny are up front.
+    b.check(
+        b.eval(&format!(
+            "const c = document.querySelector({}); const d = c.querySelector('.digest'); \
+             return !d.checkVisibility() && !!d.closest('details') \
+               && c.querySelector('.buttons.first [data-decision=approve_once]') !== null \
+               && c.querySelector('.buttons.first [data-decision=deny]') !== null \
+               && c.querySelector('[data-decision=deny_stop]') !== null",
+            json!(c1)
+        ))
+        .await
+            == json!(true),
+        "the digest is folded, approve once and deny up front, and the turn can be stopped",
+    )
+    .await;
+    b.click(&format!("{c1} button[data-decision='approve_once']"))
+        .await;
+    b.wait_for(".call[data-call='c1'][data-status='executed']")
+        .await;
+    composer(&b, "").await;
+
+    // A new file: nothing is there, so all of it is added.
+    send(&b, "Write the notes").await;
+    let c2 = ".call[data-call='c2'] .call-hold article.card.hold[data-status='pending']";
+    b.wait_text(&format!("{c2} .file-state[data-file='new']"), "New file")
+        .await;
+    b.wait_for(&format!("{c2} .diff[data-added='3'][data-removed='0']"))
+        .await;
+    b.click(&format!("{c2} button[data-decision='approve_once']"))
+        .await;
+    b.wait_for(".call[data-call='c2'][data-status='executed']")
+        .await;
+    composer(&b, "").await;
+
+    // Over the file as it is now: one line changed.
+    send(&b, "Shout the second line").await;
+    let c3 = ".call[data-call='c3'] .call-hold article.card.hold[data-status='pending']";
+    b.wait_for(&format!("{c3} .file-state[data-file='changed']"))
+        .await;
+    b.wait_for(&format!("{c3} .diff[data-added='1'][data-removed='1']"))
+        .await;
+    b.wait_text(&format!("{c3} .diff-line.del"), "two").await;
+    b.wait_text(&format!("{c3} .diff-line.add"), "TWO").await;
+    b.fill(&format!("{c3} input[name=reason]"), "keep it lowercase")
+        .await;
+    b.click(&format!("{c3} button[data-decision='deny']")).await;
+    b.wait_for(".call[data-call='c3'][data-status='denied_by_person']")
+        .await;
+    composer(&b, "").await;
+
+    // A reload keeps every call's card: who decided, when and why.
+    b.client.refresh().await.unwrap();
+    b.wait_text(
+        ".call[data-call='c1'] .call-hold article.card.hold .outcome",
+        "Approved once by alice",
+    )
+    .await;
+    b.wait_text(
+        ".call[data-call='c2'] .call-hold article.card.hold .outcome",
+        "Approved once by alice",
+    )
+    .await;
+    b.wait_text(
+        ".call[data-call='c3'] .call-hold article.card.hold .outcome",
+        "Denied by alice — “keep it lowercase”",
+    )
+    .await;
+    b.wait_for(".call[data-call='c1'] .call-hold .outcome time")
+        .await;
+    b.close().await;
+}

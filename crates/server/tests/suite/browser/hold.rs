@@ -391,3 +391,199 @@ async fn what_an_agent_wrote_is_shown_as_text() {
     }
     b.close().await;
 }
+
+const DECIDERS: &str = r#"
+mode = "manual"
+[[rules]]
+name = "release managers"
+tools = ["release"]
+action = "ask"
+approvers = ["alice", "bob"]
+"#;
+
+/// Whether the page is no wider than the window (nothing to scroll sideways).
+const FITS: &str =
+    "return document.documentElement.scrollWidth <= document.documentElement.clientWidth";
+
+#[tokio::test]
+async fn a_card_offers_once_and_deny_up_front_and_a_longer_approval_in_one_control() {
+    let t = TestServer::with(DECIDERS, |_| {}).await;
+    let agent = lab(&t).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "card-decisions", &alice).await;
+
+    // Raised from outside with a chat of its own: no link to a chat page that does not exist,
+    // no turn to stop, and the people who may decide named.
+    let created = agent
+        .post(
+            "/api/v1/worlds/lab/holds",
+            json!({"chat": "ticket-4711", "items": [approval("release", json!({"version": "1.2.0"}))]}),
+        )
+        .await
+        .expect(201);
+    let id = held(&created, 0);
+    let c = card(&id);
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_text(&format!("{c} .external-chat"), "ticket-4711")
+        .await;
+    b.wait_text(&format!("{c} .deciders"), "alice, bob").await;
+    b.check(
+        b.eval(&format!(
+            "const c = document.querySelector({}); \
+             return c.querySelector('a[href*=\"/chats/\"]') === null \
+               && c.querySelector('[data-decision=deny_stop]') === null \
+               && c.querySelector('.buttons.first [data-decision=approve_once]') !== null \
+               && c.querySelector('.buttons.first [data-decision=deny]') !== null",
+            json!(c)
+        ))
+        .await
+            == json!(true),
+        "a link to a chat that does not exist, or a turn to stop, or the first buttons missing",
+    )
+    .await;
+
+    // The longer approval reads what it will do before it acts.
+    let button = format!("{c} fieldset.scoped button.scoped-approve");
+    b.wait_text(&button, "Approve for this chat, until revoked")
+        .await;
+    b.wait_for(&format!("{c} select[name=scope]"))
+        .await
+        .select_by_value("approve_always_args")
+        .await
+        .unwrap();
+    b.wait_for(&format!("{c} select[name=expires_in]"))
+        .await
+        .select_by_value("1d")
+        .await
+        .unwrap();
+    b.wait_text(&button, "Approve always (these arguments), for 1 day")
+        .await;
+    let phone = Browser::sized(&t, "card-decisions-phone", PHONE).await;
+    phone.sign_in(&alice).await;
+    phone.goto(&format!("/holds/{id}")).await;
+    phone.wait_for(&format!("{c} fieldset.scoped")).await;
+    phone
+        .check(
+            phone.eval(FITS).await == json!(true),
+            "the card scrolls sideways at 375 px",
+        )
+        .await;
+    phone.close().await;
+    b.click(&format!("{c} [data-decision=approve_always_args]"))
+        .await;
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "Approved always (these arguments) by alice",
+    )
+    .await;
+    b.wait_text(
+        ".history li[data-type='grant.created']",
+        "not asked again in this world for 1 day (until",
+    )
+    .await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn an_edit_shows_before_and_after_and_a_write_its_difference_from_the_file_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_owned();
+    let t = TestServer::on(dir, crate::suite::ASK_ALL, |_| {}).await;
+    let world = t.world("lab").await["id"].as_str().unwrap().to_owned();
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "card-diffs", &alice).await;
+
+    // An edit: the call as asked and as approved, line by line.
+    let id = raise_one(&agent, "git push --force origin main").await;
+    let c = card(&id);
+    b.goto(&format!("/holds/{id}")).await;
+    b.click(&format!("{c} details.edit summary")).await;
+    let area = b.wait_for(&format!("{c} textarea[name=arguments]")).await;
+    area.clear().await.unwrap();
+    area.send_keys(r#"{"command": "git push origin main"}"#)
+        .await
+        .unwrap();
+    b.click(&format!("{c} [data-decision=edit]")).await;
+    b.wait_text(
+        &format!("{c} .outcome"),
+        "Approved with edited arguments by alice",
+    )
+    .await;
+    b.wait_text(
+        &format!("{c} .outcome .diff-line.del"),
+        "command: git push --force origin main",
+    )
+    .await;
+    b.wait_text(
+        &format!("{c} .outcome .diff-line.add"),
+        "command: git push origin main",
+    )
+    .await;
+
+    // A write over a file that is there: the difference against it, the digest unchanged.
+    let files = data.join("worlds").join(&world);
+    std::fs::create_dir_all(files.join("conf")).unwrap();
+    let before: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(files.join("conf/app.toml"), &before).unwrap();
+    let after = before.replace("line 10\n", "line ten\n") + "line 21\n";
+    let args = json!({"path": "conf/app.toml", "content": after});
+    let created = raise(&agent, "lab", vec![approval("write_file", args.clone())]).await;
+    let id = held(&created, 0);
+    let digest = created["results"][0]["hold"]["spec"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c = card(&id);
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_for(&format!("{c} .file-state[data-file='changed']"))
+        .await;
+    b.wait_for(&format!("{c} .diff[data-added='2'][data-removed='1']"))
+        .await;
+    b.wait_text(&format!("{c} .diff-line.del"), "line 10").await;
+    b.wait_text(&format!("{c} .diff-line.add"), "line ten")
+        .await;
+    // Long unchanged runs are folded.
+    b.wait_text(&format!("{c} .diff-line.fold"), "unchanged line")
+        .await;
+    b.wait_text(&format!("{c} .digest"), &digest).await;
+    let phone = Browser::sized(&t, "card-diffs-phone", PHONE).await;
+    phone.sign_in(&alice).await;
+    phone.goto(&format!("/holds/{id}")).await;
+    phone.wait_for(&format!("{c} .diff")).await;
+    phone
+        .check(
+            phone.eval(FITS).await == json!(true),
+            "the difference scrolls sideways at 375 px",
+        )
+        .await;
+    phone.close().await;
+    b.click(&format!("{c} [data-decision=approve_once]")).await;
+    b.wait_text(&format!("{c} .outcome"), "Approved once by alice")
+        .await;
+    // What was approved is exactly the arguments as sent, by their digest.
+    let decided = t.api.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+    assert_eq!(decided["hold"]["outcome"]["digest"], json!(digest));
+    assert_eq!(decided["hold"]["outcome"]["arguments"], args);
+
+    // A new file: nothing there now.
+    let id = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval(
+                "write_file",
+                json!({"path": "new/readme.md", "content": "hello\n"}),
+            )],
+        )
+        .await,
+        0,
+    );
+    b.goto(&format!("/holds/{id}")).await;
+    b.wait_text(
+        &format!("{} .file-state[data-file='new']", card(&id)),
+        "New file",
+    )
+    .await;
+    b.close().await;
+}

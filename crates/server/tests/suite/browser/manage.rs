@@ -538,3 +538,183 @@ async fn every_section_fits_a_phone_and_a_form_works_from_the_keyboard() {
     t.api.get("/api/v1/worlds/typed-by-keys").await.expect(200);
     b.close().await;
 }
+
+/// Waits (polling the API, with a deadline) until every grant of `world` says `expired`.
+async fn grants_expire(t: &TestServer, world: &str) {
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    loop {
+        let grants = t
+            .api
+            .get(&format!("/api/v1/worlds/{world}/grants"))
+            .await
+            .expect(200);
+        let all = grants.as_array().unwrap();
+        if !all.is_empty() && all.iter().all(|g| g["expired"] == json!(true)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the grants never expired: {grants}"
+        );
+        // Polling is the wait: the expiry is the clock's, with no event to wait on.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_grant_shows_when_it_expires_and_an_expired_one_is_marked_expired() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("bot", "agent", None).await;
+    let decide = |hold: String, expires_in: &'static str| {
+        let api = &t.api;
+        async move {
+            api.post(
+                &format!("/api/v1/holds/{hold}/decision"),
+                json!({"action": "approve", "scope": "always_args", "expires_in": expires_in}),
+            )
+            .await
+            .expect(200);
+        }
+    };
+    let short = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("deploy", json!({"env": "staging"}))],
+        )
+        .await,
+        0,
+    );
+    decide(short.clone(), "1s").await;
+    grants_expire(&t, "lab").await;
+    let long = held(
+        &raise(
+            &agent,
+            "lab",
+            vec![approval("restart", json!({"service": "web"}))],
+        )
+        .await,
+        0,
+    );
+    decide(long.clone(), "8h").await;
+
+    let b = Browser::signed_in(&t, "manage-grant-expiry", &admin(&t)).await;
+    b.goto("/manage/grants").await;
+    choose(&b, "#manage-world", "lab").await;
+    b.wait_text("li[data-tool='deploy'][data-expired='true'] h3", "expired")
+        .await;
+    b.wait_text("li[data-tool='deploy'] .grant-expiry.expired", "Expired")
+        .await;
+    b.wait_text(
+        "li[data-tool='restart'][data-expired='false'] .grant-expiry",
+        "lasts 8 hours",
+    )
+    .await;
+    let live = b
+        .eval("return document.querySelector(\"li[data-tool='restart']\").textContent")
+        .await;
+    b.check(
+        !live.as_str().unwrap().contains("xpired"),
+        &format!("a grant in force reads as expired: {live}"),
+    )
+    .await;
+
+    // The hold page says how long its grant lasts.
+    b.goto(&format!("/holds/{long}")).await;
+    b.wait_text(
+        ".history li[data-type='grant.created']",
+        "not asked again in this world for 8 hours (until",
+    )
+    .await;
+
+    let phone = Browser::sized(&t, "manage-grant-expiry-phone", PHONE).await;
+    phone.sign_in(&admin(&t)).await;
+    phone.goto("/manage/grants").await;
+    choose(&phone, "#manage-world", "lab").await;
+    phone
+        .wait_for("li[data-tool='deploy'][data-expired='true']")
+        .await;
+    let wide = phone
+        .eval("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .await;
+    phone
+        .check(
+            wide == json!(0),
+            &format!("the grants scroll sideways by {wide}"),
+        )
+        .await;
+    phone.close().await;
+    b.close().await;
+}
+
+const WORLD_RULE: &str = "mode = \"manual\"\n\n[[rules]]\nname = \"lab deploys\"\ntools = [\"deploy\"]\naction = \"deny\"\n";
+
+#[tokio::test]
+async fn the_pages_say_a_deleted_world_a_worlds_own_rule_and_durations_in_words() {
+    let t = TestServer::with(
+        "mode = \"manual\"\ndefault_deadline = \"1d\"\n\n[[rules]]\nname = \"no-rm\"\ntools = [\"shell_cmd\"]\naction = \"deny\"\ncommand = { program = \"rm\" }\n",
+        |_| {},
+    )
+    .await;
+    t.world("lab").await;
+    t.world("gone").await;
+    t.token("dana", "approver", Some("gone")).await;
+    t.api.delete("/api/v1/worlds/gone").await.expect(204);
+    t.api
+        .put("/api/v1/worlds/lab/policy", json!({ "text": WORLD_RULE }))
+        .await
+        .expect(200);
+    let b = Browser::signed_in(&t, "manage-words", &admin(&t)).await;
+
+    // The overview: nothing but the sections.
+    b.goto("/manage").await;
+    b.wait_for(".manage-overview").await;
+    let text = b
+        .eval("return document.querySelector('main').textContent")
+        .await;
+    let text = text.as_str().unwrap();
+    b.check(
+        !text.contains("null") && !text.contains("undefined"),
+        &format!("stray words on /manage: {text}"),
+    )
+    .await;
+
+    b.goto("/manage/tokens").await;
+    b.wait_text("li[data-name='dana'] .world-deleted", "a deleted world")
+        .await;
+
+    b.goto("/manage/policy").await;
+    b.wait_text(".facts", "1 day").await;
+    let facts = b
+        .eval("return document.querySelector('section.manage .facts').textContent")
+        .await;
+    b.check(
+        !facts.as_str().unwrap().contains("1day"),
+        &format!("a duration unspelt: {facts}"),
+    )
+    .await;
+    choose(
+        &b,
+        &format!("{} select[name='world']", form("Explain a call")),
+        "lab",
+    )
+    .await;
+    fill(&b, "Explain a call", "tool", "deploy").await;
+    fill(&b, "Explain a call", "arguments", "{}").await;
+    submit(&b, "Explain a call").await;
+    b.wait_text(
+        "#explain-result .explanation[data-decision='deny']",
+        "rule lab deploys of this world's own policy",
+    )
+    .await;
+    let said = b
+        .eval("return document.getElementById('explain-result').textContent")
+        .await;
+    b.check(
+        !said.as_str().unwrap().contains("in the file"),
+        &format!("a world's rule numbered in the file: {said}"),
+    )
+    .await;
+    b.close().await;
+}

@@ -123,6 +123,11 @@ async fn approving_for_an_hour_from_the_card_makes_a_grant_that_expires() {
     )
     .await;
     select.select_by_value("1h").await.unwrap();
+    b.wait_for(&format!("{c} select[name=scope]"))
+        .await
+        .select_by_value("approve_always_args")
+        .await
+        .unwrap();
     b.click(&format!("{c} [data-decision=approve_always_args]"))
         .await;
     b.wait_text(
@@ -342,5 +347,36 @@ async fn a_rule_suggested_from_a_decided_hold_is_added_to_the_worlds_policy() {
     assert_eq!(r.status, 200, "{}", r.text);
     let r = raise(&agent, "lab", vec![shell("git push --force origin main")]).await;
     assert_eq!(r["results"][0]["result"], "held", "{r}");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_rule_suggested_from_an_edited_approval_is_made_from_the_arguments_approved() {
+    let (t, agent) = lab_allowing_cat().await;
+    let alice: Api = t.caller("alice", "approver", None).await;
+    let id = held(
+        &raise(&agent, "lab", vec![shell("git push --force origin main")]).await,
+        0,
+    );
+    alice
+        .post(
+            &format!("/api/v1/holds/{id}/decision"),
+            json!({ "action": "edit", "arguments": { "command": "git push origin main" } }),
+        )
+        .await
+        .expect(200);
+
+    let token = t.token("root", "admin", None).await;
+    let b = Browser::signed_in(&t, "policy-suggest-edited", &token).await;
+    b.goto(&format!("/holds/{id}")).await;
+    b.click("a[data-link=suggest-rule]").await;
+    b.wait_text(".policy-editor .suggested", "(allow)").await;
+    let text = b
+        .eval("return document.querySelector('#policy-text').value")
+        .await;
+    let text = text.as_str().unwrap_or_default().to_owned();
+    let suggested = &text[CAT.trim_end().len()..];
+    assert!(!suggested.contains("--force"), "{text}");
+    assert!(suggested.contains("\"git push origin main\""), "{text}");
     b.close().await;
 }
