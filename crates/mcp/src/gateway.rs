@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::elicit::{Approver, Elicitor};
-use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, Stops, refusal};
+use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, STOPPED, Stops, refusal};
 use crate::reach::HoldpointError;
 use crate::tasks::{self, Task, Tasks};
 use crate::upstream::{FIRST_LIST_PATIENCE, OfferedTool, UpstreamError, Upstreams};
@@ -51,6 +51,9 @@ pub struct Gateway {
     inner: Arc<Inner>,
     /// The person who answers this session's elicitations, when one was given.
     approver: Option<Approver>,
+    /// Canceled when the process serving the gateway shuts down: the holds still waited on
+    /// are withdrawn saying so, not as if the client had gone.
+    shutdown: CancellationToken,
 }
 
 struct Inner {
@@ -93,7 +96,13 @@ impl Gateway {
                 initialized: AtomicBool::new(false),
             }),
             approver: None,
+            shutdown: CancellationToken::new(),
         }
+    }
+
+    /// This gateway, told by `shutdown` that the process serving it shuts down.
+    pub fn stopped_by(self, shutdown: CancellationToken) -> Gateway {
+        Gateway { shutdown, ..self }
     }
 
     /// This gateway, putting the holds its client's calls raise to the client's user as well
@@ -134,8 +143,18 @@ impl Gateway {
         };
         self.inner.disconnected.cancel();
         self.inner.stopping.cancel();
-        self.inner.holds.withdraw_all(DISCONNECTED).await;
+        let why = if self.shutdown.is_cancelled() {
+            STOPPED
+        } else {
+            DISCONNECTED
+        };
+        self.inner.holds.withdraw_all(why).await;
         result
+    }
+
+    /// Withdraws the holds its calls still wait on, recording `why`.
+    pub(crate) async fn withdraw_waiting(&self, why: &str) {
+        self.inner.holds.withdraw_all(why).await;
     }
 
     /// The client went away (its HTTP session ended): calls still waiting withdraw their
@@ -180,6 +199,7 @@ impl Gateway {
                 canceled: context.ct.clone(),
                 canceled_why: CANCELED,
                 disconnected: self.disconnected(context),
+                shutdown: self.shutdown.clone(),
             },
             progress: context.meta.get_progress_token().map(|token| Progress {
                 peer: context.peer.clone(),
@@ -413,6 +433,7 @@ impl Gateway {
                 canceled: task.canceled.clone(),
                 canceled_why: tasks::CANCELED,
                 disconnected: self.inner.stopping.clone(),
+                shutdown: self.shutdown.clone(),
             },
             progress: context.meta.get_progress_token().map(|token| Progress {
                 peer: context.peer.clone(),

@@ -63,7 +63,13 @@ pub struct Stops {
     /// The reason recorded when `canceled` withdraws the hold.
     pub canceled_why: &'static str,
     pub disconnected: CancellationToken,
+    /// The process serving the gateway shuts down ([`STOPPED`]); first of the three, since
+    /// shutting down ends the client's requests too.
+    pub shutdown: CancellationToken,
 }
+
+/// The reason recorded when a hold is withdrawn because the gateway's process shuts down.
+pub const STOPPED: &str = "the MCP gateway stopped: Holdpoint shut down while the call waited";
 
 /// The reason recorded when a client cancels its call.
 pub const CANCELED: &str = "the MCP client canceled the call";
@@ -159,6 +165,7 @@ impl Holds {
                     retry = Some(pause);
                     tokio::select! {
                         biased;
+                        () = stops.shutdown.cancelled() => return Err(stopped(&message)),
                         () = stops.disconnected.cancelled() => return Err(stopped(&message)),
                         () = stops.canceled.cancelled() => return Err(stopped(&message)),
                         () = tokio::time::sleep(pause) => {}
@@ -201,6 +208,10 @@ impl Holds {
                 // when its input ends, after the relay has told of the end): when both are
                 // set, the client went away.
                 biased;
+                () = stops.shutdown.cancelled() => {
+                    self.withdraw(hold.id, STOPPED).await;
+                    return Ok(Asked::Withdrawn);
+                }
                 () = stops.disconnected.cancelled() => {
                     self.withdraw(hold.id, DISCONNECTED).await;
                     return Ok(Asked::Withdrawn);
@@ -226,6 +237,7 @@ impl Holds {
                         retry = Some(pause);
                         tokio::select! {
                             biased;
+                            () = stops.shutdown.cancelled() => {}
                             () = stops.disconnected.cancelled() => {}
                             () = stops.canceled.cancelled() => {}
                             () = tokio::time::sleep(pause) => {}
@@ -373,6 +385,7 @@ mod tests {
             canceled: CancellationToken::new(),
             canceled_why: CANCELED,
             disconnected: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
         };
         let asked = holds.ask(item, &stops, None, None).await;
         let keys = flaky.keys.lock().unwrap().clone();

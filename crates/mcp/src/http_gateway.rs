@@ -26,6 +26,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::gateway::{Gateway, call_key};
+use crate::holds::STOPPED;
 use crate::wire::{self, Outbound};
 
 /// The header that carries a session's id.
@@ -80,6 +81,9 @@ struct Inner {
     manager: Arc<LocalSessionManager>,
     config: StreamableHttpServerConfig,
     sessions: Mutex<HashMap<String, Session>>,
+    /// Canceled when the server stops: each session's gateway is told (see
+    /// [`Gateway::stopped_by`]).
+    stop: CancellationToken,
 }
 
 impl HttpGateway {
@@ -95,12 +99,13 @@ impl HttpGateway {
             .disable_allowed_hosts()
             .with_sse_keep_alive(Some(KEEP_ALIVE))
             .with_max_request_body_bytes(max_body)
-            .with_cancellation_token(stop);
+            .with_cancellation_token(stop.clone());
         HttpGateway {
             inner: Arc::new(Inner {
                 manager: Arc::new(manager),
                 config,
                 sessions: Mutex::default(),
+                stop,
             }),
         }
     }
@@ -172,9 +177,10 @@ impl HttpGateway {
         }
         let opened: Arc<Mutex<Option<Gateway>>> = Arc::default();
         let slot = opened.clone();
+        let stop = self.inner.stop.clone();
         let service = StreamableHttpService::new(
             move || {
-                let gateway = open();
+                let gateway = open().stopped_by(stop.clone());
                 if let Ok(mut s) = slot.lock() {
                     *s = Some(gateway.clone());
                 }
@@ -255,6 +261,22 @@ impl HttpGateway {
                     served,
                 },
             );
+        }
+    }
+
+    /// The server stops: withdraws every hold a session's call still waits on, saying so.
+    /// Each call's own task withdraws its hold too as it ends, but nothing waits for those
+    /// tasks: this is awaited before the store closes.
+    pub async fn stopped(&self) {
+        let gateways: Vec<Gateway> = match self.inner.sessions.lock() {
+            Ok(sessions) => sessions
+                .values()
+                .map(|s| s.served.gateway.clone())
+                .collect(),
+            Err(_) => return,
+        };
+        for gateway in gateways {
+            gateway.withdraw_waiting(STOPPED).await;
         }
     }
 

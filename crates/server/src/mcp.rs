@@ -118,8 +118,10 @@ impl McpServers {
         &self.http
     }
 
-    /// Ends the connections to the upstream servers (stdio ones are stopped).
+    /// Withdraws what the gateway's sessions still wait on (the server stops), then ends the
+    /// connections to the upstream servers (stdio ones are stopped).
     pub async fn close(&self) {
+        self.http.stopped().await;
         let sets: Vec<Arc<WorldSet>> = lock(&self.worlds).drain().map(|(_, s)| s).collect();
         for set in sets {
             if let Some(upstreams) = set.upstreams.get() {

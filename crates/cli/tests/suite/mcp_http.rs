@@ -8,8 +8,8 @@ use holdpoint_test_support::http::{Api, Reply};
 
 use super::lab::Lab;
 use super::mcp::{
-    Gateway, canceling_withdraws_the_hold, disconnecting_withdraws_the_hold, finished, result_of,
-    text,
+    Gateway, canceling_withdraws_the_hold, disconnecting_withdraws_the_hold, failed, finished,
+    result_of, text,
 };
 
 /// An MCP `initialize` request, as a client sends it first.
@@ -371,4 +371,42 @@ async fn what_is_not_a_message_of_mcp_is_answered_as_json_rpc_asks_over_http() {
         )
         .await;
     assert_eq!(ended.status, 204, "{}", ended.text);
+}
+
+#[tokio::test]
+async fn a_server_stopping_under_a_waiting_call_withdraws_its_hold_saying_so() {
+    let gw = Gateway::served("").await;
+    let client = gw
+        .client(&["call", "up__write_note", r#"{"name": "s", "text": "x"}"#])
+        .spawn()
+        .unwrap();
+    let hold = gw.lab.pending_hold().await;
+    let id = hold["id"].as_str().unwrap().to_owned();
+    let Gateway { lab, .. } = gw;
+    let Lab {
+        server, token, dir, ..
+    } = lab;
+    server.stop().await.unwrap();
+    // Its session is gone with the server: the call fails.
+    let said = failed(client).await;
+
+    // Read back on the server started again on the same data.
+    let mut settings = holdpoint_server::Settings::default();
+    settings.server.bind = "127.0.0.1:0".parse().unwrap();
+    let again = holdpoint_server::Server::start(&dir.path().join("data"), &settings)
+        .await
+        .unwrap();
+    let admin = Api::new(&again.url(), Some(&token));
+    let shown = admin.get(&format!("/api/v1/holds/{id}")).await.expect(200);
+    let hold = &shown["hold"];
+    assert_eq!(
+        hold["status"], "canceled",
+        "{hold} (the client said {said})"
+    );
+    let reason = hold["outcome"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("Holdpoint shut down while the call waited"),
+        "the true reason, not the client's: {hold}"
+    );
+    again.stop().await.unwrap();
 }
