@@ -575,6 +575,16 @@ pub trait Store: Send + Sync + 'static {
         filter: &EventFilter,
         limit: usize,
     ) -> Result<EventPage, StoreError>;
+    /// Events with `seq < before` (every event when `None`), newest first, at most `limit`:
+    /// the audit log as people read it. `scanned_to` is the lowest position considered
+    /// (every event below `before` and from it either is in `events` or does not match the
+    /// filter); 0 once the start of the log was reached.
+    async fn events_before(
+        &self,
+        before: Option<u64>,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError>;
     /// Stored rows with `seq > after`, for verification.
     async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError>;
     async fn audit_head(&self) -> Result<Option<AuditHead>, StoreError>;

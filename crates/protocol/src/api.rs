@@ -344,7 +344,10 @@ pub struct RuleAsk {
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EventsPage {
     pub events: Vec<Event>,
-    /// Pass as `after` for the next page.
+    /// Where the next page starts: pass it as `after` (oldest first), or as `before` (newest
+    /// first; 0 there means the start of the log was reached). A page may hold fewer events
+    /// than asked, none even, with more to come: the log is read a bounded stretch at a time
+    /// for the filters the store has no index for (`type`, `actor`).
     pub next: u64,
 }
 

@@ -104,10 +104,23 @@ pub struct HoldsParams {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsParams {
-    /// Events after this position (0: from the start).
+    /// Events after this position (0: from the start); oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(minimum = 0, maximum = 9223372036854775807_u64)]
     pub after: Option<u64>,
+    /// `oldest` (the default: from `after` on) or `newest` first (from `before` back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Order>,
+    /// With `order=newest`: events before this position (absent: from the newest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 9223372036854775807_u64)]
+    pub before: Option<u64>,
+    /// Only events of this type (`hold.decided`, `grant.created`, …).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// Only events whose actor is this person, agent or token (by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     /// A world, by id or name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<String>,

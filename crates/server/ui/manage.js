@@ -14,7 +14,7 @@ const SECTIONS = [
   { id: "agents", title: "Agents", roles: ADMINS, about: "LLM settings, tools, system prompt and step limit of each agent.", render: agentsSection },
   { id: "chats", title: "Chats", roles: PEOPLE, about: "Start, rename and delete chats.", render: chatsSection },
   { id: "grants", title: "Grants", roles: PEOPLE, about: "Remembered approvals, per world; revoke one to be asked again.", render: grantsSection },
-  { id: "audit", title: "Audit log", roles: PEOPLE, about: "Every change, in order; verify the hash chain.", render: auditSection },
+  { id: "audit", title: "Audit log", roles: PEOPLE, about: "Every change, newest first, by world, hold, person and type; verify the hash chain.", render: auditSection },
   { id: "tokens", title: "Tokens", roles: ADMINS, about: "API tokens for people and agents.", render: tokensSection },
   { id: "webhooks", title: "Webhooks", roles: ADMINS, about: "Send hold events to other systems, and see the deliveries.", render: webhooksSection },
   { id: "policy", title: "Policy", roles: PEOPLE, about: "The rules in force, and what they decide for a call.", render: policySection },
@@ -601,46 +601,134 @@ function grantEntry(g, refresh, said) {
 // ---- audit log
 
 const AUDIT_PAGE = 50;
+// The event types people filter by (the API's `EventPayload`).
+const AUDIT_TYPES = [
+  "hold.created", "hold.reminded", "hold.voted", "hold.awaiting_confirm", "hold.decided",
+  "hold.expired", "hold.withdrawn", "call.allowed", "call.denied", "grant.created",
+  "grant.revoked", "policy.changed", "world.created", "world.updated", "world.deleted",
+  "agent.created", "agent.updated", "agent.deleted", "chat.created", "chat.updated",
+  "chat.deleted", "token.created", "token.revoked", "webhook.created", "webhook.deleted",
+  "message.created", "turn.started", "turn.tool_call", "turn.tool_started",
+  "turn.tool_finished", "turn.finished", "turn.failed", "turn.canceled", "turn.stopped",
+];
+// The filters, as the address keeps them (`/manage/audit?hold=…&actor=alice`).
+const AUDIT_FILTERS = ["world", "hold", "actor", "type"];
 
+// The log newest first, a page of 50 at a time, by world, hold, person and type. A page is
+// where the API's `next` says (`before`): Older goes on from the page's end, Newer back to
+// the page before, Newest to the start, and "Go to event" to any position of the log. The
+// filters and the page are kept in the address, so a view of the log can be linked to.
 async function auditSection(body, me) {
   const worlds = await api.worlds();
-  const filter = h("select", { id: "audit-world", name: "world" }, h("option", { value: "" }, "Every world"), worlds.map((w) => h("option", { value: w.id }, w.name)));
-  const list = h("ol", { class: "audit-list", "aria-label": "Events" });
-  const where = h("p", { class: "muted", role: "status" });
-  const older = h("button", { type: "button", class: "quiet", id: "audit-previous" }, "Previous page");
-  const newer = h("button", { type: "button", class: "quiet", id: "audit-next" }, "Next page");
-  // The positions each page shown so far started after, so "Previous" can go back.
-  let starts = [0];
-  let next = 0;
-  const load = async () => {
-    const after = starts[starts.length - 1];
-    const page = await api.auditEvents({ after, limit: AUDIT_PAGE, world: filter.value || undefined });
-    next = page.next;
-    replace(list, page.events.length ? page.events.map(auditEntry) : h("li", { class: "muted" }, "No more events."));
-    where.textContent = page.events.length
-      ? `Events ${page.events[0].seq} to ${page.events[page.events.length - 1].seq}, oldest first.`
-      : `Nothing after event ${after}.`;
-    older.disabled = starts.length < 2;
-    newer.disabled = !page.events.length || next <= after;
+  const asked = new URLSearchParams(location.search);
+  const input = (name, label, hint) => {
+    const id = `audit-${name}`;
+    const el = h("input", { id, name, type: "text", autocomplete: "off", spellcheck: "false", value: asked.get(name) || "" });
+    return [el, h("div", { class: "field" }, h("label", { for: id }, label), el, hint ? h("p", { class: "hint" }, hint) : null)];
   };
-  filter.addEventListener("change", () => {
-    starts = [0];
-    load().catch((e) => replace(list, problem(e)));
+  const world = h("select", { id: "audit-world", name: "world" }, h("option", { value: "" }, "Every world"),
+    worlds.map((w) => h("option", { value: w.id, selected: asked.get("world") === w.id || asked.get("world") === w.name }, w.name)));
+  const type = h("select", { id: "audit-type", name: "type" }, h("option", { value: "" }, "Every type"),
+    AUDIT_TYPES.map((t) => h("option", { value: t, selected: asked.get("type") === t }, t)));
+  const [hold, holdField] = input("hold", "Hold", "Its id, as on the hold's page.");
+  const [actor, actorField] = input("actor", "Person", "Who acted: a person's, agent's or token's name.");
+  const filters = h("form", { class: "audit-filters", "aria-label": "Filter the audit log" },
+    h("div", { class: "field" }, h("label", { for: "audit-world" }, "World"), world),
+    holdField, actorField,
+    h("div", { class: "field" }, h("label", { for: "audit-type" }, "Type"), type),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "audit-show" }, "Show")));
+  const list = h("ol", { class: "audit-list", "aria-label": "Events" });
+  const where = h("p", { class: "muted audit-where", role: "status" });
+  const error = h("div", { class: "audit-error" });
+  const newest = h("button", { type: "button", class: "quiet", id: "audit-newest" }, "Newest");
+  const newer = h("button", { type: "button", class: "quiet", id: "audit-newer" }, "← Newer");
+  const older = h("button", { type: "button", class: "quiet", id: "audit-older" }, "Older →");
+  const jumpAt = h("input", { id: "audit-at", name: "at", type: "text", inputmode: "numeric", autocomplete: "off", size: "8" });
+  const jump = h("form", { class: "audit-jump", "aria-label": "Go to an event" },
+    h("label", { for: "audit-at" }, "Go to event #"), jumpAt,
+    h("button", { type: "submit", class: "quiet", id: "audit-go" }, "Go"));
+
+  // `before` of each page shown since the newest (0: the newest), so Newer can go back.
+  let starts = [];
+  let before = Number(asked.get("before")) || 0;
+  let next = 0;
+  const chosen = () => ({
+    world: world.value || undefined,
+    hold: hold.value.trim() || undefined,
+    actor: actor.value.trim() || undefined,
+    type: type.value || undefined,
   });
-  older.addEventListener("click", () => {
-    starts.pop();
-    load().catch((e) => replace(list, problem(e)));
+  const remember = () => {
+    const q = new URLSearchParams();
+    const f = chosen();
+    for (const name of AUDIT_FILTERS) if (f[name]) q.set(name, f[name]);
+    if (before) q.set("before", String(before));
+    const search = q.toString();
+    history.replaceState(history.state, "", `${location.pathname}${search ? `?${search}` : ""}`);
+  };
+  const load = async () => {
+    replace(error);
+    remember();
+    // A page is filled from as many of the API's pages as it takes (a filter the store has
+    // no index for may leave some short), up to the start of the log.
+    const events = [];
+    let at = before;
+    do {
+      const page = await api.auditEvents({ ...chosen(), order: "newest", before: at || undefined, limit: AUDIT_PAGE - events.length });
+      events.push(...page.events);
+      at = page.next;
+    } while (events.length < AUDIT_PAGE && at > 0);
+    next = at;
+    replace(list, events.length ? events.map(auditEntry) : h("li", { class: "muted" }, "No events here."));
+    where.textContent = events.length
+      ? `Newest first: events ${events[0].seq} to ${events[events.length - 1].seq}${next > 0 ? "; older ones follow" : "; the first of the log"}.`
+      : before ? `No events before event ${before}.` : "No events.";
+    newest.disabled = !before;
+    newer.disabled = starts.length === 0;
+    older.disabled = next <= 0;
+  };
+  const show = () => load().catch((e) => replace(error, problem(e)));
+  filters.addEventListener("submit", (event) => {
+    event.preventDefault();
+    starts = [];
+    before = 0;
+    show();
+  });
+  world.addEventListener("change", () => filters.requestSubmit());
+  type.addEventListener("change", () => filters.requestSubmit());
+  newest.addEventListener("click", () => {
+    starts = [];
+    before = 0;
+    show();
   });
   newer.addEventListener("click", () => {
-    starts.push(next);
-    load().catch((e) => replace(list, problem(e)));
+    before = starts.pop() || 0;
+    show();
+  });
+  older.addEventListener("click", () => {
+    starts.push(before);
+    before = next;
+    show();
+  });
+  jump.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const n = Number(jumpAt.value.trim());
+    if (!Number.isInteger(n) || n < 1) {
+      replace(error, problem(new Error("An event's number: a whole number from 1.")));
+      return;
+    }
+    // The page that starts at event n: every event before n + 1.
+    starts.push(before);
+    before = n + 1;
+    show();
   });
   if (me.role === "admin") body.append(verifier());
   body.append(
-    h("div", { class: "field" }, h("label", { for: "audit-world" }, "World"), filter),
+    filters,
     where,
+    error,
     list,
-    h("div", { class: "actions" }, older, newer),
+    h("nav", { class: "audit-pager", "aria-label": "Pages of the audit log" }, newest, newer, older, jump),
   );
   await load();
 }

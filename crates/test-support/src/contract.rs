@@ -50,6 +50,7 @@ macro_rules! store_contract {
             idempotency_keys_are_recorded_once,
             idempotency_records_are_forgotten_oldest_first,
             events_filter_and_report_how_far_they_scanned,
+            events_read_newest_first_back_to_the_start,
             subscribers_see_committed_events_in_order,
             concurrent_commits_all_land_in_one_chain,
             records_are_created_updated_and_listed,
@@ -744,6 +745,61 @@ pub async fn idempotency_records_are_forgotten_oldest_first(store: Arc<dyn Store
         store.idempotent("k1").await.unwrap().unwrap().fingerprint,
         "g"
     );
+}
+
+pub async fn events_read_newest_first_back_to_the_start(store: Arc<dyn Store>) {
+    let h = hold_in("w", Some("c"), BatchId::random(), START);
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("w"), marker("x")],
+        })
+        .await
+        .unwrap();
+    store.commit(insert(&h)).await.unwrap();
+    store
+        .commit(Transaction {
+            writes: vec![],
+            events: vec![marker("x"), marker("w")],
+        })
+        .await
+        .unwrap();
+    let seqs = |page: &holdpoint_core::store::EventPage| {
+        page.events.iter().map(|e| e.seq).collect::<Vec<_>>()
+    };
+    let all = EventFilter::default();
+    let page = store.events_before(None, &all, 2).await.unwrap();
+    assert_eq!(
+        (seqs(&page), page.scanned_to),
+        (vec![5, 4], 4),
+        "a full page"
+    );
+    let page = store.events_before(Some(4), &all, 2).await.unwrap();
+    assert_eq!((seqs(&page), page.scanned_to), (vec![3, 2], 2));
+    let page = store.events_before(Some(2), &all, 2).await.unwrap();
+    assert_eq!(
+        (seqs(&page), page.scanned_to),
+        (vec![1], 0),
+        "a partial page has reached the start"
+    );
+    let w = EventFilter {
+        world: Some("w".into()),
+        ..Default::default()
+    };
+    let page = store.events_before(None, &w, 10).await.unwrap();
+    assert_eq!((seqs(&page), page.scanned_to), (vec![5, 3, 1], 0));
+    let page = store
+        .events_before(
+            Some(5),
+            &EventFilter {
+                hold: Some(h.id),
+                ..Default::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seqs(&page), vec![3]);
 }
 
 pub async fn events_filter_and_report_how_far_they_scanned(store: Arc<dyn Store>) {

@@ -1,5 +1,6 @@
 mod abandoned;
 mod access;
+mod audit_log;
 mod audit_state;
 mod browser;
 mod catalog;

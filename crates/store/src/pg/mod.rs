@@ -297,6 +297,15 @@ impl Store for PgStore {
         reader::events(&*self.conn().await?, after, filter, limit).await
     }
 
+    async fn events_before(
+        &self,
+        before: Option<u64>,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError> {
+        reader::events_before(&*self.conn().await?, before, filter, limit).await
+    }
+
     async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError> {
         reader::raw_events(&*self.conn().await?, after, limit).await
     }

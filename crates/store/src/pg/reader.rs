@@ -333,6 +333,47 @@ pub(super) async fn events(
     Ok(EventPage { events, scanned_to })
 }
 
+/// Events before `before`, newest first (through the same indexes, read backwards).
+pub(super) async fn events_before(
+    conn: &Conn,
+    before: Option<u64>,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let below = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let mut filter = String::new();
+    let mut params: Vec<Param> = vec![Box::new(below)];
+    if let Some(h) = f.hold {
+        params.push(Box::new(*h.as_uuid()));
+        filter.push_str(&format!(" AND hold = ${}", params.len()));
+    }
+    for (column, value) in [("world", &f.world), ("chat", &f.chat)] {
+        if let Some(v) = value {
+            params.push(Box::new(v.clone()));
+            filter.push_str(&format!(" AND {column} = ${}", params.len()));
+        }
+    }
+    params.push(Box::new(count(limit)));
+    let sql = format!(
+        "SELECT seq, body, hash FROM events WHERE seq < $1{filter} ORDER BY seq DESC LIMIT ${}",
+        params.len()
+    );
+    let found = rows(conn, &sql, &params).await?;
+    let mut events = Vec::with_capacity(found.len());
+    for r in &found {
+        let seq: i64 = r.get(0);
+        let event = audit::open(r.get(1), r.get(2))
+            .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
+        events.push(Arc::new(event));
+    }
+    let scanned_to = if events.len() == limit {
+        events.last().map_or(0, |e| e.seq)
+    } else {
+        0
+    };
+    Ok(EventPage { events, scanned_to })
+}
+
 pub(super) async fn raw_events(
     conn: &Conn,
     after: u64,

@@ -379,6 +379,17 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn events_before(
+        &self,
+        before: Option<u64>,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<EventPage, StoreError> {
+        let filter = filter.clone();
+        self.read(move |c| reader::events_before(c, before, &filter, limit))
+            .await
+    }
+
     async fn raw_events(&self, after: u64, limit: usize) -> Result<Vec<RawEvent>, StoreError> {
         self.read(move |c| reader::raw_events(c, after, limit))
             .await

@@ -437,6 +437,53 @@ pub(super) fn events(
     Ok(EventPage { events, scanned_to })
 }
 
+/// Events before `before`, newest first (through the same indexes, read backwards).
+pub(super) fn events_before(
+    conn: &Connection,
+    before: Option<u64>,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let mut sql = String::from("SELECT seq, body, hash FROM events WHERE seq < ?");
+    let below = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let mut params = vec![Sql::Integer(below)];
+    if let Some(h) = f.hold {
+        sql.push_str(" AND hold = ?");
+        params.push(Sql::Blob(key(h.as_uuid()).to_vec()));
+    }
+    for (column, value) in [("world", &f.world), ("chat", &f.chat)] {
+        if let Some(v) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            params.push(Sql::Text(v.clone()));
+        }
+    }
+    sql.push_str(" ORDER BY seq DESC LIMIT ?");
+    params.push(Sql::Integer(limit as i64));
+    let mut events = Vec::new();
+    let mut stmt = conn.prepare_cached(&sql).map_err(sql_error)?;
+    let rows = stmt
+        .query_map(params_from_iter(params), |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(sql_error)?;
+    for row in rows {
+        let (seq, body, hash) = row.map_err(sql_error)?;
+        let event = audit::open(&body, &hash)
+            .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
+        events.push(Arc::new(event));
+    }
+    let scanned_to = if events.len() == limit {
+        events.last().map_or(0, |e| e.seq)
+    } else {
+        0
+    };
+    Ok(EventPage { events, scanned_to })
+}
+
 pub(super) fn raw_events(
     conn: &Connection,
     after: u64,

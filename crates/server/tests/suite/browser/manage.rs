@@ -2,7 +2,7 @@
 //! webhooks and the policy, each checked through the API afterwards; and what an approver may
 //! not reach.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{Browser, PHONE};
 use crate::suite::{TestServer, approval, held, raise};
@@ -62,6 +62,16 @@ async fn field_error(b: &Browser, label: &str, field: &str, text: &str) -> Strin
         json!(field)
     );
     b.eval(&read).await.as_str().unwrap_or_default().to_owned()
+}
+
+/// The positions of the audit log's events on the page, in the order shown.
+async fn audit_seqs(b: &Browser) -> Vec<u64> {
+    let seqs = b
+        .eval(
+            "return [...document.querySelectorAll('.audit-event')].map(e => Number(e.dataset.seq))",
+        )
+        .await;
+    serde_json::from_value(seqs).unwrap()
 }
 
 /// Clicks the button `action` of the list entry matching `item`, then its confirmation.
@@ -305,29 +315,80 @@ async fn a_grant_is_revoked_and_the_audit_log_is_browsed_and_verified() {
     );
 
     b.click(".manage-nav a[href='/manage/audit']").await;
-    b.wait_for(".audit-event[data-seq='1']").await;
-    b.wait_for(".audit-event[data-type='grant.created']").await;
-    let first: Value = b
-        .eval(
-            "return [...document.querySelectorAll('.audit-event')].map(e => Number(e.dataset.seq))",
-        )
-        .await;
-    let first: Vec<u64> = serde_json::from_value(first).unwrap();
-    assert_eq!(first.len(), 50, "{first:?}");
-    assert!(first.windows(2).all(|w| w[0] < w[1]), "{first:?}");
-    b.click("#audit-next").await;
-    b.wait_gone(".audit-event[data-seq='1']").await;
     b.wait_for(".audit-event[data-type='grant.revoked']").await;
-    let second: Vec<u64> = serde_json::from_value(
-        b.eval(
-            "return [...document.querySelectorAll('.audit-event')].map(e => Number(e.dataset.seq))",
-        )
-        .await,
-    )
-    .unwrap();
-    assert!(second[0] > *first.last().unwrap(), "{second:?}");
-    b.click("#audit-previous").await;
+    // Newest first: the revocation is the newest event of all.
+    let first = audit_seqs(&b).await;
+    assert_eq!(first.len(), 50, "{first:?}");
+    assert!(first.windows(2).all(|w| w[0] > w[1]), "{first:?}");
+    let head = t.api.get("/api/v1/audit/verify").await.expect(200)["head_seq"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(first[0], head);
+    b.click("#audit-older").await;
+    b.wait_gone(".audit-event[data-type='grant.revoked']").await;
+    let second = audit_seqs(&b).await;
+    assert!(second[0] < *first.last().unwrap(), "{second:?}");
+    b.click("#audit-newer").await;
+    b.wait_for(".audit-event[data-type='grant.revoked']").await;
+    // Any place in the log, not only the next page or the one before.
+    b.fill("#audit-at", "1").await;
+    b.click("#audit-go").await;
     b.wait_for(".audit-event[data-seq='1']").await;
+    assert_eq!(audit_seqs(&b).await, vec![1]);
+    b.check(
+        b.eval("return location.search").await == json!("?before=2"),
+        "the page is kept in the address",
+    )
+    .await;
+    b.click("#audit-newest").await;
+    b.wait_for(".audit-event[data-type='grant.revoked']").await;
+
+    // By type, by person, by hold.
+    b.wait_for("#audit-type")
+        .await
+        .select_by_value("grant.created")
+        .await
+        .unwrap();
+    b.wait_until(
+        "const e = [...document.querySelectorAll('.audit-event')]; \
+         return e.length === 1 && e[0].dataset.type === 'grant.created'",
+        "only the grant's creation",
+    )
+    .await;
+    b.wait_for("#audit-type")
+        .await
+        .select_by_value("")
+        .await
+        .unwrap();
+    b.fill("#audit-actor", "bot").await;
+    b.click("#audit-show").await;
+    b.wait_until(
+        "const e = [...document.querySelectorAll('.audit-event')]; \
+         return e.length === 1 && e[0].dataset.type === 'hold.created'",
+        "only what bot did",
+    )
+    .await;
+    b.fill("#audit-actor", "").await;
+    b.fill("#audit-hold", &hold).await;
+    b.click("#audit-show").await;
+    b.wait_until(
+        &format!(
+            "const e = [...document.querySelectorAll('.audit-event')]; \
+             const types = e.map(x => x.dataset.type); \
+             return e.length >= 2 && e.every(x => x.querySelector('a[href=\"/holds/{hold}\"]')) \
+               && types[types.length - 1] === 'hold.created' && types.includes('hold.decided')"
+        ),
+        "the hold's events, newest first",
+    )
+    .await;
+    b.check(
+        b.eval("return location.search").await == json!(format!("?hold={hold}")),
+        "the filter is kept in the address",
+    )
+    .await;
+    b.fill("#audit-hold", "").await;
+    b.click("#audit-show").await;
+    b.wait_for(".audit-event[data-type='grant.revoked']").await;
 
     b.click("#audit-verify").await;
     b.wait_text("#audit-result", "Intact").await;
