@@ -12,19 +12,31 @@ use axum::response::Response;
 pub const CONTENT_SECURITY_POLICY: &str =
     "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-const SECURITY: [(HeaderName, &str); 3] = [
+const SECURITY: [(HeaderName, &str); 2] = [
     (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
     // A response is only what its Content-Type says (a JSON body is never run as a script).
     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-    // No URL of this server (a sign-in link holds a token) goes to another site.
-    (header::REFERRER_POLICY, "no-referrer"),
 ];
+
+/// No URL of this server (a sign-in link holds a token) goes anywhere as a `Referer`. The
+/// sign-in page alone says `same-origin` instead (`auth::sign_in_page`), so that its form's
+/// POST carries this server's origin rather than `null`; that one is kept.
+const REFERRER_POLICY: &str = "no-referrer";
 
 pub async fn security(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
     let headers = response.headers_mut();
     for (name, value) in SECURITY {
         headers.insert(name, HeaderValue::from_static(value));
+    }
+    let kept = headers
+        .get(header::REFERRER_POLICY)
+        .is_some_and(|v| v == crate::auth::SIGN_IN_REFERRER_POLICY);
+    if !kept {
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static(REFERRER_POLICY),
+        );
     }
     response
 }

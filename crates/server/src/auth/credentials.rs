@@ -291,7 +291,9 @@ impl Credentials {
             ));
         };
         if rec.role == Role::Agent {
-            return Err(ApiError::forbidden(
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "agent_token",
                 "agent tokens cannot sign in to the web interface",
             ));
         }

@@ -84,6 +84,9 @@ impl Access {
 /// answered 401 and any response still streaming (a live stream) ends.
 pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> Response {
     if let Err(e) = check(&guard, &mut req).await {
+        if signing_in(&req) {
+            return super::sign_in_refused(&e);
+        }
         return e.into_response();
     }
     let Some(caller) = req.extensions().get::<super::Caller>() else {
@@ -100,6 +103,29 @@ pub async fn guard(State(guard): State<Guard>, mut req: Request, next: Next) -> 
         next.run(req).await
     };
     response.map(|body| watch.cut(body))
+}
+
+/// Whether `req` signs a browser in (`GET /login`, `GET` and `POST /signin`): public routes,
+/// whose refusals by the guard are the sign-in page saying why, never the API's JSON, so the
+/// person can paste a token at once.
+fn signing_in(req: &Request) -> bool {
+    matches!(req.uri().path(), "/login" | "/signin")
+}
+
+/// Whether the browser says the request comes from a page of this very origin
+/// (`Sec-Fetch-Site: same-origin`).
+///
+/// Only the sign-in form's POST (`signing_in`) takes this in place of an `Origin`. A browser sends
+/// `Origin: null` for a form whose page hides its referrer, and for pages of no origin
+/// (sandboxed frames, `data:` pages) too — which is what a login CSRF would post from: a page
+/// signing the victim in with the attacker's own token, so that the victim's decisions are
+/// made as the attacker. `null` alone is therefore refused. `Sec-Fetch-Site` is set by the
+/// browser, which no page can change, and it says `same-origin` only for a page of this
+/// origin; programs that set it themselves have no browser to sign in.
+fn same_origin_fetch(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"same-origin")
 }
 
 fn ended() -> ApiError {
@@ -132,12 +158,13 @@ async fn check(guard: &Guard, req: &mut Request) -> Result<(), ApiError> {
     }
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok())
         && !guard.origin_allowed(origin)
+        && !(origin == "null" && signing_in(req) && same_origin_fetch(headers))
     {
         return Err(ApiError::forbidden(format!(
             "requests from {origin} are not accepted: this API is for this server's own pages"
         )));
     }
-    if access == Access::Public {
+    if access.is_public() {
         return Ok(());
     }
     let bearer = headers

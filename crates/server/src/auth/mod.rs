@@ -8,11 +8,13 @@
 //!
 //! - this module: the [`Caller`] a handler extracts;
 //! - `credentials`: tokens and browser sessions, as records;
-//! - `guard`: the middleware that checks Host, Origin and CSRF and finds the caller.
+//! - `guard`: the middleware that checks Host, Origin and CSRF and finds the caller;
+//! - `signin`: the sign-in page, and the same page saying why signing in did not work.
 
 mod credentials;
 mod ends;
 mod guard;
+mod signin;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -22,6 +24,7 @@ use holdpoint_protocol::{Actor, Event, EventPayload, Principal, Role, TokenId, W
 pub use credentials::{Credentials, SESSION_TTL, secret};
 pub use ends::Ends;
 pub use guard::{Access, CSRF_HEADER, Guard, SESSION_COOKIE, guard, session_cookie};
+pub use signin::{SIGN_IN_REFERRER_POLICY, sign_in_page, sign_in_refused};
 
 use crate::error::ApiError;
 

@@ -9,7 +9,9 @@ use holdpoint_protocol::{
 };
 
 use crate::app::App;
-use crate::auth::{Caller, SESSION_COOKIE, SESSION_TTL, session_cookie};
+use crate::auth::{
+    Caller, SESSION_COOKIE, SESSION_TTL, session_cookie, sign_in_page, sign_in_refused,
+};
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
 
@@ -87,16 +89,30 @@ pub async fn logout(State(app): State<App>, headers: HeaderMap) -> Result<Respon
 }
 
 /// Sign a browser in with a person's token: sets the session cookie and redirects to `/`, the
-/// web interface. The link is a secret: it holds the token.
+/// web interface. The link is a secret: it holds the token. A link that does not sign in (its
+/// token unknown or revoked, an agent's, or no token at all) gets the sign-in page, saying
+/// why, where a token can be pasted.
 #[utoipa::path(get, path = "/login", tag = "access", params(LoginParams),
-    responses((status = 303, description = "Signed in; the session cookie is set"), (status = 401, body = ErrorBody),
-        (status = 403, description = "An agent's token: agents do not sign in to the web interface", body = ErrorBody)))]
+    responses((status = 303, description = "Signed in; the session cookie is set"),
+        (status = 400, description = "No token in the link: the sign-in page, saying so", content_type = "text/html"),
+        (status = 401, description = "The token is unknown or revoked: the sign-in page, saying so", content_type = "text/html"),
+        (status = 403, description = "An agent's token (agents do not sign in to the web interface), or a page of another origin: the sign-in page, saying so", content_type = "text/html"),
+        (status = 421, description = "The Host header does not name this server: the sign-in page, saying so", content_type = "text/html")))]
 pub async fn login(
     State(app): State<App>,
-    Params(q): Params<LoginParams>,
+    params: Result<Params<LoginParams>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let cookie = app.credentials().log_in(&q.token).await?;
-    Ok(session_started(&cookie))
+    let Ok(Params(q)) = params else {
+        return Ok(sign_in_page(
+            StatusCode::BAD_REQUEST,
+            Some("This sign-in link has no token in it: paste your token here instead."),
+        ));
+    };
+    match app.credentials().log_in(&q.token).await {
+        Ok(cookie) => Ok(session_started(&cookie)),
+        Err(e) if e.status.is_client_error() => Ok(sign_in_refused(&e)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The answer that starts a browser session: the cookie, and a redirect to `/`, a URL without

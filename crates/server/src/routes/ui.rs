@@ -11,7 +11,7 @@ use holdpoint_protocol::SignInForm;
 use sha2::{Digest, Sha256};
 
 use crate::app::App;
-use crate::auth::session_cookie;
+use crate::auth::{self, session_cookie, sign_in_refused};
 use crate::error::ApiError;
 use crate::extract::Form;
 
@@ -77,13 +77,10 @@ pub const PAGES: &[&str] = &[
 ];
 
 const SHELL: &str = include_str!("../../ui/shell.html");
-const SIGN_IN: &str = include_str!("../../ui/signin.html");
 /// A page that loads itself again at once (no script: the CSP allows none inline).
 const AGAIN: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta http-equiv=\"refresh\" content=\"0\"><title>Holdpoint</title></head>\
 <body><p>Opening Holdpoint…</p></body></html>";
-/// Where the sign-in page says what went wrong.
-const MESSAGE: &str = "<!-- message -->";
 
 /// Each asset's `ETag`: a digest of its content, computed once.
 static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
@@ -150,43 +147,33 @@ pub async fn index(State(app): State<App>, headers: HeaderMap) -> Result<Respons
 
 /// The sign-in page for a browser: a form to paste a token (it posts to `POST /signin`).
 #[utoipa::path(get, path = "/signin", tag = "access",
-    responses((status = 200, description = "The sign-in page", content_type = "text/html")))]
+    responses((status = 200, description = "The sign-in page", content_type = "text/html"),
+        (status = 421, description = "The Host header does not name this server: the sign-in page, saying so", content_type = "text/html")))]
 pub async fn sign_in_page() -> Response {
-    sign_in_with(StatusCode::OK, None)
+    auth::sign_in_page(StatusCode::OK, None)
 }
 
 /// Sign a browser in with a pasted token (the form of `GET /signin`): sets the session cookie
-/// and redirects to `/`. A token that does not sign in gets the sign-in page again, saying
-/// why, never repeating the token. Needs no cookie, and a browser page of another origin is
-/// refused, so another site cannot sign a browser in behind its back.
+/// and redirects to `/`. Whatever refuses it — a token that is unknown or revoked, an agent's
+/// token, a page of another origin — gets the sign-in page again, saying why, never
+/// repeating the token. Needs no cookie, and a browser page of another origin is refused, so
+/// another site cannot sign a browser in behind its back (the sign-in page's
+/// `Referrer-Policy: same-origin` lets the browser name this origin in the form's POST).
 #[utoipa::path(post, path = "/signin", tag = "access",
     request_body(content = SignInForm, content_type = "application/x-www-form-urlencoded"),
     responses((status = 303, description = "Signed in; the session cookie is set"),
         (status = 401, description = "The token is unknown or revoked: the sign-in page, saying so", content_type = "text/html"),
-        (status = 403, description = "An agent's token (the sign-in page, saying so), or a page of another origin (an error)", content_type = "text/html")))]
+        (status = 403, description = "An agent's token, or a page of another origin: the sign-in page, saying so", content_type = "text/html"),
+        (status = 421, description = "The Host header does not name this server: the sign-in page, saying so", content_type = "text/html")))]
 pub async fn sign_in(
     State(app): State<App>,
     Form(form): Form<SignInForm>,
 ) -> Result<Response, ApiError> {
     match app.credentials().log_in(form.token.trim()).await {
         Ok(cookie) => Ok(session_started(&cookie)),
-        Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(sign_in_with(
-            e.status,
-            Some("That token is unknown or has been revoked."),
-        )),
-        Err(e) if e.status == StatusCode::FORBIDDEN => Ok(sign_in_with(
-            e.status,
-            Some("Agent tokens cannot sign in here: use a person's token (admin or approver)."),
-        )),
+        Err(e) if e.status.is_client_error() => Ok(sign_in_refused(&e)),
         Err(e) => Err(e),
     }
-}
-
-fn sign_in_with(status: StatusCode, message: Option<&'static str>) -> Response {
-    let notice = message
-        .map(|m| format!("<p class=\"error\" role=\"alert\">{m}</p>"))
-        .unwrap_or_default();
-    page(status, SIGN_IN.replace(MESSAGE, &notice))
 }
 
 /// Whether the browser says another site started this navigation (`Sec-Fetch-Site`).

@@ -264,17 +264,16 @@ async fn browser_sessions_need_the_csrf_token_to_change_anything() {
 async fn agents_cannot_sign_in_and_revoking_a_token_ends_its_sessions() {
     let t = TestServer::start().await;
     let bot = t.token("bot", "agent", None).await;
-    t.api
-        .anonymous()
-        .get(&format!("/login?token={bot}"))
-        .await
-        .error(403);
-    t.api
-        .anonymous()
-        .get("/login?token=hp_unknown")
-        .await
-        .error(401);
-    t.api.anonymous().get("/login").await.error(400);
+    // A browser's link: the sign-in page says why (tests/suite/ui.rs).
+    for (link, status) in [
+        (format!("/login?token={bot}"), 403),
+        ("/login?token=hp_unknown".to_owned(), 401),
+        ("/login".to_owned(), 400),
+    ] {
+        let reply = t.api.anonymous().get(&link).await;
+        assert_eq!(reply.status, status, "{link}");
+        assert!(reply.headers.get("set-cookie").is_none(), "{link}");
+    }
 
     let alice = t.token("alice", "approver", None).await;
     let (cookie, _) = browser(&t, &alice).await;

@@ -19,7 +19,13 @@ fn header<'a>(reply: &'a Reply, name: &str) -> &'a str {
 fn assert_secured(what: &str, reply: &Reply) {
     assert_eq!(header(reply, "content-security-policy"), CSP, "{what}");
     assert_eq!(header(reply, "x-content-type-options"), "nosniff", "{what}");
-    assert_eq!(header(reply, "referrer-policy"), "no-referrer", "{what}");
+    // The sign-in page alone lets the browser name this origin in its form's POST.
+    let referrer = if what.starts_with("sign-in page") {
+        "same-origin"
+    } else {
+        "no-referrer"
+    };
+    assert_eq!(header(reply, "referrer-policy"), referrer, "{what}");
 }
 
 /// Posts the sign-in form with `token`, from `origin` when given.
@@ -65,6 +71,11 @@ async fn every_kind_of_response_carries_the_security_headers() {
             200,
         ),
         ("sign-in page", anonymous.get("/signin").await, 200),
+        (
+            "sign-in page of a revoked link",
+            anonymous.get("/login?token=hp_unknown").await,
+            401,
+        ),
         ("redirect", anonymous.get("/").await, 303),
         (
             "sign-in link",
@@ -355,16 +366,109 @@ async fn signing_in_with_a_pasted_token_sets_the_cookie_and_a_bad_token_does_not
     assert_eq!(code, "unsupported_media_type");
 }
 
+/// A login CSRF (a page signing the visitor in as someone else) comes from a page of another
+/// origin, or of none (`Origin: null`); the sign-in page says so, in HTML. A browser that
+/// says the form is this origin's own (`Sec-Fetch-Site`, which no page can set) is taken
+/// even with `Origin: null`.
 #[tokio::test]
 async fn the_sign_in_form_refuses_pages_of_other_origins() {
     let t = TestServer::start().await;
     let api = t.api.anonymous();
     let alice = t.token("alice", "approver", None).await;
-    for origin in ["https://evil.example", "null"] {
-        let reply = sign_in(&api, &alice, Some(origin)).await;
-        assert_eq!(reply.status, 403, "{origin}: {}", reply.text);
+    let post = |origin: &str, site: Option<&str>| {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", &alice)
+            .finish();
+        let mut request = api
+            .request(Method::POST, "/signin")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", origin)
+            .body(body);
+        if let Some(site) = site {
+            request = request.header("sec-fetch-site", site);
+        }
+        request
+    };
+    for (origin, site) in [
+        ("https://evil.example", None),
+        ("https://evil.example", Some("same-origin")),
+        ("null", None),
+        ("null", Some("cross-site")),
+        ("null", Some("same-site")),
+    ] {
+        let reply = api.send(post(origin, site)).await;
+        assert_eq!(reply.status, 403, "{origin} {site:?}: {}", reply.text);
         assert!(reply.headers.get("set-cookie").is_none(), "{origin}");
-        assert_eq!(reply.body["error"]["code"], "forbidden");
+        assert_eq!(header(&reply, "content-type"), "text/html; charset=utf-8");
+        assert!(reply.text.contains("role=\"alert\""), "{}", reply.text);
+        assert!(
+            reply.text.contains("Signing in was refused"),
+            "{}",
+            reply.text
+        );
+        assert!(reply.text.contains("action=\"/signin\""), "the form again");
+        assert!(!reply.text.contains(&alice[3..12]), "the token is repeated");
+        assert!(!reply.text.contains("<script"), "{}", reply.text);
+    }
+    let reply = api.send(post("null", Some("same-origin"))).await;
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    assert!(cookie_of(&reply).is_some());
+
+    // Another origin's request to the rest of the API is still the API's error.
+    let reply = api
+        .send(
+            api.request(Method::POST, "/api/v1/logout")
+                .header("origin", "null")
+                .header("sec-fetch-site", "same-origin"),
+        )
+        .await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.body["error"]["code"], "forbidden");
+}
+
+/// A sign-in link that does not sign in is the sign-in page saying why, never JSON.
+#[tokio::test]
+async fn a_sign_in_link_that_does_not_work_is_the_sign_in_page_saying_why() {
+    let t = TestServer::start().await;
+    let api = t.api.anonymous();
+    let bot = t.token("bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let foreign = api
+        .send(
+            api.request(Method::GET, &format!("/login?token={alice}"))
+                .header("origin", "https://evil.example"),
+        )
+        .await;
+    for (what, reply, status, says) in [
+        (
+            "a revoked token",
+            api.get("/login?token=hp_unknown").await,
+            401,
+            "unknown or has been revoked",
+        ),
+        (
+            "an agent's token",
+            api.get(&format!("/login?token={bot}")).await,
+            403,
+            "Agent tokens cannot sign in",
+        ),
+        ("no token", api.get("/login").await, 400, "no token in it"),
+        ("another origin", foreign, 403, "Signing in was refused"),
+    ] {
+        assert_eq!(reply.status, status, "{what}: {}", reply.text);
+        assert_eq!(
+            header(&reply, "content-type"),
+            "text/html; charset=utf-8",
+            "{what}"
+        );
+        assert_eq!(header(&reply, "cache-control"), "no-store", "{what}");
+        assert!(reply.headers.get("set-cookie").is_none(), "{what}");
+        assert!(reply.text.contains(says), "{what}: {}", reply.text);
+        assert!(
+            reply.text.contains("action=\"/signin\""),
+            "{what}: the form"
+        );
+        assert!(!reply.text.contains(&bot[3..12]), "{what}: the token");
     }
 }
 
