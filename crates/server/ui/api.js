@@ -15,16 +15,29 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, path, body, query) {
+// How long a request may take before the page says it got no answer. A request the browser
+// cannot send at all (no network, no free connection) must not wait silently: the control that
+// sent it shows why and can be used again.
+const PATIENCE_MS = 30000;
+// Walking the whole audit log, or replaying a policy over every recorded call, takes longer.
+const LONG_PATIENCE_MS = 300000;
+
+async function request(method, path, body, query, patience = PATIENCE_MS) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD" && csrf) headers["X-CSRF-Token"] = csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path + search(query), {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "same-origin",
-  });
+  let response;
+  try {
+    response = await fetch(path + search(query), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+      signal: AbortSignal.timeout(patience),
+    });
+  } catch (error) {
+    throw unreachable(method, error, patience);
+  }
   if (response.status === 204) return null;
   const data = await response.json().catch(() => null);
   if (!response.ok) {
@@ -37,6 +50,23 @@ async function request(method, path, body, query) {
     );
   }
   return data;
+}
+
+// The error of a request that got no answer: it could not be sent (the network, the server
+// down), or nothing came back in time. A change that timed out may still have been made, so
+// it says so (a decision sent again that was recorded meanwhile is answered with the recorded
+// one, which the card then shows).
+function unreachable(method, error, patience) {
+  const change = method !== "GET" && method !== "HEAD";
+  const timedOut = error && (error.name === "TimeoutError" || error.name === "AbortError");
+  if (!timedOut) {
+    return new ApiError(0, "unreachable",
+      "This could not be sent: Holdpoint cannot be reached (the network, or the server is down). Try again.");
+  }
+  const seconds = Math.round(patience / 1000);
+  return new ApiError(0, "timeout", change
+    ? `Holdpoint did not answer within ${seconds} seconds, so this may or may not have been done. Try again.`
+    : `Holdpoint did not answer within ${seconds} seconds. Try again.`);
 }
 
 // `?a=1&b=2` from an object, leaving out empty values.
@@ -102,7 +132,7 @@ export const explain = (body) => request("POST", "/api/v1/policy/explain", body)
 export const worldPolicy = (w) => request("GET", `${world(w)}/policy`);
 export const setWorldPolicy = (w, text) => request("PUT", `${world(w)}/policy`, { text });
 export const worldPolicyHistory = (w) => request("GET", `${world(w)}/policy/history`);
-export const replayPolicy = (w, body) => request("POST", `${world(w)}/policy/replay`, body);
+export const replayPolicy = (w, body) => request("POST", `${world(w)}/policy/replay`, body, undefined, LONG_PATIENCE_MS);
 export const suggestedRule = (id) => request("GET", hold(id, "suggested-rule"));
 
 // Tokens, webhooks, audit
@@ -114,4 +144,4 @@ export const createWebhook = (w, body) => request("POST", inWorld(w, "webhooks")
 export const deleteWebhook = (id) => request("DELETE", `/api/v1/webhooks/${seg(id)}`);
 export const deliveries = (id, page) => request("GET", `/api/v1/webhooks/${seg(id)}/deliveries`, undefined, page);
 export const auditEvents = (params) => request("GET", "/api/v1/audit/events", undefined, params);
-export const auditVerify = () => request("GET", "/api/v1/audit/verify");
+export const auditVerify = () => request("GET", "/api/v1/audit/verify", undefined, undefined, LONG_PATIENCE_MS);

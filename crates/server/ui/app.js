@@ -3,7 +3,7 @@
 // router calls when the page is left (to stop timers and live listeners).
 import { logout, session } from "./api.js";
 import { problem, replace } from "./dom.js";
-import { ready } from "./live.js";
+import { ready, signedInAs } from "./live.js";
 
 // Path patterns, as in the server's `ui::PAGES`, and the module and its export for each.
 const ROUTES = [
@@ -88,6 +88,8 @@ async function start() {
     if (error.status === 401) return signIn();
     return replace(main, problem(error));
   }
+  // Tabs share one live stream, among tabs of the same person only.
+  signedInAs(`${me.role}:${me.world || ""}:${me.name}`);
   // A credential limited to one world says so; the world's name is on the worlds' pages.
   who.textContent = me.world ? `${me.name} (${me.role}, one world)` : `${me.name} (${me.role})`;
   signOut.hidden = false;

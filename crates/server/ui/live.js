@@ -1,65 +1,154 @@
-// The live event stream (`GET /api/v1/events`), one per page load, shared by every view.
+// The live event stream (`GET /api/v1/events`), shared by every view of the page and by every
+// tab of the browser: one EventSource, held by a SharedWorker (`live-worker.js`) that hands
+// each event to every tab. A browser allows six connections per server over HTTP/1.1, so a
+// stream per tab left a sixth tab blank and made a decision clicked in the first wait, unsent,
+// for a connection. Where a browser has no SharedWorker (or it cannot start), the page holds
+// its own EventSource, as before.
+//
 // EventSource reconnects by itself and sends `Last-Event-ID`, so nothing is missed while the
 // server stays up; after any reconnect the views re-read what they show as well (`onResync`),
 // so a page never keeps a card that looks pending but is not. Pages read what they show only
 // once the stream is open (`ready`, which the router awaits): the server subscribes before it
-// answers, so whatever is committed after a page's read reaches the page as an event.
+// answers, so whatever is committed after a page's read reaches the page as an event. A tab
+// that joins a stream already open is told so at once, and the worker sends it every event
+// that arrives after it joined.
+
+// Every event type of the API (`EventPayload` in the OpenAPI document; a test keeps this list
+// whole). The worker takes all of them from the stream from the start, so an event that
+// arrives before a view's `onEvent` reached the worker is not lost to that tab.
+export const TYPES = [
+  "hold.created", "hold.reminded", "hold.voted", "hold.awaiting_confirm", "hold.decided",
+  "hold.expired", "hold.withdrawn", "call.allowed", "call.denied", "grant.created",
+  "grant.revoked", "policy.changed", "world.created", "world.updated", "world.deleted",
+  "agent.created", "agent.updated", "agent.deleted", "chat.created", "chat.updated",
+  "chat.deleted", "token.created", "token.revoked", "webhook.created", "webhook.deleted",
+  "message.created", "turn.started", "turn.text", "turn.tool_call", "turn.tool_started",
+  "turn.tool_finished", "turn.finished", "turn.failed", "turn.canceled", "turn.stopped",
+];
 
 // Each SSE message is named by its event's type ("hold.created"); listeners by type.
 const listeners = new Map();
 const resyncs = new Set();
-let source = null;
+// The stream as this page holds it: `listen(type)` and `close()`.
+let link = null;
 let broken = false;
-let opened = null;
 let openedOnce = false;
+let markOpened = null;
+const opened = new Promise((resolve) => {
+  markOpened = resolve;
+});
+// Who is signed in: tabs of different people (one signed out, another signed in) do not share.
+let who = "";
 // How long a page waits for the stream before reading anyway (a proxy that buffers the
 // stream would otherwise keep the page blank); a late stream then re-reads through `onResync`.
 const PATIENCE_MS = 3000;
 
-function connect() {
-  source = new EventSource("/api/v1/events");
-  opened = new Promise((resolve) =>
-    source.addEventListener("open", () => {
-      openedOnce = true;
-      resolve();
-    }, { once: true }));
-  source.onopen = () => {
-    if (broken) {
-      broken = false;
-      for (const f of resyncs) f();
-    }
-  };
-  source.onerror = () => {
-    broken = true;
-  };
+function onOpen() {
+  openedOnce = true;
+  markOpened();
+  if (broken) {
+    broken = false;
+    for (const f of resyncs) f();
+  }
 }
 
-function deliver(message) {
+function onBroken() {
+  broken = true;
+}
+
+function deliver(type, data) {
   let event;
   try {
-    event = JSON.parse(message.data);
+    event = JSON.parse(data);
   } catch {
     return;
   }
-  for (const f of listeners.get(message.type) || []) f(event);
+  for (const f of listeners.get(type) || []) f(event);
 }
 
-// A page being left closes its stream at once: otherwise the browser may keep the connection
-// for a while (it allows six per server), and the next pages would wait for one. A page shown
-// again from the back/forward cache connects anew and re-reads.
+// The tabs' one stream, through the SharedWorker.
+function shared() {
+  const worker = new SharedWorker("/ui/live-worker.js", { name: `holdpoint live ${who}` });
+  const port = worker.port;
+  let closed = false;
+  port.addEventListener("message", ({ data: message }) => {
+    if (closed || !message) return;
+    if (message.kind === "open") onOpen();
+    else if (message.kind === "error") onBroken();
+    else if (message.kind === "event") deliver(message.type, message.data);
+  });
+  port.start();
+  const own = {
+    listen(type) {
+      port.postMessage({ kind: "listen", type });
+    },
+    close() {
+      closed = true;
+      port.postMessage({ kind: "bye" });
+      port.close();
+    },
+  };
+  // The worker could not start (its script did not load): the page holds its own stream.
+  worker.addEventListener("error", () => {
+    if (closed || link !== own) return;
+    own.close();
+    link = alone();
+  });
+  port.postMessage({ kind: "hello", types: [...new Set([...TYPES, ...listeners.keys()])] });
+  return own;
+}
+
+// This page's own stream.
+function alone() {
+  const source = new EventSource("/api/v1/events");
+  const handler = (message) => deliver(message.type, message.data);
+  source.addEventListener("open", onOpen);
+  source.addEventListener("error", onBroken);
+  for (const type of listeners.keys()) source.addEventListener(type, handler);
+  return {
+    listen(type) {
+      source.addEventListener(type, handler);
+    },
+    close() {
+      source.close();
+    },
+  };
+}
+
+function connect() {
+  if (typeof SharedWorker === "function") {
+    try {
+      return shared();
+    } catch {
+      // Not allowed here (a sandboxed page, say): the page's own stream.
+    }
+  }
+  return alone();
+}
+
+// A page being left lets go of its part at once: with a stream of its own the browser might
+// keep the connection for a while, and the next pages would wait for one; the worker closes
+// the shared stream when the last tab has gone. A page shown again from the back/forward
+// cache connects anew and re-reads.
 window.addEventListener("pagehide", () => {
-  if (source) source.close();
+  if (link) link.close();
+  link = null;
 });
 window.addEventListener("pageshow", (event) => {
-  if (!event.persisted || !source) return;
+  if (!event.persisted || link) return;
   broken = true;
-  connect();
-  for (const [type] of listeners) source.addEventListener(type, deliver);
+  link = connect();
 });
+
+// Says who is signed in (before the first `ready` or `onEvent`), so that tabs share a stream
+// only with tabs of the same person.
+export function signedInAs(key) {
+  who = String(key);
+}
 
 // Resolves once the stream is open (or after a few seconds without it: see PATIENCE_MS).
 export function ready() {
-  if (!source) connect();
+  if (!link) link = connect();
   const late = new Promise((resolve) =>
     setTimeout(() => {
       // Pages read without the stream: when it opens at last, they read again.
@@ -72,11 +161,11 @@ export function ready() {
 // Calls `f(event)` for each event of the given types (["hold.created", …]) that the caller
 // may see, with the event's JSON as the API defines it; returns a function that stops it.
 export function onEvent(types, f) {
-  if (!source) connect();
+  if (!link) link = connect();
   for (const type of types) {
     if (!listeners.has(type)) {
       listeners.set(type, new Set());
-      source.addEventListener(type, deliver);
+      link.listen(type);
     }
     listeners.get(type).add(f);
   }

@@ -74,8 +74,11 @@ async fn a_hold_open_in_two_browsers_is_decided_in_one_and_the_other_follows() {
         ))
         .await;
     }
-    // `window.stop()` closes the page's EventSource for good.
-    alice.eval("window.stop(); return true").await;
+    // The page lets go of the live stream (tabs share one; a page being left lets go of it
+    // this way), and hears of nothing more.
+    alice
+        .eval("window.dispatchEvent(new PageTransitionEvent('pagehide')); return true")
+        .await;
     bob.click(&format!("{c} [data-decision=approve_once]"))
         .await;
     bob.wait_text(&format!("{c} .outcome"), "Approved once by bob")

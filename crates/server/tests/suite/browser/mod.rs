@@ -10,6 +10,7 @@
 mod chat;
 mod hold;
 mod inbox;
+mod live;
 mod manage;
 mod mcp_card;
 mod policy;

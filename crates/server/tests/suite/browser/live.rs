@@ -1,0 +1,151 @@
+//! The live stream in a browser: many tabs of one browser share one stream (a browser gives a
+//! server six connections), a decision is never left waiting unsent, a request that gets no
+//! answer says so next to its control.
+
+use serde_json::json;
+
+use super::Browser;
+use crate::suite::{TestServer, approval, held, live_streams, raise, streams_become};
+
+fn card(id: &str) -> String {
+    format!("article.hold[data-hold='{id}']")
+}
+
+/// The outcome of `hold` as the API has it (`pending` while it is).
+async fn status_of(t: &TestServer, hold: &str) -> String {
+    t.api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200)["hold"]["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Opens the inbox in a new tab of `b`'s browser and waits until it shows `hold`.
+async fn another_tab(b: &Browser, hold: &str) -> fantoccini::wd::WindowHandle {
+    let tab = b.client.new_window(true).await.unwrap().handle;
+    b.client.switch_to_window(tab.clone()).await.unwrap();
+    b.goto("/").await;
+    b.wait_for(&card(hold)).await;
+    tab
+}
+
+#[tokio::test]
+async fn eight_tabs_of_one_browser_share_one_stream_and_each_sees_a_decision_made_in_one() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "live-tabs", &alice).await;
+    let id = held(
+        &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&card(&id)).await;
+    let first = b.client.window().await.unwrap();
+    let mut tabs = vec![first.clone()];
+    // Six tabs (as many connections as a browser gives a server), then eight: each draws.
+    while tabs.len() < 8 {
+        tabs.push(another_tab(&b, &id).await);
+        if tabs.len() == 6 {
+            assert_eq!(live_streams(&t).await, 1, "six tabs, one stream");
+        }
+    }
+    assert_eq!(live_streams(&t).await, 1, "eight tabs, one stream");
+
+    // A decision in the first tab is sent at once, and every tab sees it.
+    b.client.switch_to_window(first).await.unwrap();
+    b.click(&format!("{} [data-decision=approve_once]", card(&id)))
+        .await;
+    holdpoint_test_support::eventually(|| {
+        let (t, id) = (&t, &id);
+        async move {
+            match status_of(t, id).await.as_str() {
+                "approved" => Ok(()),
+                other => Err(format!("the hold is {other}")),
+            }
+        }
+    })
+    .await;
+    for tab in &tabs[1..] {
+        b.client.switch_to_window(tab.clone()).await.unwrap();
+        b.wait_until(
+            &format!(
+                "const el = document.querySelector({}); \
+                 return el === null || el.textContent.includes('Approved once by alice')",
+                json!(card(&id))
+            ),
+            "the hold to show as approved, or to leave",
+        )
+        .await;
+    }
+
+    // The stream is no tab's own: closing every tab but one, the first (that opened it)
+    // included, leaves it to the one left; it ends with the last.
+    let kept = tabs[1].clone();
+    for tab in tabs.iter().filter(|tab| **tab != kept) {
+        b.client.switch_to_window(tab.clone()).await.unwrap();
+        b.client.close_window().await.unwrap();
+    }
+    b.client.switch_to_window(kept).await.unwrap();
+    let next = held(
+        &raise(&agent, "lab", vec![approval("rollback", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&format!("[data-hold='{next}']")).await;
+    streams_become(&t, 1).await;
+    b.goto("/signin").await;
+    streams_become(&t, 0).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_decision_that_cannot_be_sent_says_so_and_can_be_sent_again() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "live-unsent", &alice).await;
+    let id = held(
+        &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+        0,
+    );
+    let c = card(&id);
+    b.wait_for(&c).await;
+    let button = format!("{c} [data-decision=approve_once]");
+
+    // The network is gone: the request fails at once.
+    b.eval(
+        "window.realFetch = window.fetch; \
+         window.fetch = () => Promise.reject(new TypeError('Failed to fetch')); return true",
+    )
+    .await;
+    b.click(&button).await;
+    b.wait_text(&format!("{c} [data-error=card]"), "cannot be reached")
+        .await;
+    b.wait_for(&format!("{button}:not([disabled])")).await;
+    assert_eq!(status_of(&t, &id).await, "pending");
+
+    // No answer in time (the browser's timer, made to fire at once).
+    b.eval(
+        "window.fetch = window.realFetch; \
+         window.realTimeout = AbortSignal.timeout; \
+         AbortSignal.timeout = () => AbortSignal.abort(new DOMException('late', 'TimeoutError')); \
+         return true",
+    )
+    .await;
+    b.click(&button).await;
+    b.wait_text(&format!("{c} [data-error=card]"), "did not answer within")
+        .await;
+    b.wait_for(&format!("{button}:not([disabled])")).await;
+
+    // The control works again once the request can be sent.
+    b.eval("AbortSignal.timeout = window.realTimeout; return true")
+        .await;
+    b.click(&button).await;
+    b.wait_text(&format!("{c} .outcome"), "Approved once by alice")
+        .await;
+    assert_eq!(status_of(&t, &id).await, "approved");
+    b.close().await;
+}
