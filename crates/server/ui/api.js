@@ -86,14 +86,26 @@ const inWorld = (w, kind, id) => (id === undefined ? `${world(w)}/${kind}` : `${
 const hold = (id, action) => (action ? `/api/v1/holds/${seg(id)}/${action}` : `/api/v1/holds/${seg(id)}`);
 
 // Session
+let me = null;
 export async function session() {
   const info = await request("GET", "/api/v1/session");
   csrf = info.csrf_token || null;
+  me = info;
   return info;
 }
 export async function logout() {
   await request("POST", "/api/v1/logout");
   csrf = null;
+  me = null;
+}
+
+// Whether the person signed in may decide `hold`, as the engine checks it: a person (admin or
+// approver), and one of the hold's `approvers` when it names any (`Hold.approvers`: empty
+// means any approver or admin). A hold the caller may not see never reaches the page.
+export function mayDecide(hold) {
+  if (!me || (me.role !== "admin" && me.role !== "approver")) return false;
+  const approvers = (hold && hold.approvers) || [];
+  return approvers.length === 0 || approvers.includes(me.name);
 }
 
 // Holds

@@ -3,7 +3,7 @@
 // to exactly the holds shown. Filters live in the query string, so a filtered inbox can be
 // bookmarked. Keys: j/k or the arrows move between cards, Enter opens one, a approves once,
 // d denies.
-import { agents, decideBatch, holds, worlds } from "./api.js";
+import { agents, decideBatch, holds, mayDecide, worlds } from "./api.js";
 import { approveOnce, card, denyNow, isOpen, outcomeWords, repaint, shown, update } from "./card.js";
 import { h, problem, replace } from "./dom.js";
 import { onEvent, onResync, RESOLVED } from "./live.js";
@@ -370,6 +370,8 @@ export async function inbox(main) {
 
   function announce(hold) {
     if (!("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
+    // Only those who may decide it: a hold that names its approvers notifies no one else.
+    if (!mayDecide(hold)) return;
     const what = hold.spec.kind === "approval" ? `Approve ${hold.spec.tool}?` : hold.spec.question;
     const n = new Notification("Holdpoint: a new hold", { body: what, tag: hold.id });
     n.onclick = () => {

@@ -1,6 +1,6 @@
 //! The live stream in a browser: many tabs of one browser share one stream (a browser gives a
 //! server six connections), a decision is never left waiting unsent, a request that gets no
-//! answer says so next to its control.
+//! answer says so next to its control, and notifications go only to who may decide.
 
 use serde_json::json;
 
@@ -147,5 +147,91 @@ async fn a_decision_that_cannot_be_sent_says_so_and_can_be_sent_again() {
     b.wait_text(&format!("{c} .outcome"), "Approved once by alice")
         .await;
     assert_eq!(status_of(&t, &id).await, "approved");
+    b.close().await;
+}
+
+/// A stand-in for the browser's notifications, permission granted, and the tab hidden
+/// (headless Chromium has no notifications).
+async fn notifications_on(b: &Browser) {
+    b.eval(
+        "window.notes = []; \
+         window.Notification = class { \
+           constructor(title, options) { window.notes.push(options.body); } \
+           static requestPermission() { return Promise.resolve('granted'); } }; \
+         window.Notification.permission = 'granted'; \
+         Object.defineProperty(document, 'hidden', {value: true, configurable: true}); \
+         return true",
+    )
+    .await;
+}
+
+/// A hold that names who may decide it notifies them, and not the other approvers and admins
+/// who see it (they could not decide it).
+#[tokio::test]
+async fn a_hold_only_carol_may_decide_notifies_only_carol() {
+    let policy = r#"mode = "manual"
+
+[[rules]]
+name = "deploys"
+tools = ["deploy"]
+action = "ask"
+approvers = ["carol"]
+"#;
+    let t = TestServer::with(policy, |_| {}).await;
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let carol = t.token("carol", "approver", None).await;
+    let admin = t.server.admin_token().unwrap().to_owned();
+
+    let b = Browser::open(&t, "live-notify").await;
+    let mut seen = Vec::new();
+    for (who, token, expected) in [
+        ("alice", &alice, vec!["Approve rollback?"]),
+        ("an admin", &admin, vec!["Approve rollback?"]),
+        (
+            "carol",
+            &carol,
+            vec!["Approve deploy?", "Approve rollback?"],
+        ),
+    ] {
+        b.sign_in(token).await;
+        b.wait_for("form.filters").await;
+        notifications_on(&b).await;
+        // Carol's hold first: by the time the next one is notified, it was passed over.
+        let deploy = held(
+            &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+            0,
+        );
+        let rollback = held(
+            &raise(&agent, "lab", vec![approval("rollback", json!({}))]).await,
+            0,
+        );
+        // In the list (as a row or a card, whichever the inbox shows).
+        b.wait_for(&format!("[data-hold='{deploy}']")).await;
+        b.wait_for(&format!("[data-hold='{rollback}']")).await;
+        b.wait_until(
+            "return window.notes.includes('Approve rollback?')",
+            "the hold anyone may decide to be notified",
+        )
+        .await;
+        assert_eq!(
+            b.eval("return window.notes").await,
+            json!(expected),
+            "{who}"
+        );
+        seen.extend([deploy, rollback]);
+        b.click("#sign-out").await;
+        b.wait_for("form[action='/signin']").await;
+    }
+    // And carol may decide it, as the notification said.
+    let carol_api = t.api.as_token(&carol);
+    carol_api
+        .post(
+            &format!("/api/v1/holds/{}/decision", seen[4]),
+            json!({"action": "approve", "scope": "once"}),
+        )
+        .await
+        .expect(200);
     b.close().await;
 }
