@@ -425,3 +425,65 @@ async fn a_worlds_servers_are_checked_and_their_secrets_never_shown() {
         ["web"]
     );
 }
+
+/// Deleting a world stops everything of its servers: one that cannot start is not tried
+/// again (each attempt appends a line to `starts`).
+#[tokio::test]
+async fn deleting_a_world_stops_the_attempts_to_start_its_servers() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestServer::with(POLICY, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let broken = dir.path().join("broken.sh");
+    std::fs::write(&broken, "#!/bin/sh\necho start >> \"$STARTS\"\nexit 1\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.api
+        .post(
+            "/api/v1/worlds",
+            json!({"name": "lab", "mcp_servers": {"broken": {"command": broken, "env": {"STARTS": starts}}}}),
+        )
+        .await
+        .expect(201);
+    // A gateway session is the world's first use of its servers: they are started.
+    let agent = t.token("coder", "agent", Some("lab")).await;
+    let as_agent = t.api.as_token(&agent);
+    let opened = as_agent
+        .send(
+            as_agent
+                .request("POST".parse().unwrap(), "/mcp/lab")
+                .header("accept", "application/json, text/event-stream")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}}),
+                ),
+        )
+        .await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    let count = || {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // The first start, and the retry a second later.
+    holdpoint_test_support::eventually(|| async {
+        if count() >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{} starts so far", count()))
+        }
+    })
+    .await;
+
+    t.api.delete("/api/v1/worlds/lab").await.expect(204);
+    let at_deletion = count();
+    // Deleted just after a start, so none was under way. The next attempt was due at most
+    // 4s later (delays double: 1s, 2s, 4s): waiting longer than that shows there is none.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(
+        count(),
+        at_deletion,
+        "started again after the world was deleted"
+    );
+}
