@@ -439,6 +439,18 @@ async fn a_sign_in_link_that_does_not_work_is_the_sign_in_page_saying_why() {
                 .header("origin", "https://evil.example"),
         )
         .await;
+    // A name the server does not answer to: what it says carries the name, as text.
+    let elsewhere = api
+        .send(
+            api.request(Method::GET, "/signin")
+                .header("host", "<b>evil.example"),
+        )
+        .await;
+    assert!(
+        elsewhere.text.contains("&lt;b&gt;evil.example"),
+        "{}",
+        elsewhere.text
+    );
     for (what, reply, status, says) in [
         (
             "a revoked token",
@@ -454,6 +466,7 @@ async fn a_sign_in_link_that_does_not_work_is_the_sign_in_page_saying_why() {
         ),
         ("no token", api.get("/login").await, 400, "no token in it"),
         ("another origin", foreign, 403, "Signing in was refused"),
+        ("another host", elsewhere, 421, "answers to"),
     ] {
         assert_eq!(reply.status, status, "{what}: {}", reply.text);
         assert_eq!(
