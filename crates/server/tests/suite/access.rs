@@ -629,6 +629,7 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("POST", "/api/v1/worlds/{world}/holds", "agent admin"),
     ("GET", "/api/v1/holds", "admin approver"),
     ("GET", "/api/v1/holds/{hold}", "signed"),
+    ("GET", "/api/v1/holds/{hold}/file", "admin approver"),
     ("POST", "/api/v1/holds/{hold}/decision", "signed"),
     ("POST", "/api/v1/holds/{hold}/default", "signed"),
     ("POST", "/api/v1/batches/{batch}/decision", "signed"),
