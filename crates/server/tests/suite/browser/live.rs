@@ -235,3 +235,46 @@ approvers = ["carol"]
         .expect(200);
     b.close().await;
 }
+
+/// Signing out in one tab ends the session's stream, which the others shared; signing in
+/// again in that tab opens it again for every tab, and a tab left open meanwhile reads again
+/// what it missed.
+#[tokio::test]
+async fn the_shared_stream_comes_back_for_every_tab_after_signing_in_again() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "live-again", &alice).await;
+    b.wait_for("form.filters").await;
+    let first = b.client.window().await.unwrap();
+    let before = held(
+        &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+        0,
+    );
+    let second = another_tab(&b, &before).await;
+    streams_become(&t, 1).await;
+
+    b.client.switch_to_window(first.clone()).await.unwrap();
+    b.click("#sign-out").await;
+    b.wait_for("form[action='/signin']").await;
+    streams_become(&t, 0).await;
+    // Raised while no stream was open: the tab left open learns of it by reading again.
+    let missed = held(
+        &raise(&agent, "lab", vec![approval("rollback", json!({}))]).await,
+        0,
+    );
+    b.sign_in(&alice).await;
+    b.wait_for(&format!("[data-hold='{missed}']")).await;
+    streams_become(&t, 1).await;
+
+    b.client.switch_to_window(second).await.unwrap();
+    b.wait_for(&format!("[data-hold='{missed}']")).await;
+    let live = held(
+        &raise(&agent, "lab", vec![approval("restart", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&format!("[data-hold='{live}']")).await;
+    assert_eq!(live_streams(&t).await, 1, "still one stream");
+    b.close().await;
+}
