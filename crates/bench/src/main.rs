@@ -5,6 +5,7 @@
 //!
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
+mod compare;
 mod cpu;
 mod cycle;
 mod disk;
@@ -129,8 +130,8 @@ enum Bench {
         events: usize,
     },
     /// The web inbox with many pending holds: the server's time for the first page, and the
-    /// time from a hold's creation to its card in a real browser (Chromium and chromedriver,
-    /// so it is not part of `all`).
+    /// time from a hold's creation until a real browser's inbox shows it (its row, or the count
+    /// of new holds; Chromium and chromedriver, so it is not part of `all`).
     Inbox {
         #[arg(long, default_value_t = 10_000)]
         holds: usize,
@@ -196,6 +197,16 @@ enum Bench {
         #[arg(long, value_name = "PATH")]
         holdpoint: Option<PathBuf>,
     },
+    /// Two builds' figures side by side: the outputs of the same benchmarks run in several
+    /// rounds by each (`scripts/bench-compare` builds both and runs them interleaved).
+    Compare {
+        /// The base build's outputs, one file per round.
+        #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+        base: Vec<PathBuf>,
+        /// The head build's outputs, one file per round, in the same order.
+        #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+        head: Vec<PathBuf>,
+    },
     /// The benchmark's upstream MCP server on stdio (started by `mcp`).
     #[command(hide = true)]
     McpUpstream,
@@ -214,8 +225,10 @@ fn bench_dir(flag: Option<PathBuf>) -> anyhow::Result<tempfile::TempDir> {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Bench::McpUpstream = cli.bench {
-        return mcp::serve_upstream();
+    match &cli.bench {
+        Bench::McpUpstream => return mcp::serve_upstream(),
+        Bench::Compare { base, head } => return compare::run(base, head),
+        _ => {}
     }
     if cfg!(debug_assertions) {
         println!("warning: a debug build; run with --profile profiling for meaningful figures\n");
@@ -320,7 +333,8 @@ fn main() -> anyhow::Result<()> {
                 payload: payload.min(65_000),
             },
         ))?,
-        Bench::McpUpstream => mcp::serve_upstream()?,
+        // Answered above, before a runtime is made.
+        Bench::McpUpstream | Bench::Compare { .. } => {}
         Bench::All => {
             policy::run(POLICY_SECONDS);
             runtime.block_on(policy::replay_stored(&bench_dir(cli.dir.clone())?, 100_000))?;
