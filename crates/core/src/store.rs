@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use holdpoint_protocol::{
-    BatchId, Event, Grant, GrantId, Hold, HoldId, HoldKind, HoldStatus, Order, Timestamp,
+    BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, HoldStatus, Order, Timestamp,
 };
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -504,6 +504,10 @@ pub trait Store: Send + Sync + 'static {
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError>;
     async fn holds(&self, filter: &HoldFilter) -> Result<Vec<Positioned<Hold>>, StoreError>;
     async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError>;
+    /// How many holds are open, by world and kind (of one world, or of all): one counting
+    /// query over the open holds' index, not a read of the holds. Ordered by world, then kind;
+    /// only the pairs with an open hold.
+    async fn open_hold_counts(&self, world: Option<&str>) -> Result<Vec<HoldCount>, StoreError>;
     /// Whether the chat has an open hold (the composer lock).
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
 

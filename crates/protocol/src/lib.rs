@@ -49,8 +49,8 @@ pub use policy::{
 };
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
-    EventsParams, HoldQuery, HoldsParams, LoginParams, Order, Page, PageParams, SignInForm,
-    StatusFilter, StreamParams, WaitParams,
+    EventsParams, HoldCount, HoldCounts, HoldQuery, HoldsParams, LoginParams, Order, Page,
+    PageParams, SignInForm, StatusFilter, StreamParams, WaitParams,
 };
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,

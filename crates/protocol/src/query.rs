@@ -59,6 +59,26 @@ pub struct Page<T> {
     pub next: Option<String>,
 }
 
+/// How many holds are open (`pending` or `awaiting_confirm`), in all and by world and kind:
+/// `GET /api/v1/holds/counts`. Counted by the store, not by reading the holds.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HoldCounts {
+    /// Every open hold the caller may see.
+    pub pending: u64,
+    /// By world (its id) and kind: only the pairs with an open hold, ordered by world, then
+    /// kind.
+    pub worlds: Vec<HoldCount>,
+}
+
+/// The open holds of one kind in one world.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HoldCount {
+    /// The world's id.
+    pub world: String,
+    pub kind: HoldKind,
+    pub pending: u64,
+}
+
 /// The query string of `GET /api/v1/holds`.
 #[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use holdpoint_protocol::{
-    Event, Grant, Hold, HoldId, HoldQuery, Order, Page, StatusFilter, Timestamp,
+    Event, Grant, Hold, HoldCounts, HoldId, HoldQuery, Order, Page, StatusFilter, Timestamp,
 };
 
 use super::cursor::Cursor;
@@ -102,6 +102,16 @@ impl Engine {
         Ok(Page {
             items: rows.into_iter().map(|r| r.item).collect(),
             next,
+        })
+    }
+
+    /// How many holds are open, in all and by world and kind; of one world (its id), or of
+    /// all. One counting query of the store, whatever the number of holds.
+    pub async fn hold_counts(&self, world: Option<&str>) -> Result<HoldCounts, EngineError> {
+        let worlds = self.inner.store.open_hold_counts(world).await?;
+        Ok(HoldCounts {
+            pending: worlds.iter().map(|c| c.pending).sum(),
+            worlds,
         })
     }
 

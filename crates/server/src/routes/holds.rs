@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, StatusCode};
 use holdpoint_agent::FileNow;
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
-    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldDetail, HoldFile, HoldId,
-    HoldQuery, HoldRequest, HoldSpec, HoldStatus, HoldsParams, NewHolds, Page, Principal,
+    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldCounts, HoldDetail, HoldFile,
+    HoldId, HoldQuery, HoldRequest, HoldSpec, HoldStatus, HoldsParams, NewHolds, Page, Principal,
     StatusFilter, WaitParams, WaitResult, Withdraw, WorldId,
 };
 
@@ -63,6 +63,16 @@ pub async fn list(
         e
     })?;
     Ok(Json(page))
+}
+
+/// How many holds are open (pending or awaiting confirmation), in all and by world and kind:
+/// the counts an inbox shows, read with one counting query however many holds wait. A
+/// credential limited to a world counts that world's.
+#[utoipa::path(get, path = "/api/v1/holds/counts", tag = "holds",
+    responses((status = 200, body = HoldCounts)))]
+pub async fn counts(State(app): State<App>, caller: Caller) -> Result<Json<HoldCounts>, ApiError> {
+    let world = caller.world.map(|w| w.to_string());
+    Ok(Json(app.engine().hold_counts(world.as_deref()).await?))
 }
 
 /// One hold and every event about it.

@@ -91,6 +91,7 @@ fn declare() -> Routes {
         .add(Roles(PEOPLE), routes!(catalog::cancel))
         .add(Roles(RAISERS), routes!(holds::create))
         .add(Roles(PEOPLE), routes!(holds::list))
+        .add(Roles(PEOPLE), routes!(holds::counts))
         .add(Signed, routes!(holds::get))
         .add(Roles(PEOPLE), routes!(holds::file))
         .add(Signed, routes!(holds::decide))

@@ -628,6 +628,7 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ),
     ("POST", "/api/v1/worlds/{world}/holds", "agent admin"),
     ("GET", "/api/v1/holds", "admin approver"),
+    ("GET", "/api/v1/holds/counts", "admin approver"),
     ("GET", "/api/v1/holds/{hold}", "signed"),
     ("GET", "/api/v1/holds/{hold}/file", "admin approver"),
     ("POST", "/api/v1/holds/{hold}/decision", "signed"),
@@ -805,6 +806,7 @@ async fn an_agent_sees_only_the_holds_it_raised_and_nothing_of_people_s_work() {
     // program which calls pass unasked).
     for (method, path, body) in [
         (Method::GET, "/api/v1/holds", None),
+        (Method::GET, "/api/v1/holds/counts", None),
         (
             Method::POST,
             "/api/v1/policy/explain",

@@ -26,7 +26,7 @@ use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
     RecordKind, Store, StoreError, StoredHold, Transaction,
 };
-use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
 use tokio::sync::oneshot;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -221,6 +221,10 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Vec<Positioned<StoredHold>>, StoreError> {
         reader::stored_holds(&*self.conn().await?, after, limit).await
+    }
+
+    async fn open_hold_counts(&self, world: Option<&str>) -> Result<Vec<HoldCount>, StoreError> {
+        reader::open_hold_counts(&*self.conn().await?, world).await
     }
 
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {

@@ -7,7 +7,9 @@ use holdpoint_core::store::{
     EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
     StoreError, StoredHold,
 };
-use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
+use holdpoint_protocol::{
+    BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
+};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -212,6 +214,49 @@ pub(super) async fn chat_has_open_hold(
         .await
         .map_err(sql_error)?;
     Ok(row.is_some())
+}
+
+/// The open holds by world and kind: a count over the open holds' partial index, never a
+/// read of the holds themselves.
+pub(super) async fn open_hold_counts(
+    conn: &Conn,
+    world: Option<&str>,
+) -> Result<Vec<HoldCount>, StoreError> {
+    let rows = match world {
+        Some(w) => {
+            conn.query(
+                "SELECT world, kind, COUNT(*) FROM holds WHERE open AND world = $1 \
+                 GROUP BY world, kind ORDER BY world, kind",
+                &[&w],
+            )
+            .await
+        }
+        None => {
+            conn.query(
+                "SELECT world, kind, COUNT(*) FROM holds WHERE open \
+                 GROUP BY world, kind ORDER BY world, kind",
+                &[],
+            )
+            .await
+        }
+    }
+    .map_err(sql_error)?;
+    rows.iter()
+        .map(|r| {
+            let kind = match r.get::<_, &str>(1) {
+                "approval" => HoldKind::Approval,
+                "question" => HoldKind::Question,
+                other => {
+                    return Err(StoreError::new(format!("a hold of unknown kind {other:?}")));
+                }
+            };
+            Ok(HoldCount {
+                world: r.get(0),
+                kind,
+                pending: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn grants(conn: &Conn, world: Option<String>) -> Result<Vec<Grant>, StoreError> {

@@ -20,7 +20,7 @@ use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
     RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
 };
-use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldId, Timestamp};
+use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
@@ -303,6 +303,11 @@ impl Store for SqliteStore {
 
     async fn batch(&self, id: BatchId) -> Result<Vec<Hold>, StoreError> {
         self.read(move |c| reader::batch(c, id)).await
+    }
+
+    async fn open_hold_counts(&self, world: Option<&str>) -> Result<Vec<HoldCount>, StoreError> {
+        let world = world.map(str::to_owned);
+        self.read(move |c| reader::open_hold_counts(c, world)).await
     }
 
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {

@@ -8,7 +8,9 @@ use holdpoint_core::store::{
     EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
     StoreError, StoredHold,
 };
-use holdpoint_protocol::{BatchId, Grant, GrantId, Hold, HoldId, Order, Timestamp};
+use holdpoint_protocol::{
+    BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
+};
 use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use tokio::sync::Semaphore;
@@ -318,6 +320,54 @@ pub(super) fn chat_has_open_hold(
     )
     .and_then(|mut s| s.query_row(params![world, chat], |r| r.get(0)))
     .map_err(sql_error)
+}
+
+/// The open holds by world and kind: a count over the urgent order's partial index, which
+/// holds every open hold with both columns, so no hold's row is read.
+pub(super) fn open_hold_counts(
+    conn: &Connection,
+    world: Option<String>,
+) -> Result<Vec<HoldCount>, StoreError> {
+    let (sql, params): (&str, Vec<Sql>) = match world {
+        Some(w) => (
+            "SELECT world, kind, COUNT(*) FROM holds INDEXED BY holds_open_urgent \
+             WHERE open = 1 AND world = ? GROUP BY world, kind ORDER BY world, kind",
+            vec![Sql::Text(w)],
+        ),
+        None => (
+            "SELECT world, kind, COUNT(*) FROM holds INDEXED BY holds_open_urgent \
+             WHERE open = 1 GROUP BY world, kind ORDER BY world, kind",
+            vec![],
+        ),
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_error)?;
+    let rows = stmt
+        .query_map(params_from_iter(params), |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(sql_error)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (world, kind, n) = row.map_err(sql_error)?;
+        out.push(HoldCount {
+            world,
+            kind: kind_of(&kind)?,
+            pending: u64::try_from(n).unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+fn kind_of(kind: &str) -> Result<HoldKind, StoreError> {
+    match kind {
+        "approval" => Ok(HoldKind::Approval),
+        "question" => Ok(HoldKind::Question),
+        other => Err(StoreError::new(format!("a hold of unknown kind {other:?}"))),
+    }
 }
 
 pub(super) fn grants(conn: &Connection, world: Option<String>) -> Result<Vec<Grant>, StoreError> {
