@@ -98,6 +98,8 @@ impl Decision {
 /// The kinds of decision a hold may offer.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum DecisionKind {
     ApproveOnce,
     ApproveChat,
@@ -130,26 +132,13 @@ impl DecisionKind {
         DecisionKind::Cancel,
     ];
 
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::ApproveOnce => "approve_once",
-            DecisionKind::ApproveChat => "approve_chat",
-            DecisionKind::ApproveAlwaysArgs => "approve_always_args",
-            DecisionKind::ApproveAlwaysTool => "approve_always_tool",
-            DecisionKind::Deny => "deny",
-            DecisionKind::DenyStop => "deny_stop",
-            DecisionKind::Edit => "edit",
-            DecisionKind::Answer => "answer",
-            DecisionKind::Confirm => "confirm",
-            DecisionKind::Cancel => "cancel",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::APPROVAL
-            .into_iter()
-            .chain(Self::QUESTION)
-            .find(|k| k.as_str() == s)
+        s.parse().ok()
     }
 }
 

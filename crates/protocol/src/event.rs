@@ -243,6 +243,8 @@ pub enum DecidedBy {
 /// Policy's answer for a call, as recorded.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum CallVerdict {
     Allow,
     Ask,
@@ -250,11 +252,8 @@ pub enum CallVerdict {
 }
 
 impl CallVerdict {
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            CallVerdict::Allow => "allow",
-            CallVerdict::Ask => "ask",
-            CallVerdict::Deny => "deny",
-        }
+        self.into()
     }
 }

@@ -97,17 +97,17 @@ impl Hold {
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum HoldKind {
     Approval,
     Question,
 }
 
 impl HoldKind {
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            HoldKind::Approval => "approval",
-            HoldKind::Question => "question",
-        }
+        self.into()
     }
 }
 
@@ -223,6 +223,8 @@ pub enum OnTimeout {
 /// A hold's lifecycle state. `pending` and `awaiting_confirm` are open; the rest are final.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum HoldStatus {
     Pending,
     AwaitingConfirm,
@@ -235,36 +237,17 @@ pub enum HoldStatus {
 }
 
 impl HoldStatus {
-    pub const ALL: [HoldStatus; 8] = [
-        HoldStatus::Pending,
-        HoldStatus::AwaitingConfirm,
-        HoldStatus::Approved,
-        HoldStatus::Denied,
-        HoldStatus::Answered,
-        HoldStatus::Confirmed,
-        HoldStatus::Canceled,
-        HoldStatus::TimedOut,
-    ];
-
     pub fn is_open(self) -> bool {
         matches!(self, HoldStatus::Pending | HoldStatus::AwaitingConfirm)
     }
 
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            HoldStatus::Pending => "pending",
-            HoldStatus::AwaitingConfirm => "awaiting_confirm",
-            HoldStatus::Approved => "approved",
-            HoldStatus::Denied => "denied",
-            HoldStatus::Answered => "answered",
-            HoldStatus::Confirmed => "confirmed",
-            HoldStatus::Canceled => "canceled",
-            HoldStatus::TimedOut => "timed_out",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
+        s.parse().ok()
     }
 }
 

@@ -7,6 +7,8 @@ use crate::{Actor, Timestamp};
 /// Which layer of policy a rule belongs to.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum PolicyLayer {
     /// The server's policy file (its locked rules and mode floor bind every world).
     Base,
@@ -15,11 +17,9 @@ pub enum PolicyLayer {
 }
 
 impl PolicyLayer {
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyLayer::Base => "base",
-            PolicyLayer::World => "world",
-        }
+        self.into()
     }
 }
 

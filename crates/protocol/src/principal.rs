@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 /// What a credential may do. Agents run agents and create holds; they never decide them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Role {
     Admin,
     Approver,
@@ -12,12 +14,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Approver => "approver",
-            Role::Agent => "agent",
-        }
+        self.into()
     }
 }
 

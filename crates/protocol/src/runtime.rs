@@ -154,6 +154,8 @@ pub enum CallState {
 /// How a call that runs was allowed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ApprovedBy {
     /// A policy rule or the policy's mode allowed it without asking.
     Policy,
@@ -168,14 +170,9 @@ pub enum ApprovedBy {
 }
 
 impl ApprovedBy {
+    /// Its name on the wire, as serde writes it (see the `wire_names` test).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovedBy::Policy => "policy",
-            ApprovedBy::Grant => "grant",
-            ApprovedBy::Person => "person",
-            ApprovedBy::Timeout => "timeout",
-            ApprovedBy::Session => "session",
-        }
+        self.into()
     }
 }
 
