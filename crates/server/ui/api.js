@@ -110,6 +110,7 @@ export function mayDecide(hold) {
 
 // Holds
 export const holds = (params) => request("GET", "/api/v1/holds", undefined, params);
+export const holdCounts = () => request("GET", "/api/v1/holds/counts");
 export const getHold = (id) => request("GET", hold(id));
 export const decide = (id, decision) => request("POST", hold(id, "decision"), decision);
 export const holdFile = (id) => request("GET", hold(id, "file"));

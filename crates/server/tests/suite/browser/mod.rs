@@ -15,6 +15,7 @@ mod manage;
 mod mcp_card;
 mod policy;
 mod signin;
+mod triage;
 
 use std::time::{Duration, Instant};
 
