@@ -137,6 +137,38 @@ impl DecisionKind {
         self.into()
     }
 
+    /// Whether choosing it lets an approval's call run (an edit runs the edited arguments).
+    /// Exhaustive, so a new kind must say.
+    pub fn approves(self) -> bool {
+        match self {
+            DecisionKind::ApproveOnce
+            | DecisionKind::ApproveChat
+            | DecisionKind::ApproveAlwaysArgs
+            | DecisionKind::ApproveAlwaysTool
+            | DecisionKind::Edit => true,
+            DecisionKind::Deny
+            | DecisionKind::DenyStop
+            | DecisionKind::Answer
+            | DecisionKind::Confirm
+            | DecisionKind::Cancel => false,
+        }
+    }
+
+    /// Whether choosing it refuses an approval's call.
+    pub fn denies(self) -> bool {
+        match self {
+            DecisionKind::Deny | DecisionKind::DenyStop => true,
+            DecisionKind::ApproveOnce
+            | DecisionKind::ApproveChat
+            | DecisionKind::ApproveAlwaysArgs
+            | DecisionKind::ApproveAlwaysTool
+            | DecisionKind::Edit
+            | DecisionKind::Answer
+            | DecisionKind::Confirm
+            | DecisionKind::Cancel => false,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         s.parse().ok()
     }

@@ -47,3 +47,14 @@ fn every_enum_spells_its_names_as_serde_does() {
         Some(DecisionKind::ApproveAlwaysArgs)
     );
 }
+
+#[test]
+fn each_approval_decision_approves_or_denies_and_question_decisions_neither() {
+    for &k in DecisionKind::VARIANTS {
+        let approval = DecisionKind::APPROVAL.contains(&k);
+        assert_eq!(k.approves() || k.denies(), approval, "{k:?}");
+        assert!(!(k.approves() && k.denies()), "{k:?}");
+    }
+    assert!(DecisionKind::Edit.approves());
+    assert!(DecisionKind::DenyStop.denies());
+}

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use holdpoint_protocol::{
-    Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, DecisionKind, EventPayload, Explanation,
-    GateRequest, GateResponse, GateResult, Hold, HoldRequest, MatchedRule, PolicyLayer, Principal,
-    Source,
+    Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, EventPayload, Explanation, GateRequest,
+    GateResponse, GateResult, Hold, HoldRequest, MatchedRule, PolicyLayer, Principal, Source,
 };
 
 use super::decide::{Idem, commit_error};
@@ -406,14 +405,8 @@ impl Engine {
                 if d.forced {
                     hold.asks_because = Some(asks_because(a, because, &d.decided_by));
                 }
-                let approves = hold
-                    .offers
-                    .iter()
-                    .any(|k| k.as_str().starts_with("approve") || *k == DecisionKind::Edit);
-                let denies = hold
-                    .offers
-                    .iter()
-                    .any(|k| matches!(k, DecisionKind::Deny | DecisionKind::DenyStop));
+                let approves = hold.offers.iter().any(|k| k.approves());
+                let denies = hold.offers.iter().any(|k| k.denies());
                 if !(approves && denies) {
                     return Err(ValidationError::new(
                         "offers",

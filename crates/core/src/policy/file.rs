@@ -589,12 +589,8 @@ fn build_ask(path: &str, r: &RawRule, errors: &mut Errors) -> RuleAsk {
                 errors.add(format!("{p}[{j}]"), why);
             }
         }
-        let approves = offers
-            .iter()
-            .any(|o| o.as_str().starts_with("approve") || *o == DecisionKind::Edit);
-        let denies = offers
-            .iter()
-            .any(|o| matches!(o, DecisionKind::Deny | DecisionKind::DenyStop));
+        let approves = offers.iter().any(|o| o.approves());
+        let denies = offers.iter().any(|o| o.denies());
         if !approves || !denies {
             errors.add(p, "offer at least one way to approve and one way to deny");
         }
