@@ -137,22 +137,28 @@ pub fn check_url(url: &str) -> Result<(), String> {
     Target::parse(url).map(|_| ())
 }
 
-/// `url` with its password replaced, fit to print.
+/// `url` with its passwords hidden, fit to print: the one in the user information and a
+/// `password` parameter of the query string (which tokio-postgres also reads). A URL that
+/// cannot be read as one is not shown at all, since it may hold a password anywhere.
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    const HIDDEN: &str = "(hidden)";
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return "(a URL that cannot be read, not shown)".into();
     };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:(hidden)@{host}{tail}"),
-        None => url.to_owned(),
+    if parsed.password().is_some() && parsed.set_password(Some(HIDDEN)).is_err() {
+        return "(a URL that cannot be shown)".into();
     }
+    if let Some(query) = parsed.query() {
+        let shown: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}={HIDDEN}"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        parsed.set_query(Some(&shown.join("&")));
+    }
+    parsed.to_string()
 }
 
 pub(super) fn sql_error(e: tokio_postgres::Error) -> StoreError {
@@ -265,6 +271,16 @@ mod tests {
             "postgres://hp@db.example/holdpoint"
         );
         assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+        // tokio-postgres reads a password from the query string too.
+        let shown = redact("postgres://hp@db/x?sslmode=require&password=s3cret&Password=again");
+        assert_eq!(
+            shown,
+            "postgres://hp@db/x?sslmode=require&password=(hidden)&Password=(hidden)"
+        );
+        let both = redact("postgresql://hp:one@db/x?password=two");
+        assert!(!both.contains("one") && !both.contains("two"), "{both}");
+        // What cannot be read is not shown.
+        assert!(!redact("postgres://hp:s3cret@[bad/x").contains("s3cret"));
     }
 
     #[test]
