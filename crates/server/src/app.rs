@@ -13,9 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attendance::Attendance;
 use crate::auth::{Caller, Credentials, Guard};
-use crate::config::{
-    HEARTBEAT, IDEMPOTENCY_RETENTION, LimitSettings, WAITER_GRACE, WebhookSettings,
-};
+use crate::config::{LimitSettings, Settings, WebhookSettings};
 use crate::error::ApiError;
 use crate::housekeeping::Housekeeping;
 use crate::limits::Limiter;
@@ -49,9 +47,10 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The names of a server bound to `addr`: the address itself, and for loopback
-    /// addresses `localhost` too.
-    pub fn for_address(addr: std::net::SocketAddr) -> Self {
+    /// The configuration of a server bound to `addr` with `settings`: its names are the
+    /// address itself, `localhost` too for loopback addresses, and `server.allowed_hosts`.
+    pub fn new(addr: std::net::SocketAddr, settings: &Settings) -> Self {
+        let server = &settings.server;
         let port = addr.port();
         let mut hosts = vec![addr.to_string()];
         if addr.ip().is_loopback() {
@@ -61,20 +60,21 @@ impl ServerConfig {
                 format!("[::1]:{port}"),
             ]);
         }
+        hosts.extend(server.allowed_hosts.iter().cloned());
         let mut seen = std::collections::HashSet::new();
         hosts.retain(|h| seen.insert(h.clone()));
         ServerConfig {
             allowed_hosts: hosts,
-            max_body: 1024 * 1024,
-            webhooks: WebhookSettings::default(),
-            max_wait: Duration::from_secs(120),
-            header_timeout: Duration::from_secs(10),
-            heartbeat: HEARTBEAT,
-            idempotency_retention: IDEMPOTENCY_RETENTION,
-            policy_file: None,
-            send_timeout: Duration::from_secs(30),
-            limits: LimitSettings::default(),
-            waiter_grace: WAITER_GRACE,
+            max_body: server.max_body,
+            webhooks: settings.webhooks.clone(),
+            max_wait: server.max_wait,
+            header_timeout: server.header_timeout,
+            heartbeat: server.heartbeat,
+            idempotency_retention: server.idempotency_retention,
+            policy_file: settings.policy.file.clone(),
+            send_timeout: server.send_timeout,
+            limits: settings.limits.clone(),
+            waiter_grace: server.waiter_grace,
         }
     }
 }

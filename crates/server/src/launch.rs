@@ -163,20 +163,7 @@ impl Server {
             .await
             .map_err(|e| LaunchError::Start(e.to_string()))?;
 
-        let mut config = ServerConfig::for_address(addr);
-        config
-            .allowed_hosts
-            .extend(settings.server.allowed_hosts.iter().cloned());
-        config.max_body = settings.server.max_body;
-        config.max_wait = settings.server.max_wait;
-        config.header_timeout = settings.server.header_timeout;
-        config.heartbeat = settings.server.heartbeat;
-        config.idempotency_retention = settings.server.idempotency_retention;
-        config.policy_file = settings.policy.file.clone();
-        config.webhooks = settings.webhooks.clone();
-        config.send_timeout = settings.server.send_timeout;
-        config.limits = settings.limits.clone();
-        config.waiter_grace = settings.server.waiter_grace;
+        let config = ServerConfig::new(addr, settings);
         let app = App::new(runtime, config, mcp, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app
