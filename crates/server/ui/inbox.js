@@ -114,6 +114,18 @@ export async function inbox(main) {
     labelFilters();
   }
 
+  // Events come in bursts: the counts shown are redrawn once per burst, not once per event
+  // (a timer, not an animation frame, so a hidden tab's title still follows).
+  let countTimer = null;
+  function countSoon() {
+    if (countTimer === null) {
+      countTimer = setTimeout(() => {
+        countTimer = null;
+        showCount();
+      }, 50);
+    }
+  }
+
   let recountTimer = null;
   let recountSince = 0;
   let recounting = false;
@@ -675,32 +687,32 @@ export async function inbox(main) {
         else counts.worlds.push({ world: hold.world, kind: hold.spec.kind, pending: 1 });
       }
       recountSoon();
-      if (!hold || !matches(hold)) return showCount();
+      if (!hold || !matches(hold)) return countSoon();
       // A batch already in the list takes its holds in; otherwise a hold is drawn only while
       // the list has room and the order puts it among what is read. The rest are counted.
       const inList = units.has(hold.batch) && units.get(hold.batch).el;
       const room = rows.size < PAGE && !(filters.order === "oldest" && next);
       if (!inList && !room) {
         unseen.add(hold.id);
-        return showCount();
+        return countSoon();
       }
       add(hold, inList ? "end" : filters.order === "newest" ? "start" : filters.order === "urgent" ? "urgent" : "end");
       // Nothing open is selected (nothing was, or what was is decided): the new hold is.
       if (!current || !isOpen(rows.get(current).hold)) select(hold.id);
       status.textContent = `New: ${titleOf(hold)}.`;
-      showCount();
+      countSoon();
       announce(hold);
     }),
     onEvent(RESOLVED, (event) => {
       if (counts) counts.pending = Math.max(0, counts.pending - 1);
       recountSoon();
-      if (event.hold && unseen.delete(event.hold)) return showCount();
+      if (event.hold && unseen.delete(event.hold)) return countSoon();
       const row = event.hold && rows.get(event.hold);
-      if (!row || !isOpen(row.hold)) return showCount();
+      if (!row || !isOpen(row.hold)) return countSoon();
       const before = row.hold;
       decided({ ...before, status: event.payload.outcome.status, outcome: event.payload.outcome });
       status.textContent = `${titleOf(before)}: ${outcomeWords(rows.get(before.id)?.hold || before)}.`;
-      showCount();
+      countSoon();
     }),
     onResync(reload),
   ];
@@ -865,6 +877,7 @@ export async function inbox(main) {
     for (const stop of stops) stop();
     for (const t of timers) clearTimeout(t);
     clearTimeout(recountTimer);
+    clearTimeout(countTimer);
     clearInterval(ticker);
     document.removeEventListener("keydown", onKey);
     document.title = "Holdpoint";
