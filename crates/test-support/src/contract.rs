@@ -18,8 +18,8 @@ use holdpoint_core::store::{
 };
 use holdpoint_core::verify;
 use holdpoint_protocol::{
-    Actor, ApprovalSpec, BatchId, Deadline, EventPayload, Grant, GrantId, GrantScope, Hold, HoldId,
-    HoldKind, HoldSpec, HoldStatus, Order, Source, Timestamp,
+    Actor, ApprovalSpec, BatchId, Deadline, EventPayload, Grant, GrantId, GrantScope, Hold,
+    HoldCount, HoldId, HoldKind, HoldSpec, HoldStatus, Order, Source, Timestamp,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -46,6 +46,7 @@ macro_rules! store_contract {
             lists_holds_by_agent_and_tool,
             urgent_order_pages_by_deadline,
             finds_open_holds_in_a_chat,
+            counts_open_holds_by_world_and_kind,
             grants_are_listed_until_revoked,
             idempotency_keys_are_recorded_once,
             idempotency_records_are_forgotten_oldest_first,
@@ -600,6 +601,45 @@ pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(!store.chat_has_open_hold("w", "c").await.unwrap());
+}
+
+/// Open holds are counted by world and kind, ordered by world, then kind; resolved ones are
+/// not counted, and neither are the kinds of a world with none open.
+pub async fn counts_open_holds_by_world_and_kind(store: Arc<dyn Store>) {
+    assert_eq!(store.open_hold_counts(None).await.unwrap(), vec![]);
+    let a = hold_of("w2", None, Some("shell"));
+    let b = hold_of("w1", None, Some("read"));
+    let c = hold_of("w1", None, None);
+    let d = hold_of("w1", None, Some("shell"));
+    let e = hold_of("w2", None, None);
+    for h in [&a, &b, &c, &d, &e] {
+        store.commit(insert(h)).await.unwrap();
+    }
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&e)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let count = |world: &str, kind, pending| HoldCount {
+        world: world.into(),
+        kind,
+        pending,
+    };
+    assert_eq!(
+        store.open_hold_counts(None).await.unwrap(),
+        vec![
+            count("w1", HoldKind::Approval, 2),
+            count("w1", HoldKind::Question, 1),
+            count("w2", HoldKind::Approval, 1),
+        ]
+    );
+    assert_eq!(
+        store.open_hold_counts(Some("w2")).await.unwrap(),
+        vec![count("w2", HoldKind::Approval, 1)]
+    );
+    assert_eq!(store.open_hold_counts(Some("w3")).await.unwrap(), vec![]);
 }
 
 pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {
