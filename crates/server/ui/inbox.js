@@ -243,7 +243,7 @@ export async function inbox(main) {
     const agent = (hold.agent && agentName(hold.agent)) || hold.agent || hold.requested_by;
     replace(el,
       pick,
-      h("span", { class: "what" }, what(hold)),
+      h("span", { class: "what", title: titleOf(hold) }, what(hold)),
       h("span", { class: "marks" }, marks(hold)),
       h("span", { class: "who" }, agent),
       h("span", { class: "where" }, names(hold.world) || hold.world),
@@ -944,6 +944,7 @@ function marks(hold) {
   if (a.read_only === true) out.push(h("span", { class: "mark calm" }, "read-only"));
   if (hold.rule) out.push(h("span", { class: "mark rule", title: `Asked by ${ruleName(hold.rule)}` }, ruleName(hold.rule)));
   if (hold.quorum > 1) out.push(h("span", { class: "mark" }, `${(hold.votes || []).length}/${hold.quorum} approvals`));
+  if (hold.approvers && hold.approvers.length) out.push(h("span", { class: "mark", title: `Only ${hold.approvers.join(", ")} may decide` }, `only ${hold.approvers.join(", ")}`));
   return out;
 }
 
