@@ -6,6 +6,7 @@ import { problem, replace } from "./dom.js";
 import { ready, signedInAs } from "./live.js";
 
 // Path patterns, as in the server's `ui::PAGES`, and the module and its export for each.
+/** @type {Array<[RegExp, string, string]>} */
 const ROUTES = [
   [/^\/$/, "inbox.js", "inbox"],
   [/^\/holds\/([^/]+)$/, "hold.js", "hold"],
@@ -20,7 +21,7 @@ const ROUTES = [
 
 const main = document.getElementById("page");
 const who = document.getElementById("who");
-const signOut = document.getElementById("sign-out");
+const signOut = /** @type {HTMLButtonElement} */ (document.getElementById("sign-out"));
 let me = null;
 let leave = null;
 
@@ -59,7 +60,7 @@ export function go(path) {
 }
 
 document.addEventListener("click", (event) => {
-  const link = event.target.closest("a[href]");
+  const link = /** @type {HTMLAnchorElement | null} */ (/** @type {Element} */ (event.target).closest("a[href]"));
   if (!link || event.defaultPrevented || event.button !== 0) return;
   if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey || link.target) return;
   const href = link.getAttribute("href");

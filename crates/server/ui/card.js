@@ -209,7 +209,7 @@ function tick() {
   for (const t of document.querySelectorAll("article.hold time[data-countdown]")) {
     t.textContent = countdown(t.getAttribute("datetime"), now);
   }
-  for (const el of document.querySelectorAll("article.hold:not([data-placed])")) el.dataset.placed = "1";
+  for (const el of document.querySelectorAll("article.hold:not([data-placed])")) /** @type {HTMLElement} */ (el).dataset.placed = "1";
 }
 
 function countdown(iso, now = Date.now()) {
@@ -426,6 +426,7 @@ function facts(hold) {
 
 // A length of time in words: "10 minutes", "1 hour", "1 day 2 hours" (two units at most).
 export function lasting(ms) {
+  /** @type {Array<[number, string]>} */
   const units = [[86400, "day"], [3600, "hour"], [60, "minute"], [1, "second"]];
   let left = Math.max(0, Math.round(ms / 1000));
   const parts = [];

@@ -129,6 +129,7 @@ class ChatPage {
     // stored result says only whether policy or a grant allowed it.
     this.allowedBy = new Map();
     this.running = null;
+    /** Another read is due once this one ends: `true` for a whole one, `"yes"` for the new part. @type {boolean | "yes"} */
     this.again = false;
 
     this.list = h("div", { class: "transcript", role: "log", "aria-label": "Messages" });

@@ -380,6 +380,7 @@ export async function inbox(main) {
   }
 
   // The next (step 1) or previous (-1) hold from `id` in the list that `ok` accepts.
+  /** @param {(id: string) => boolean} [ok] */
   function neighbour(id, step, ok = () => true) {
     const ids = order();
     let at = ids.indexOf(id);

@@ -90,7 +90,7 @@ function receive(port, message) {
   }
 }
 
-self.addEventListener("connect", (event) => {
+self.addEventListener("connect", (/** @type {MessageEvent} */ event) => {
   const port = event.ports[0];
   port.addEventListener("message", (message) => receive(port, message.data));
   // A tab that went away without a word (it crashed): newer browsers say so.

@@ -82,6 +82,10 @@ let serial = 0;
 // An input (or select, textarea) with its label, an optional hint and a place for its error.
 // `field` is the API's name of the value (`llm.base_url`): an error whose `details.field`
 // names it, or a part of it (`tools[2]`), is shown beneath it.
+/**
+ * @param {{label: string, field: string, value?: any, hint?: string, options?: Array<[string, string]>,
+ *   rows?: number, type?: string, attrs?: Record<string, string>}} spec
+ */
 function field({ label, field, value, hint, options, rows, type = "text", attrs = {} }) {
   const id = `m${++serial}`;
   let input;
@@ -97,6 +101,7 @@ function field({ label, field, value, hint, options, rows, type = "text", attrs 
 }
 
 // Checkboxes for a list value (`events`), in a fieldset that errors about the list land on.
+/** @param {{label: string, field: string, all: string[], chosen: string[], hint?: string}} spec */
 function choices({ label, field, all, chosen, hint }) {
   const id = `m${++serial}`;
   const set = h("fieldset", { id, class: "choices" }, h("legend", {}, label), all.map((value) =>
@@ -282,7 +287,7 @@ function status() {
 }
 
 function focusStatus() {
-  const said = document.querySelector(".manage-status:not(:empty)");
+  const said = /** @type {HTMLElement | null} */ (document.querySelector(".manage-status:not(:empty)"));
   if (said) said.focus();
 }
 
@@ -776,6 +781,7 @@ function auditEntry(e) {
 
 // ---- tokens
 
+/** @type {Array<[string, string]>} */
 const ROLES = [
   ["approver", "approver: a person who decides holds"],
   ["agent", "agent: a program that asks"],
@@ -799,7 +805,7 @@ async function tokensSection(body) {
       fields: [
         field({ label: "Name", field: "name", hint: "The person's or program's name; several tokens may share one.", attrs: { autocomplete: "off" } }),
         field({ label: "Role", field: "role", value: "approver", options: ROLES }),
-        field({ label: "World", field: "world", value: "", options: [["", "every world"], ...worlds.map((w) => [w.id, w.name])], hint: "Limit an approver's or agent's token to one world. Admins are never limited." }),
+        field({ label: "World", field: "world", value: "", options: [["", "every world"], ...worlds.map((w) => /** @type {[string, string]} */ ([w.id, w.name]))], hint: "Limit an approver's or agent's token to one world. Admins are never limited." }),
       ],
       submit: "Create token",
       collect: (f) => ({ name: value(f, "name"), role: value(f, "role"), world: value(f, "world") || undefined }),
