@@ -7,6 +7,7 @@
 //! saved under `target/tmp/browser/` (the test binary's `CARGO_TARGET_TMPDIR`) before the
 //! test panics.
 
+mod accessibility;
 mod chat;
 mod hold;
 mod inbox;
