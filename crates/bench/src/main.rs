@@ -129,18 +129,33 @@ enum Bench {
         #[arg(long, default_value_t = 1_000_000)]
         events: usize,
     },
-    /// The web inbox with many pending holds: the server's time for the first page, and the
-    /// time from a hold's creation until a real browser's inbox shows it (its row, or the count
-    /// of new holds; Chromium and chromedriver, so it is not part of `all`).
+    /// The web inbox with many pending holds: the server's time for the first page, and in a
+    /// real browser (Chromium and chromedriver, so it is not part of `all`) the inbox's first
+    /// paint, the time from a hold's creation until the inbox shows it (its row, or the count
+    /// of new holds), a burst raised into an open inbox (its longest main-thread task, and
+    /// when every hold is accounted for) and approvals decided with the keyboard alone.
+    /// The browser is not started where --reloads, --arriving, --burst and --triage are all 0.
     Inbox {
         #[arg(long, default_value_t = 10_000)]
         holds: usize,
         /// Requests timed for each part of the first page.
         #[arg(long, default_value_t = 300)]
         requests: usize,
-        /// Holds created one by one while the browser shows the inbox (0: no browser).
+        /// Times the inbox is loaded afresh, each timed from the navigation's start to its
+        /// first rows in the page (0: skipped).
+        #[arg(long, default_value_t = 10)]
+        reloads: usize,
+        /// Holds created one by one while the browser shows the inbox (0: skipped).
         #[arg(long, default_value_t = 100)]
         arriving: usize,
+        /// Holds raised as fast as the API takes them (64 a request, 4 requests in flight)
+        /// into an open inbox (0: skipped).
+        #[arg(long, default_value_t = 10_000)]
+        burst: usize,
+        /// Approvals raised, then decided one by one with the key `a`, each timed from the
+        /// key press to the decision on the live stream (0: skipped).
+        #[arg(long, default_value_t = 20)]
+        triage: usize,
     },
     /// The MCP gateway's added latency for an allowed call over stdio: the same client and
     /// upstream, directly and through `holdpoint mcp` (built beside this program:
@@ -295,8 +310,21 @@ fn main() -> anyhow::Result<()> {
         Bench::Inbox {
             holds,
             requests,
+            reloads,
             arriving,
-        } => runtime.block_on(inbox::run(&bench_dir(cli.dir)?, holds, requests, arriving))?,
+            burst,
+            triage,
+        } => runtime.block_on(inbox::run(
+            &bench_dir(cli.dir)?,
+            holds,
+            requests,
+            inbox::Browsing {
+                arriving,
+                reloads,
+                burst,
+                triage,
+            },
+        ))?,
         Bench::Mcp { calls, holdpoint } => {
             runtime.block_on(mcp::run(&bench_dir(cli.dir)?, calls, holdpoint))?
         }
