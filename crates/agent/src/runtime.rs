@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint_core::Engine;
@@ -12,6 +12,7 @@ use holdpoint_core::record::Records;
 use holdpoint_core::store::{CommitError, Store, Write};
 use holdpoint_llm::LlmClient;
 use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Timestamp, TurnId};
+use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
 use crate::tools::ExternalTools;
@@ -98,11 +99,6 @@ pub(crate) struct Inner {
 /// across renames: gate idempotency keys belong to the principal.
 pub(crate) fn agent_principal(agent: &Agent) -> Principal {
     Principal::new(format!("agent:{}", agent.id), Role::Agent)
-}
-
-/// Locks a mutex, recovering from a panic in another holder (the map stays consistent).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Runtime {
@@ -209,12 +205,14 @@ impl Runtime {
 
     /// Notes that `by` asked to cancel turn `id`, so that the turn's end names them.
     pub(crate) fn note_canceler(&self, id: TurnId, by: &Actor) {
-        lock(&self.inner.cancelers).insert(id, by.clone());
+        self.inner.cancelers.lock().insert(id, by.clone());
     }
 
     /// Who asked to cancel turn `id`, forgotten once read; Holdpoint itself when nobody did.
     pub(crate) fn take_canceler(&self, id: TurnId) -> Actor {
-        lock(&self.inner.cancelers)
+        self.inner
+            .cancelers
+            .lock()
             .remove(&id)
             .unwrap_or(Actor::of(Source::System))
     }

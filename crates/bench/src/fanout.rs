@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use holdpoint_protocol::sse::SseDecoder;
+use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -51,14 +52,14 @@ struct Deliveries(Arc<Mutex<HashMap<EventKey, (usize, Instant)>>>);
 
 impl Deliveries {
     fn got(&self, hold: String, event: String, at: Instant) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.0.lock();
         let entry = map.entry((hold, event)).or_insert((0, at));
         entry.0 += 1;
         entry.1 = entry.1.max(at);
     }
 
     fn complete(&self, readers: usize) -> usize {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.0.lock();
         map.values().filter(|(n, _)| *n == readers).count()
     }
 }
@@ -293,10 +294,7 @@ pub async fn run(
                     mib(rss),
                     mib(anon)
                 );
-                samples
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((t, rss, fds, streams, anon));
+                samples.lock().push((t, rss, fds, streams, anon));
             }
         })
     };
@@ -356,11 +354,7 @@ pub async fn run(
             Err(_) => failed += 1,
         }
     }
-    let map = deliveries
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let map = deliveries.0.lock().clone();
     let latencies: Vec<Duration> = sent
         .iter()
         .filter_map(|(key, at)| {
@@ -388,7 +382,7 @@ pub async fn run(
         ms(lat.percentile(99.0)),
         ms(lat.percentile(100.0))
     );
-    let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let samples = samples.lock().clone();
     // After the first tenth of the run (or minute, whichever is less): allocations settle.
     let warm = (o.seconds / 10.0).min(60.0);
     for (name, anonymous) in [("server RSS", false), ("of it anonymous", true)] {

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -27,6 +27,7 @@ use holdpoint_protocol::sse::SseDecoder;
 use holdpoint_server::config::LimitSettings;
 use holdpoint_server::{Server, Settings};
 use holdpoint_test_support::pg::TempSchema;
+use parking_lot::Mutex;
 use reqwest::{Client, Response};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
@@ -168,7 +169,7 @@ struct Sightings(Arc<Mutex<HashMap<String, Sighting>>>);
 impl Sightings {
     fn seen(&self, hold: String) {
         let now = Instant::now();
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.0.lock();
         match map.remove(&hold) {
             Some(Sighting::Awaited(tx)) => {
                 let _ = tx.send(now);
@@ -181,7 +182,7 @@ impl Sightings {
 
     async fn wait_for(&self, hold: &str) -> anyhow::Result<Instant> {
         let rx = {
-            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.0.lock();
             match map.remove(hold) {
                 Some(Sighting::Seen(at)) => return Ok(at),
                 _ => {

@@ -11,10 +11,11 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
+use parking_lot::Mutex;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
@@ -168,16 +169,12 @@ impl Gateway {
     /// canceling the token returned withdraws the call's hold as disconnected.
     pub(crate) fn watch(&self, key: String) -> CancellationToken {
         let token = self.inner.disconnected.child_token();
-        if let Ok(mut calls) = self.inner.calls.lock() {
-            calls.insert(key, token.clone());
-        }
+        self.inner.calls.lock().insert(key, token.clone());
         token
     }
 
     pub(crate) fn unwatch(&self, key: &str) {
-        if let Ok(mut calls) = self.inner.calls.lock() {
-            calls.remove(key);
-        }
+        self.inner.calls.lock().remove(key);
     }
 
     /// What ends a call's wait as disconnected: its own token when it is watched, else the
@@ -186,7 +183,7 @@ impl Gateway {
         let watched = serde_json::to_value(&context.id)
             .ok()
             .and_then(|id| call_key(&id))
-            .and_then(|key| self.inner.calls.lock().ok()?.get(&key).cloned());
+            .and_then(|key| self.inner.calls.lock().get(&key).cloned());
         watched.unwrap_or_else(|| self.inner.disconnected.clone())
     }
 

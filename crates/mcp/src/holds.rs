@@ -2,13 +2,14 @@
 //! the MCP client that it waits, and withdrawing what nobody waits for any more.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holdpoint_protocol::{
     DecidedBy, GateResponse, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome,
     OutcomeStatus, Source,
 };
+use parking_lot::Mutex;
 use rmcp::RoleServer;
 use rmcp::model::{
     JsonObject, MetaObject, NotificationMetaObject, ProgressNotificationParam, ProgressToken,
@@ -259,10 +260,7 @@ impl Holds {
 
     /// Withdraws every hold still waited on (the client went away).
     pub async fn withdraw_all(&self, reason: &str) {
-        let ids: Vec<HoldId> = match self.waiting.lock() {
-            Ok(mut w) => w.drain().collect(),
-            Err(_) => return,
-        };
+        let ids: Vec<HoldId> = self.waiting.lock().drain().collect();
         for id in ids {
             self.withdraw(id, reason).await;
         }
@@ -277,18 +275,14 @@ struct Registered<'a> {
 
 impl<'a> Registered<'a> {
     fn new(set: &'a Mutex<HashSet<HoldId>>, id: HoldId) -> Registered<'a> {
-        if let Ok(mut s) = set.lock() {
-            s.insert(id);
-        }
+        set.lock().insert(id);
         Registered { set, id }
     }
 }
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        if let Ok(mut s) = self.set.lock() {
-            s.remove(&self.id);
-        }
+        self.set.lock().remove(&self.id);
     }
 }
 
@@ -340,8 +334,8 @@ mod tests {
             _new: NewHolds,
             key: &str,
         ) -> Result<GateResponse, HoldpointError> {
-            self.keys.lock().unwrap().push(key.to_owned());
-            if let Some(e) = self.failures.lock().unwrap().pop() {
+            self.keys.lock().push(key.to_owned());
+            if let Some(e) = self.failures.lock().pop() {
                 return Err(e);
             }
             Ok(GateResponse {
@@ -388,7 +382,7 @@ mod tests {
             shutdown: CancellationToken::new(),
         };
         let asked = holds.ask(item, &stops, None, None).await;
-        let keys = flaky.keys.lock().unwrap().clone();
+        let keys = flaky.keys.lock().clone();
         (asked, keys)
     }
 

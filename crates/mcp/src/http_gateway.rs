@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
+use parking_lot::Mutex;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -181,9 +182,7 @@ impl HttpGateway {
         let service = StreamableHttpService::new(
             move || {
                 let gateway = open().stopped_by(stop.clone());
-                if let Ok(mut s) = slot.lock() {
-                    *s = Some(gateway.clone());
-                }
+                *slot.lock() = Some(gateway.clone());
                 Ok(gateway)
             },
             self.inner.manager.clone(),
@@ -192,12 +191,13 @@ impl HttpGateway {
         let response = service
             .handle(Request::from_parts(parts, Full::new(body)))
             .await;
+        let gateway = opened.lock().take();
         if session_id.is_none()
             && let Some(id) = response
                 .headers()
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
-            && let Some(gateway) = opened.lock().ok().and_then(|mut g| g.take())
+            && let Some(gateway) = gateway
         {
             let served = Served {
                 gateway,
@@ -222,11 +222,7 @@ impl HttpGateway {
     /// The gateway of session `id`, when `owner` opened it at `world`'s endpoint; `None` when
     /// there is no such session (the SDK answers 404).
     fn session(&self, id: &str, owner: &str, world: &str) -> Result<Option<Served>, HttpRefusal> {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .map_err(|_| HttpRefusal::Unreadable("the session table is unusable".into()))?;
+        let sessions = self.inner.sessions.lock();
         match sessions.get(id) {
             Some(s) if s.owner == owner && s.world == world => Ok(Some(s.served.clone())),
             Some(_) => Err(HttpRefusal::NotYours),
@@ -245,45 +241,42 @@ impl HttpGateway {
             .keys()
             .map(|k| k.to_string())
             .collect();
-        if let Ok(mut sessions) = self.inner.sessions.lock() {
-            sessions.retain(|k, s| {
-                let keep = live.iter().any(|l| l == k);
-                if !keep {
-                    s.served.gateway.disconnect();
-                }
-                keep
-            });
-            sessions.insert(
-                id.to_owned(),
-                Session {
-                    owner: owner.to_owned(),
-                    world: world.to_owned(),
-                    served,
-                },
-            );
-        }
+        let mut sessions = self.inner.sessions.lock();
+        sessions.retain(|k, s| {
+            let keep = live.iter().any(|l| l == k);
+            if !keep {
+                s.served.gateway.disconnect();
+            }
+            keep
+        });
+        sessions.insert(
+            id.to_owned(),
+            Session {
+                owner: owner.to_owned(),
+                world: world.to_owned(),
+                served,
+            },
+        );
     }
 
     /// The server stops: withdraws every hold a session's call still waits on, saying so.
     /// Each call's own task withdraws its hold too as it ends, but nothing waits for those
     /// tasks: this is awaited before the store closes.
     pub async fn stopped(&self) {
-        let gateways: Vec<Gateway> = match self.inner.sessions.lock() {
-            Ok(sessions) => sessions
-                .values()
-                .map(|s| s.served.gateway.clone())
-                .collect(),
-            Err(_) => return,
-        };
+        let gateways: Vec<Gateway> = self
+            .inner
+            .sessions
+            .lock()
+            .values()
+            .map(|s| s.served.gateway.clone())
+            .collect();
         for gateway in gateways {
             gateway.withdraw_waiting(STOPPED).await;
         }
     }
 
     fn forget(&self, id: &str) {
-        if let Ok(mut sessions) = self.inner.sessions.lock() {
-            sessions.remove(id);
-        }
+        self.inner.sessions.lock().remove(id);
     }
 }
 
@@ -346,10 +339,9 @@ pub struct McpBody {
 impl McpBody {
     /// A frame of the answer (one server-sent event), adapted for the session's revision.
     fn adapt(&self, frame: Frame<Bytes>) -> Frame<Bytes> {
-        let adapted = frame.data_ref().and_then(|event| {
-            let mut outbound = self.outbound.lock().ok()?;
-            outbound.adapt_event(event)
-        });
+        let adapted = frame
+            .data_ref()
+            .and_then(|event| self.outbound.lock().adapt_event(event));
         match adapted {
             Some(event) => Frame::data(Bytes::from(event)),
             None => frame,

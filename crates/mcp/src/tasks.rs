@@ -7,11 +7,12 @@
 //! is over is kept for its time to live, then forgotten.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use holdpoint_protocol::{Hold, HoldId, Timestamp};
+use parking_lot::Mutex;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
@@ -88,7 +89,7 @@ impl Tasks {
             ended: watch::channel(false).0,
             canceled: CancellationToken::new(),
         });
-        let mut tasks = lock(&self.tasks)?;
+        let mut tasks = self.tasks.lock();
         tasks.retain(|_, t| !t.expired(now));
         if tasks.len() >= MAX_TASKS {
             return Err(ErrorData::invalid_request(
@@ -107,7 +108,8 @@ impl Tasks {
             .and_then(Value::as_str)
             .ok_or_else(|| ErrorData::invalid_params("taskId: a task's id is required", None))?;
         let now = now();
-        lock(&self.tasks)?
+        self.tasks
+            .lock()
             .get(id)
             .filter(|t| !t.expired(now))
             .cloned()
@@ -132,7 +134,9 @@ impl Tasks {
             ),
         };
         let now = now();
-        let mut tasks: Vec<Arc<Task>> = lock(&self.tasks)?
+        let mut tasks: Vec<Arc<Task>> = self
+            .tasks
+            .lock()
             .values()
             .filter(|t| !t.expired(now) && after.is_none_or(|a| t.number > a))
             .cloned()
@@ -151,9 +155,9 @@ impl Tasks {
 impl Task {
     /// The task as `tasks/get` and the other task requests show it.
     pub fn describe(&self) -> Value {
-        let (status, message, updated) = match self.state.lock() {
-            Ok(s) => (s.status, s.message.clone(), s.updated),
-            Err(_) => ("failed", None, self.created),
+        let (status, message, updated) = {
+            let s = self.state.lock();
+            (s.status, s.message.clone(), s.updated)
         };
         let mut task = json!({
             "taskId": self.id,
@@ -238,7 +242,7 @@ impl Task {
     pub async fn result(&self) -> Result<Value, ErrorData> {
         let mut ended = self.ended.subscribe();
         let _ = ended.wait_for(|over| *over).await;
-        let ending = self.state.lock().ok().and_then(|s| s.ending.clone());
+        let ending = self.state.lock().ending.clone();
         match ending {
             Some(Ending::Completed(mut result)) => {
                 if let Some(r) = result.as_object_mut() {
@@ -277,10 +281,9 @@ impl Task {
     }
 
     fn update(&self, f: impl FnOnce(&mut State)) {
-        if let Ok(mut s) = self.state.lock() {
-            f(&mut s);
-            s.updated = now();
-        }
+        let mut s = self.state.lock();
+        f(&mut s);
+        s.updated = now();
     }
 
     /// Over, and kept past its time to live.
@@ -292,11 +295,6 @@ impl Task {
 
 fn now() -> Timestamp {
     Timestamp::from(SystemTime::now())
-}
-
-fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, ErrorData> {
-    m.lock()
-        .map_err(|_| ErrorData::internal_error("the task table is unusable", None))
 }
 
 #[cfg(test)]

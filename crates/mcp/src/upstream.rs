@@ -15,10 +15,11 @@
 mod link;
 mod restart;
 
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use holdpoint_core::mcp::split_tool_name;
+use parking_lot::RwLock;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -239,10 +240,7 @@ impl Upstreams {
     pub fn problems(&self) -> Vec<String> {
         self.servers
             .iter()
-            .flat_map(|s| match s.problems.read() {
-                Ok(p) => p.clone(),
-                Err(poisoned) => poisoned.into_inner().clone(),
-            })
+            .flat_map(|s| s.problems.read().clone())
             .collect()
     }
 
@@ -289,10 +287,7 @@ impl Upstreams {
 impl Upstream {
     /// The tools it offers now.
     fn offered(&self) -> Arc<Vec<OfferedTool>> {
-        match self.tools.read() {
-            Ok(tools) => tools.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.tools.read().clone()
     }
 
     /// Offers `tools`, as the server just listed them (those its configuration offers, named
@@ -303,16 +298,10 @@ impl Upstream {
         for problem in &problems {
             tracing::warn!(server = %self.name, "{problem}");
         }
-        match self.problems.write() {
-            Ok(mut p) => *p = problems,
-            Err(poisoned) => *poisoned.into_inner() = problems,
-        }
+        *self.problems.write() = problems;
         let names = |t: &[OfferedTool]| t.iter().map(|t| t.tool.clone()).collect::<Vec<_>>();
         let same = names(&self.offered()) == names(&offered);
-        match self.tools.write() {
-            Ok(mut tools) => *tools = Arc::new(offered),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(offered),
-        }
+        *self.tools.write() = Arc::new(offered);
         if !same {
             self.changed.send_modify(|n| *n = n.wrapping_add(1));
         }

@@ -14,7 +14,7 @@
 //! which give their waiters a full grace to come back.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use holdpoint_core::Engine;
@@ -22,6 +22,7 @@ use holdpoint_core::clock::Clock;
 use holdpoint_core::record::{Records, put};
 use holdpoint_core::store::{CommitError, RecordKind, Write};
 use holdpoint_protocol::{Actor, HoldId, Source, Timestamp};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -86,17 +87,9 @@ impl Attendance {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Each change is a statement or two on maps: a panic elsewhere leaves them usable.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Marks hold `id` as waited on until the returned guard is dropped.
     pub fn wait(&self, engine: &Engine, id: HoldId) -> Waiting {
-        let mut state = self.lock();
+        let mut state = self.inner.state.lock();
         *state.waiting.entry(id).or_default() += 1;
         state.left.remove(&id);
         let news = !state.written.contains(&id);
@@ -150,22 +143,13 @@ impl Attendance {
                 tokio::time::sleep(SPACING).await;
             }
         });
-        *self
-            .inner
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(task);
+        *self.inner.task.lock() = Some(task);
     }
 
     /// Waits for the sweeping task to end (the server stops): it writes what is waited on
     /// as it ends, so the next start knows.
     pub async fn stopped(&self) {
-        let task = self
-            .inner
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let task = self.inner.task.lock().take();
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -176,7 +160,7 @@ impl Attendance {
         let grace = self.inner.grace;
         self.write_own(records, now).await?;
         let due: Vec<HoldId> = {
-            let state = self.lock();
+            let state = self.inner.state.lock();
             state
                 .left
                 .iter()
@@ -196,7 +180,7 @@ impl Attendance {
             }
             // A node that stopped: its waiters get a full grace to come back through this one.
             {
-                let mut state = self.lock();
+                let mut state = self.inner.state.lock();
                 for id in &other.value.holds {
                     if !state.waiting.contains_key(id) {
                         state.left.entry(*id).or_insert(now);
@@ -213,7 +197,7 @@ impl Attendance {
         let by = Actor::of(Source::System);
         let reason = self.reason();
         for id in due {
-            if self.lock().left.remove(&id).is_none() {
+            if self.inner.state.lock().left.remove(&id).is_none() {
                 continue; // a waiter came back meanwhile
             }
             if elsewhere.contains(&id) {
@@ -234,7 +218,7 @@ impl Attendance {
     /// grace from its end; deletes it when it attends nothing.
     async fn write_own(&self, records: &Records, now: Timestamp) -> Result<(), String> {
         let (attended, written, written_until, version) = {
-            let state = self.lock();
+            let state = self.inner.state.lock();
             let attended: BTreeSet<HoldId> = state
                 .waiting
                 .keys()
@@ -278,7 +262,7 @@ impl Attendance {
             (write, version + 1, Some(until))
         };
         let committed = records.commit(vec![write], vec![]).await;
-        let mut state = self.lock();
+        let mut state = self.inner.state.lock();
         match committed {
             Ok(()) => {
                 state.written = attended;
@@ -310,7 +294,7 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         let now = self.clock.now();
-        let mut state = self.attendance.lock();
+        let mut state = self.attendance.inner.state.lock();
         if let Some(n) = state.waiting.get_mut(&self.hold) {
             *n -= 1;
             if *n == 0 {

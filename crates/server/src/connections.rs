@@ -12,9 +12,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 /// Descriptors kept for everything but client connections (the store's files, upstream MCP
@@ -77,7 +78,7 @@ impl Connections {
     /// Admits a connection from `ip`, closing the oldest fresh one when a cap is reached;
     /// `None` when it is full of connections that all sent requests.
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Arc<Admitted>> {
-        let mut table = self.lock();
+        let mut table = self.table.lock();
         if table.per_address.get(&ip).copied().unwrap_or(0) >= self.max_per_address
             && !table.evict_oldest(Some(ip))
         {
@@ -104,25 +105,20 @@ impl Connections {
     /// Waits until the connections closed to make room have let go of their descriptors,
     /// all but a few: the accept loop calls it before each accept.
     pub(crate) async fn room(&self) {
-        while self.lock().total >= self.max_total + HEADROOM {
+        while self.table.lock().total >= self.max_total + HEADROOM {
             self.freed.notified().await;
         }
     }
 
     /// Closes the oldest fresh connection, to free a descriptor when accept found none.
     pub(crate) fn shed(&self) -> bool {
-        self.lock().evict_oldest(None)
+        self.table.lock().evict_oldest(None)
     }
 
     /// How many connections are open, and how many of them sent no request yet.
     pub(crate) fn counts(&self) -> (usize, usize) {
-        let table = self.lock();
+        let table = self.table.lock();
         (table.total, table.fresh.len())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        // The table is consistent between statements: a panic elsewhere leaves it usable.
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -147,7 +143,7 @@ impl Admitted {
     /// The connection sent a request: it is no longer closed for silence or to make room.
     pub(crate) fn requested(&self) {
         if !self.requested.swap(true, Ordering::Relaxed) {
-            self.connections.lock().fresh.remove(&self.id);
+            self.connections.table.lock().fresh.remove(&self.id);
         }
     }
 
@@ -163,7 +159,7 @@ impl Admitted {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        let mut table = self.connections.lock();
+        let mut table = self.connections.table.lock();
         table.fresh.remove(&self.id);
         table.total -= 1;
         if let Some(n) = table.per_address.get_mut(&self.ip) {

@@ -8,7 +8,7 @@
 //! (its [`Slot`] is dropped with the response or the connection).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use holdpoint_protocol::{Role, TokenId};
+use parking_lot::Mutex;
 
 use crate::app::App;
 use crate::auth::Caller;
@@ -68,7 +69,7 @@ pub struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut state = self.limiter.lock();
+        let mut state = self.limiter.state.lock();
         let state = &mut *state;
         let map = match self.kind {
             Kind::Stream => {
@@ -94,13 +95,9 @@ impl Limiter {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Live event streams open now.
     pub fn streams(&self) -> usize {
-        self.lock().all_streams
+        self.state.lock().all_streams
     }
 
     /// A place for one more live event stream of `caller`. A tenth of `limits.streams` is kept
@@ -108,7 +105,7 @@ impl Limiter {
     /// cannot keep the web UI from its live updates.
     pub fn stream(self: &Arc<Self>, caller: &Caller) -> Result<Slot, ApiError> {
         let limits = &self.settings;
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let mine = state.streams.get(&caller.token).copied().unwrap_or(0);
         if mine >= limits.streams_per_token {
             return Err(ApiError::limited(
@@ -153,7 +150,7 @@ impl Limiter {
 
     /// A place for one more long poll of `caller`.
     pub fn wait(self: &Arc<Self>, caller: &Caller) -> Result<Slot, ApiError> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let mine = state.waits.entry(caller.token).or_default();
         if *mine >= self.settings.waits_per_token {
             let n = *mine;
@@ -195,7 +192,7 @@ impl Limiter {
     fn request(&self, caller: &Caller, now: Instant) -> Result<(), Duration> {
         let rate = f64::from(self.settings.requests_per_second);
         let burst = f64::from(self.settings.request_burst);
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.buckets.len() >= BUCKETS_KEPT {
             // A full bucket is the same as none.
             state
@@ -286,6 +283,6 @@ mod tests {
         drop(slots);
         drop(person);
         assert_eq!(limiter.streams(), 0);
-        assert!(limiter.lock().streams.is_empty());
+        assert!(limiter.state.lock().streams.is_empty());
     }
 }

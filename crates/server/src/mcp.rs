@@ -10,12 +10,13 @@
 //! exit) and the next use connects to the servers as they are now.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use holdpoint_agent::ExternalTools;
 use holdpoint_mcp::{FIRST_LIST_PATIENCE, HttpGateway, McpSettings, UpstreamConfig, Upstreams};
 use holdpoint_protocol::{McpCallOutput, McpToolInfo, World, WorldId};
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -79,7 +80,7 @@ impl McpServers {
     /// The set of the world's own servers as they are now; a set made of servers that have
     /// changed since is replaced, and its connections closed.
     fn world_set(&self, world: &World) -> Option<Arc<WorldSet>> {
-        let mut worlds = lock(&self.worlds);
+        let mut worlds = self.worlds.lock();
         if world.mcp_servers.is_empty() {
             if let Some(old) = worlds.remove(&world.id) {
                 close(old);
@@ -104,7 +105,7 @@ impl McpServers {
     /// A world was changed, or deleted (`None`): connections to servers it no longer has
     /// are closed now, not at its next use.
     pub fn world_changed(&self, id: WorldId, world: Option<&World>) {
-        let mut worlds = lock(&self.worlds);
+        let mut worlds = self.worlds.lock();
         let stale = worlds
             .get(&id)
             .is_some_and(|set| world.is_none_or(|w| w.mcp_servers != set.servers));
@@ -122,7 +123,7 @@ impl McpServers {
     /// connections to the upstream servers (stdio ones are stopped).
     pub async fn close(&self) {
         self.http.stopped().await;
-        let sets: Vec<Arc<WorldSet>> = lock(&self.worlds).drain().map(|(_, s)| s).collect();
+        let sets: Vec<Arc<WorldSet>> = self.worlds.lock().drain().map(|(_, s)| s).collect();
         for set in sets {
             if let Some(upstreams) = set.upstreams.get() {
                 upstreams.close().await;
@@ -132,11 +133,6 @@ impl McpServers {
             configured.close().await;
         }
     }
-}
-
-/// Locks a mutex, recovering from a panic in another holder (the map stays consistent).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Starts `settings`' servers in the background, logging those whose first start fails.

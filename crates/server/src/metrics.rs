@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use holdpoint_core::Engine;
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
@@ -36,23 +37,23 @@ struct Histogram {
     total: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Metrics {
     fn request(&self, route: &str, method: &str, status: u16) {
-        *lock(&self.http)
+        *self
+            .http
+            .lock()
             .entry((route.to_owned(), method.to_owned(), status))
             .or_default() += 1;
     }
 
     fn decision(&self, status: &str, source: &str, seconds: Option<f64>) {
-        *lock(&self.decisions)
+        *self
+            .decisions
+            .lock()
             .entry((status.to_owned(), source.to_owned()))
             .or_default() += 1;
         if let Some(s) = seconds {
-            let mut h = lock(&self.to_decision);
+            let mut h = self.to_decision.lock();
             for (i, bound) in BUCKETS.iter().enumerate() {
                 if s <= *bound {
                     h.counts[i] += 1;
@@ -93,7 +94,7 @@ impl Metrics {
             out,
             "# HELP holdpoint_decisions_total Holds resolved, by outcome and by who or what decided.\n# TYPE holdpoint_decisions_total counter"
         );
-        for ((status, source), n) in lock(&self.decisions).iter() {
+        for ((status, source), n) in self.decisions.lock().iter() {
             let _ = writeln!(
                 out,
                 "holdpoint_decisions_total{{outcome=\"{status}\",source=\"{source}\"}} {n}"
@@ -103,7 +104,7 @@ impl Metrics {
             out,
             "# HELP holdpoint_time_to_decision_seconds From a hold's creation to its outcome.\n# TYPE holdpoint_time_to_decision_seconds histogram"
         );
-        let h = lock(&self.to_decision);
+        let h = self.to_decision.lock();
         for (bound, n) in BUCKETS.iter().zip(h.counts) {
             let _ = writeln!(
                 out,
@@ -122,7 +123,7 @@ impl Metrics {
             out,
             "# HELP holdpoint_http_requests_total HTTP requests, by route, method and status.\n# TYPE holdpoint_http_requests_total counter"
         );
-        for ((route, method, status), n) in lock(&self.http).iter() {
+        for ((route, method, status), n) in self.http.lock().iter() {
             let _ = writeln!(
                 out,
                 "holdpoint_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {n}"
@@ -132,7 +133,7 @@ impl Metrics {
             out,
             "# HELP holdpoint_http_requests_in_flight Requests not yet answered (long polls included), by route.\n# TYPE holdpoint_http_requests_in_flight gauge"
         );
-        for (route, n) in lock(&self.in_flight).iter() {
+        for (route, n) in self.in_flight.lock().iter() {
             let _ = writeln!(
                 out,
                 "holdpoint_http_requests_in_flight{{route=\"{route}\"}} {n}"
@@ -164,7 +165,9 @@ struct InFlight<'a> {
 
 impl<'a> InFlight<'a> {
     fn enter(metrics: &'a Metrics, route: &'a str) -> Self {
-        *lock(&metrics.in_flight)
+        *metrics
+            .in_flight
+            .lock()
             .entry(route.to_owned())
             .or_default() += 1;
         InFlight { metrics, route }
@@ -173,7 +176,7 @@ impl<'a> InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if let Some(n) = lock(&self.metrics.in_flight).get_mut(self.route) {
+        if let Some(n) = self.metrics.in_flight.lock().get_mut(self.route) {
             *n -= 1;
         }
     }

@@ -11,9 +11,9 @@
 //! is not cached when the generation has moved on, so an older answer never comes back.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use holdpoint_core::store::{Positioned, Record, RecordKind};
+use parking_lot::Mutex;
 
 /// Kinds that are read on every request and written rarely.
 const CACHED: [RecordKind; 5] = [
@@ -87,17 +87,13 @@ pub(crate) fn keeps(kind: RecordKind) -> bool {
 }
 
 impl RecordCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The cached answer, or the generation to hand to [`Self::put`] with a fresh one.
     /// Queries of kinds the cache does not keep always miss.
     pub(crate) fn get(&self, query: &Query) -> Result<Answer, Option<u64>> {
         if !keeps(query.kind()) {
             return Err(None);
         }
-        let inner = self.lock();
+        let inner = self.inner.lock();
         inner
             .answers
             .get(query)
@@ -108,7 +104,7 @@ impl RecordCache {
     /// Keeps an answer read from the database under `generation`, unless a commit came
     /// in between.
     pub(crate) fn put(&self, generation: u64, query: Query, answer: &Answer) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner.generation != generation {
             return;
         }
@@ -120,7 +116,7 @@ impl RecordCache {
 
     /// Forgets everything: a change to a cached kind was committed.
     pub(crate) fn invalidate(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.generation += 1;
         inner.answers.clear();
     }

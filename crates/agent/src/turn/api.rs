@@ -144,9 +144,7 @@ impl Runtime {
             });
         }
         self.note_canceler(id, by);
-        let token = crate::runtime::lock(&self.inner.running)
-            .get(&id)
-            .map(|d| d.cancel.clone());
+        let token = self.inner.running.lock().get(&id).map(|d| d.cancel.clone());
         match token {
             Some(token) => token.cancel(),
             None => {

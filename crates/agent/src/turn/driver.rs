@@ -42,7 +42,7 @@ impl Runtime {
     pub(crate) fn spawn_turn(&self, id: TurnId, driving: Driving) {
         let (cancel, lost) = (driving.cancel.clone(), driving.lost.clone());
         {
-            let mut running = crate::runtime::lock(&self.inner.running);
+            let mut running = self.inner.running.lock();
             if running.contains_key(&id) {
                 return;
             }
@@ -51,7 +51,7 @@ impl Runtime {
         let rt = self.clone();
         tokio::spawn(async move {
             rt.drive(id, cancel, lost).await;
-            crate::runtime::lock(&rt.inner.running).remove(&id);
+            rt.inner.running.lock().remove(&id);
         });
     }
 

@@ -14,7 +14,7 @@ use holdpoint_protocol::TurnId;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::{Inner, Runtime, lock};
+use crate::runtime::{Inner, Runtime};
 
 /// The record of a turn under way, keyed by its chat (one per chat): the turn, and who drives
 /// it until when.
@@ -106,7 +106,7 @@ impl Runtime {
         {
             let (version, chat) = (record.version, record.key.clone().unwrap_or_default());
             let active: ActiveTurn = decode(record)?;
-            if lock(&self.inner.running).contains_key(&active.turn) {
+            if self.inner.running.lock().contains_key(&active.turn) {
                 continue;
             }
             if active.lease.is_some_and(|l| !node.may_take(&l, now)) {
@@ -132,7 +132,10 @@ impl Runtime {
     /// time) is stopped here without saving anything more; a turn whose record is gone has
     /// ended.
     async fn renew_leases(&self) {
-        let held: Vec<(TurnId, String, u64)> = lock(&self.inner.running)
+        let held: Vec<(TurnId, String, u64)> = self
+            .inner
+            .running
+            .lock()
             .iter()
             .map(|(id, d)| (*id, d.chat.clone(), d.version))
             .collect();
@@ -149,7 +152,7 @@ impl Runtime {
         };
         match result {
             Ok(()) => {
-                let mut running = lock(&self.inner.running);
+                let mut running = self.inner.running.lock();
                 for (turn, _, version) in &held {
                     if let Some(driving) = running.get_mut(turn) {
                         driving.version = version + 1;
@@ -168,7 +171,7 @@ impl Runtime {
                 Ok(write) => self.commit(vec![write], vec![]).await,
                 Err(e) => Err(CommitError::Store(e)),
             };
-            let mut running = lock(&self.inner.running);
+            let mut running = self.inner.running.lock();
             let Some(driving) = running.get_mut(&turn) else {
                 continue;
             };

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use std::sync::Arc;
 
-use super::{Engine, MAX_ATTEMPTS, Scope, Updated, lock};
+use super::{Engine, MAX_ATTEMPTS, Scope, Updated};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::EngineError;
@@ -126,7 +126,7 @@ impl Engine {
         // The first attempt may start from the hold as this node last wrote it. Only a commit
         // is trusted from such a hint (the store checks its version): an answer computed from
         // it, error or "nothing to do", is computed again from the store.
-        let mut hint = lock(&self.inner.recent).get(id).filter(|h| scope.admits(h));
+        let mut hint = self.inner.recent.lock().get(id).filter(|h| scope.admits(h));
         for _ in 0..MAX_ATTEMPTS {
             let (hold, from_hint) = match hint.take() {
                 Some(h) => (h, true),
@@ -147,7 +147,7 @@ impl Engine {
             match self.commit(tx).await {
                 Ok(_) => return Ok(Updated::Applied(after, r)),
                 Err(CommitError::Conflict(Conflict::StaleHold(_))) => {
-                    lock(&self.inner.recent).forget(id);
+                    self.inner.recent.lock().forget(id);
                     continue;
                 }
                 Err(e) => return Err(commit_error(e)),

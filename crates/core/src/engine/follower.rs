@@ -8,7 +8,7 @@ use holdpoint_protocol::{Event, EventPayload, Hold};
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::{Engine, Inner, lock, write};
+use super::{Engine, Inner};
 use crate::store::EventFilter;
 
 pub(super) async fn run(inner: Weak<Inner>, mut rx: Receiver<Arc<Event>>, mut last: u64) {
@@ -71,31 +71,31 @@ impl Engine {
     async fn apply(&self, event: &Arc<Event>) {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
-                lock(&self.inner.open_holds).opened(hold);
+                self.inner.open_holds.lock().opened(hold);
                 // A hint for deciding it here though another node raised it (recent.rs);
                 // this node's own holds are kept already, by the commit that wrote them.
-                let mut recent = lock(&self.inner.recent);
+                let mut recent = self.inner.recent.lock();
                 if recent.get(hold.id).is_none() {
                     recent.put(Arc::new(Hold::clone(hold)));
                 }
                 drop(recent);
-                lock(&self.inner.timers).track(hold);
+                self.inner.timers.lock().track(hold);
                 self.inner.timers_changed.notify_one();
             }
             EventPayload::HoldDecided { outcome }
             | EventPayload::HoldExpired { outcome }
             | EventPayload::HoldWithdrawn { outcome } => {
                 if let Some(id) = event.hold {
-                    lock(&self.inner.open_holds).closed(id);
-                    lock(&self.inner.timers).clear(id);
-                    let waiting = lock(&self.inner.waiters).remove(&id);
+                    self.inner.open_holds.lock().closed(id);
+                    self.inner.timers.lock().clear(id);
+                    let waiting = self.inner.waiters.lock().remove(&id);
                     for tx in waiting.into_iter().flatten() {
                         let _ = tx.send(outcome.clone());
                     }
                 }
             }
-            EventPayload::GrantCreated { grant } => write(&self.inner.grants).insert(grant.clone()),
-            EventPayload::GrantRevoked { grant } => write(&self.inner.grants).remove(*grant),
+            EventPayload::GrantCreated { grant } => self.inner.grants.write().insert(grant.clone()),
+            EventPayload::GrantRevoked { grant } => self.inner.grants.write().remove(*grant),
             // Before the progress this event makes is announced, so neither a commit nor a
             // read barrier waiting for it returns before the new version is in force.
             EventPayload::PolicyChanged {

@@ -8,9 +8,9 @@ use holdpoint_protocol::{
     GateResponse, GateResult, Hold, HoldRequest, MatchedRule, PolicyLayer, Principal, Source,
 };
 
+use super::Engine;
 use super::decide::{Idem, commit_error};
 use super::open::PendingLimit;
-use super::{Engine, lock, read};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::{EngineError, ValidationError};
@@ -62,7 +62,12 @@ impl Engine {
                 forced: eval.action == Action::Allow,
             };
         }
-        if let Some(grant) = read(&self.inner.grants).find(world, chat, call.tool, digest, now) {
+        if let Some(grant) = self
+            .inner
+            .grants
+            .read()
+            .find(world, chat, call.tool, digest, now)
+        {
             return CallDecision {
                 action: Action::Allow,
                 decided_by: DecidedBy::Grant { grant },
@@ -296,7 +301,10 @@ impl Engine {
             return Ok(());
         }
         let exceeded =
-            lock(&self.inner.open_holds).exceeds(&self.inner.pending, world, &who.name, new);
+            self.inner
+                .open_holds
+                .lock()
+                .exceeds(&self.inner.pending, world, &who.name, new);
         let Some((limit, cap)) = exceeded else {
             return Ok(());
         };

@@ -24,9 +24,10 @@ mod verify;
 mod waiting;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use holdpoint_protocol::{Event, Hold, HoldId, Outcome};
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
@@ -193,7 +194,7 @@ impl EngineBuilder {
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
         let timer = tokio::spawn(timer_loop::run(Arc::downgrade(&inner)));
-        lock(&inner.tasks).extend([follower, timer]);
+        inner.tasks.lock().extend([follower, timer]);
         Ok(Engine { inner })
     }
 }
@@ -241,24 +242,10 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for task in lock(&self.tasks).drain(..) {
+        for task in self.tasks.lock().drain(..) {
             task.abort();
         }
     }
-}
-
-/// Locks a mutex, recovering from a panic in another holder (the data are plain indexes that
-/// stay consistent at every await point).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How often an optimistic change is retried against concurrent changes to the same hold.
@@ -285,24 +272,24 @@ impl Engine {
 
     /// The base policy (the server's policy file).
     pub fn policy(&self) -> Arc<Policy> {
-        read(&self.inner.policy).base().clone()
+        self.inner.policy.read().base().clone()
     }
 
     /// The base policy and every world's own.
     pub fn layers(&self) -> Arc<Layers> {
-        read(&self.inner.policy).clone()
+        self.inner.policy.read().clone()
     }
 
     /// The policy in force for a world (the world's own over the base, or the base), and the
     /// versions it is made of.
     pub fn policy_for(&self, world: &str) -> (Arc<Policy>, holdpoint_protocol::PolicyVersion) {
-        read(&self.inner.policy).for_world(world)
+        self.inner.policy.read().for_world(world)
     }
 
     /// Replaces the base policy (a reload), rebuilding every world's policy in force on it.
     /// Holds already raised keep their settings.
     pub fn set_policy(&self, policy: Policy) -> Result<(), StartError> {
-        let mut layers = write(&self.inner.policy);
+        let mut layers = self.inner.policy.write();
         let next = layers.with_base(policy);
         check_reachable(next.base(), &self.inner.channels)?;
         for (_, w) in next.worlds() {
@@ -342,7 +329,7 @@ impl Engine {
             .collect();
         let events = self.inner.store.commit(tx).await?;
         {
-            let mut recent = lock(&self.inner.recent);
+            let mut recent = self.inner.recent.lock();
             for h in written {
                 recent.put(h);
             }

@@ -10,7 +10,7 @@ use holdpoint_protocol::{
 };
 use uuid::Uuid;
 
-use super::{Engine, check_reachable, write};
+use super::{Engine, check_reachable};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::EngineError;
@@ -227,7 +227,7 @@ impl Engine {
             .and_then(|p| Policy::from_toml_unchecked(&p.text).map_err(|e| e.to_string()));
         match own {
             Ok(own) => {
-                let mut layers = write(&self.inner.policy);
+                let mut layers = self.inner.policy.write();
                 let mut next = Layers::clone(&layers);
                 next.set_world(world, stored, own);
                 *layers = Arc::new(next);
@@ -246,7 +246,7 @@ impl Engine {
     /// Takes a deleted world's policy out of force (its records went with the world), so
     /// nothing of it outlives the world on any node.
     pub(super) fn forget_world_policy(&self, world: &str) {
-        let mut layers = write(&self.inner.policy);
+        let mut layers = self.inner.policy.write();
         if layers.world(world).is_some() {
             let mut next = Layers::clone(&layers);
             next.remove_world(world);

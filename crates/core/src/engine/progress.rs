@@ -4,11 +4,9 @@
 //! force for its next call). Each waiter is woken exactly once, when its position is reached.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
-
-use super::lock;
 
 pub(crate) struct Progress {
     state: Mutex<State>,
@@ -32,7 +30,7 @@ impl Progress {
     /// Waits until everything up to `seq` is applied.
     pub(crate) async fn reached(&self, seq: u64) {
         let rx = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if state.applied >= seq {
                 return;
             }
@@ -47,7 +45,7 @@ impl Progress {
     /// Records that everything up to `seq` is applied and wakes those who waited for it.
     pub(crate) fn advance(&self, seq: u64) {
         let ready = {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             state.applied = state.applied.max(seq);
             let later = state.waiting.split_off(&(seq + 1));
             std::mem::replace(&mut state.waiting, later)

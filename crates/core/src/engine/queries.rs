@@ -8,7 +8,7 @@ use holdpoint_protocol::{
 };
 
 use super::cursor::Cursor;
-use super::{Engine, EventStream, Scope, lock};
+use super::{Engine, EventStream, Scope};
 use crate::error::EngineError;
 use crate::limits::{DEFAULT_PAGE, page_size};
 use crate::store::{EventFilter, HoldFilter, StatusSet};
@@ -17,7 +17,10 @@ impl Engine {
     /// One hold, if it exists in `scope`. A resolved hold this node wrote lately is answered
     /// from memory (it never changes again), such as the one a wait just saw resolved.
     pub async fn hold(&self, id: HoldId, scope: &Scope) -> Result<Hold, EngineError> {
-        let resolved = lock(&self.inner.recent)
+        let resolved = self
+            .inner
+            .recent
+            .lock()
             .get(id)
             .filter(|h| h.outcome.is_some());
         let hold = match resolved {
@@ -36,7 +39,7 @@ impl Engine {
     /// When hold `id` was created. That never changes, so any version of it kept among the
     /// recent holds (this node's, and those it saw raised elsewhere) answers; else the store.
     pub async fn created_at(&self, id: HoldId) -> Result<Timestamp, EngineError> {
-        let kept = lock(&self.inner.recent).get(id).map(|h| h.created_at);
+        let kept = self.inner.recent.lock().get(id).map(|h| h.created_at);
         match kept {
             Some(at) => Ok(at),
             None => Ok(self.hold(id, &Scope::any()).await?.created_at),
@@ -166,11 +169,11 @@ impl Engine {
 
     /// Holds not yet resolved, as far as the applied log tells.
     pub fn open_holds(&self) -> u64 {
-        lock(&self.inner.open_holds).total()
+        self.inner.open_holds.lock().total()
     }
 
     /// Open holds whose deadlines the timers track (for metrics and tests).
     pub fn tracked_timers(&self) -> usize {
-        lock(&self.inner.timers).len()
+        self.inner.timers.lock().len()
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use holdpoint_protocol::{HoldId, Timestamp};
 
 use super::timers::TimerKind;
-use super::{Engine, Inner, Scope, Updated, lock};
+use super::{Engine, Inner, Scope, Updated};
 use crate::error::EngineError;
 
 /// Fires due deadlines and reminders. Holds only a weak reference while it sleeps.
@@ -18,7 +18,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
             return;
         };
         let now = engine.now();
-        let due = lock(&engine.inner.timers).pop_due(now, BURST);
+        let due = engine.inner.timers.lock().pop_due(now, BURST);
         if !due.is_empty() {
             let mut set = tokio::task::JoinSet::new();
             for (hold, kind) in due {
@@ -28,7 +28,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
             while set.join_next().await.is_some() {}
             continue;
         }
-        let next = lock(&engine.inner.timers).next_at();
+        let next = engine.inner.timers.lock().next_at();
         let clock = engine.inner.clock.clone();
         // A change notified while nobody waits leaves a permit, so none is lost here.
         let notify = engine.inner.timers_changed.clone();
@@ -48,7 +48,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
 
 impl Engine {
     fn set_timer(&self, hold: HoldId, kind: TimerKind, at: Timestamp) {
-        lock(&self.inner.timers).set(hold, kind, at);
+        self.inner.timers.lock().set(hold, kind, at);
         self.inner.timers_changed.notify_one();
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use holdpoint_protocol::{HoldId, Outcome};
 use tokio::sync::oneshot;
 
-use super::{Engine, Inner, Scope, lock};
+use super::{Engine, Inner, Scope};
 use crate::error::EngineError;
 
 impl Engine {
@@ -19,19 +19,19 @@ impl Engine {
         scope: &Scope,
     ) -> Result<Option<Outcome>, EngineError> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.waiters).entry(id).or_default().push(tx);
+        self.inner.waiters.lock().entry(id).or_default().push(tx);
         let guard = WaiterGuard {
             inner: &self.inner,
             id,
         };
         // Registered first, then checked: a resolution applied from here on wakes us, and one
         // applied before has already cleared the hold's timers (or is in the store).
-        let known_open = match lock(&self.inner.recent).get(id) {
+        let known_open = match self.inner.recent.lock().get(id) {
             Some(hold) if scope.admits(&hold) => {
                 if let Some(outcome) = &hold.outcome {
                     return Ok(Some(outcome.clone()));
                 }
-                lock(&self.inner.timers).tracks(id)
+                self.inner.timers.lock().tracks(id)
             }
             _ => false,
         };
@@ -59,7 +59,7 @@ struct WaiterGuard<'a> {
 
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
-        let mut waiters = lock(&self.inner.waiters);
+        let mut waiters = self.inner.waiters.lock();
         if let Some(list) = waiters.get_mut(&self.id) {
             list.retain(|tx| !tx.is_closed());
             if list.is_empty() {

@@ -1,9 +1,10 @@
 //! Validation of what agents and LLMs supply. Errors name the field and say what is allowed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use holdpoint_protocol::{ApprovalRequest, QuestionRequest, QuestionSpec};
+use parking_lot::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -126,19 +127,14 @@ const COMPILED_MAX: usize = 1024;
 /// `schema`, compiled (or the one compiled before from the same schema).
 fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, ValidationError> {
     let key: [u8; 32] = Sha256::digest(canonical::to_string(schema).as_bytes()).into();
-    let cache = || {
-        COMPILED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    };
-    if let Some(validator) = cache().get(&key) {
+    if let Some(validator) = COMPILED.lock().get(&key) {
         return Ok(validator.clone());
     }
     let validator =
         Arc::new(jsonschema::validator_for(schema).map_err(|e| {
             ValidationError::new("schema", format!("is not a valid JSON Schema: {e}"))
         })?);
-    let mut cache = cache();
+    let mut cache = COMPILED.lock();
     if cache.len() >= COMPILED_MAX {
         cache.clear();
     }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex as StdMutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -73,7 +73,7 @@ pub(crate) type ProgressSink = mpsc::UnboundedSender<ProgressNotificationParam>;
 #[derive(Clone, Default)]
 pub(super) struct Listener {
     /// The calls in flight that gave the server a progress token, by that token.
-    progress: Arc<StdMutex<HashMap<ProgressToken, ProgressSink>>>,
+    progress: Arc<parking_lot::Mutex<HashMap<ProgressToken, ProgressSink>>>,
     /// Told when the server says that its tools changed (`notifications/tools/list_changed`).
     pub(super) tools_changed: Arc<Notify>,
 }
@@ -82,7 +82,7 @@ impl Listener {
     /// Passes the server's progress notifications for `token` to `sink` until the guard
     /// returned is dropped.
     pub(super) fn follow(&self, token: ProgressToken, sink: ProgressSink) -> Following {
-        lock(&self.progress).insert(token.clone(), sink);
+        self.progress.lock().insert(token.clone(), sink);
         Following {
             listener: self.clone(),
             token,
@@ -98,12 +98,8 @@ pub(super) struct Following {
 
 impl Drop for Following {
     fn drop(&mut self) {
-        lock(&self.listener.progress).remove(&self.token);
+        self.listener.progress.lock().remove(&self.token);
     }
-}
-
-fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ClientHandler for Listener {
@@ -112,7 +108,7 @@ impl ClientHandler for Listener {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sink = lock(&self.progress).get(&params.progress_token).cloned();
+        let sink = self.progress.lock().get(&params.progress_token).cloned();
         if let Some(sink) = sink {
             let _ = sink.send(params);
         }

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use bytes::Bytes;
 use holdpoint_core::Engine;
 use holdpoint_protocol::{EventPayload, TokenId};
 use http_body::Frame;
+use parking_lot::Mutex;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::{Caller, Credentials};
@@ -59,18 +60,13 @@ pub struct Watch {
 }
 
 impl Ends {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Each change is one statement: a panic elsewhere leaves the state usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Watches `caller`'s credential for the length of a request.
     pub fn watch(&self, caller: &Caller) -> Watch {
         let key = match &caller.session {
             Some(session) => Key::Session(session.clone()),
             None => Key::Token(caller.token),
         };
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let revoked = state.revoked.contains(&caller.token);
         let live = state.live.entry(key.clone()).or_insert_with(|| Live {
             token: caller.token,
@@ -92,7 +88,7 @@ impl Ends {
 
     /// `token` was revoked: its requests end, and those of the sessions signed in with it.
     pub fn revoked(&self, token: TokenId) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.revoked.insert(token);
         for live in state.live.values().filter(|l| l.token == token) {
             live.end.cancel();
@@ -101,7 +97,12 @@ impl Ends {
 
     /// The session of this cookie's hash ended.
     pub fn session_ended(&self, session: &str) {
-        if let Some(live) = self.lock().live.get(&Key::Session(session.to_owned())) {
+        if let Some(live) = self
+            .state
+            .lock()
+            .live
+            .get(&Key::Session(session.to_owned()))
+        {
             live.end.cancel();
         }
     }
@@ -142,6 +143,7 @@ impl Ends {
 
     async fn check_sessions(&self, credentials: &Credentials) {
         let sessions: Vec<String> = self
+            .state
             .lock()
             .live
             .iter()
@@ -185,7 +187,7 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let mut state = self.ends.lock();
+        let mut state = self.ends.state.lock();
         if let Some(live) = state.live.get_mut(&self.key) {
             live.requests -= 1;
             if live.requests == 0 {
@@ -263,7 +265,7 @@ mod tests {
         ends.session_ended("s1");
         assert!(one.has_ended() && !two.has_ended());
         drop((one, two));
-        assert!(ends.lock().live.is_empty());
+        assert!(ends.state.lock().live.is_empty());
         // A session signed in again later with the same cookie hash is a new entry.
         assert!(!ends.watch(&caller(alice, Some("s1"))).has_ended());
     }

@@ -13,9 +13,10 @@
 //! read cost before, and a request reads several catalog records: its credential, its world,
 //! the world's agents or webhooks), and under load one round trip for many requests.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use holdpoint_core::store::StoreError;
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::conn::{Readers, sql_error};
@@ -55,16 +56,12 @@ impl Catalog {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Makes the cache current: reads the version (sharing the read with requests that
     /// arrived with this one) and empties the cache when it moved since.
     pub(super) async fn refresh(self: &Arc<Self>) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         let start = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             state.waiting.push(tx);
             !std::mem::replace(&mut state.reading, true)
         };
@@ -74,7 +71,7 @@ impl Catalog {
         let version = rx
             .await
             .map_err(|_| StoreError::new("the catalog's version was not read"))??;
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.version.is_none_or(|v| v < version) {
             state.version = Some(version);
             self.cache.invalidate();
@@ -87,7 +84,7 @@ impl Catalog {
         loop {
             // Taken before the read is sent: each of these arrived before it.
             let waiting = {
-                let mut state = self.lock();
+                let mut state = self.state.lock();
                 if state.waiting.is_empty() {
                     state.reading = false;
                     return;

@@ -3,11 +3,12 @@
 //! when the database comes back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use holdpoint_core::store::StoreError;
+use parking_lot::Mutex;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -184,20 +185,12 @@ impl Conn {
     /// The statement for `sql`, prepared once per connection: a query is then one round
     /// trip, and PostgreSQL plans it once.
     pub(super) async fn statement(&self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
-        let cached = self
-            .statements
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(sql)
-            .cloned();
+        let cached = self.statements.lock().get(sql).cloned();
         if let Some(s) = cached {
             return Ok(s);
         }
         let s = self.client.prepare(sql).await?;
-        self.statements
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(sql.to_owned(), s.clone());
+        self.statements.lock().insert(sql.to_owned(), s.clone());
         Ok(s)
     }
 

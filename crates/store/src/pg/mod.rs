@@ -18,7 +18,7 @@ mod schema;
 mod tail;
 mod writer;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
@@ -27,6 +27,7 @@ use holdpoint_core::store::{
     RecordKind, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -138,11 +139,7 @@ impl PgStore {
         if let Some(w) = &self.writer {
             let _ = w.send(Message::Close);
         }
-        let task = self
-            .writer_task
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let task = self.writer_task.lock().take();
         if let Some(t) = task {
             let _ = t.await;
         }

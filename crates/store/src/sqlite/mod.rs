@@ -10,8 +10,8 @@ mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
@@ -21,6 +21,7 @@ use holdpoint_core::store::{
     RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
+use parking_lot::Mutex;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
@@ -216,11 +217,7 @@ impl SqliteStore {
         if let Some(w) = &self.writer {
             let _ = w.send(Message::Close);
         }
-        let thread = self
-            .writer_thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let thread = self.writer_thread.lock().take();
         if let Some(t) = thread {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }

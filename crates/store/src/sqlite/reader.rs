@@ -1,7 +1,7 @@
 //! Reads, on a small pool of connections of their own (WAL readers never wait for the writer).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
@@ -11,6 +11,7 @@ use holdpoint_core::store::{
 use holdpoint_protocol::{
     BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
 };
+use parking_lot::Mutex;
 use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use tokio::sync::Semaphore;
@@ -55,13 +56,10 @@ impl ReaderPool {
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         if let Ok(_permit) = self.permits.try_acquire() {
-            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let idle = self.idle.lock().pop();
             if let Some(conn) = idle {
                 let result = f(&conn);
-                self.idle
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(conn);
+                self.idle.lock().push(conn);
                 return result;
             }
         }
@@ -78,7 +76,7 @@ impl ReaderPool {
             .acquire()
             .await
             .map_err(|_| StoreError::new("the store is closed"))?;
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let idle = self.idle.lock().pop();
         let conn = match idle {
             Some(c) => c,
             None => connect(&self.path, true).map_err(StoreError::new)?,
@@ -89,10 +87,7 @@ impl ReaderPool {
         })
         .await
         .map_err(|e| StoreError::new(format!("a read failed: {e}")))?;
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(conn);
+        self.idle.lock().push(conn);
         result
     }
 }
