@@ -343,7 +343,7 @@ pub(crate) async fn wait_for(
     responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
         (status = 422, body = ErrorBody),
         (status = 429, description = "The world has limits.pending_holds_per_world pending holds, or this credential limits.pending_holds_per_token, or would with these (nothing was raised); or too many requests (limits.requests_per_second). Retry-After says when to try again", body = ErrorBody),
-        (status = 507, description = "The disk holding the data is full (`storage_full`): no new holds until space is freed; holds already raised can still be read, decided and waited on", body = ErrorBody)))]
+        (status = 507, description = "The disk holding the data is short of space (`storage_full`, with Retry-After): nothing is raised, and no call is recorded allowed or denied, until space is freed; holds already raised can still be read, decided, withdrawn and waited on. The message and details (free_bytes, needed_bytes) say how much is free and how much is needed", body = ErrorBody)))]
 pub async fn create(
     State(app): State<App>,
     caller: Caller,

@@ -1,7 +1,8 @@
 //! Every view of the web UI passes axe-core, Deque's accessibility engine (from npm; scripts/test
 //! installs it in `.npm-ui`), with no serious or critical violation, at a desktop's width and
 //! at a phone's: the inbox empty and full, a hold, the worlds, a world, a chat, a world's
-//! policy, every section of /manage, and the sign-in page.
+//! policy, every section of /manage, and the sign-in page. At a phone's width, no view
+//! scrolls sideways either.
 
 use std::path::Path;
 
@@ -58,11 +59,17 @@ async fn check_views(b: &Browser, axe: &str, views: &[(String, &str)]) {
         if !found.is_empty() {
             failures.push(json!({"view": path, "violations": found}));
         }
+        let sideways = b
+            .eval("return document.documentElement.scrollWidth - window.innerWidth")
+            .await;
+        if sideways.as_i64().unwrap_or(0) > 0 {
+            failures.push(json!({"view": path, "scrolls sideways by (px)": sideways}));
+        }
     }
     b.check(
         failures.is_empty(),
         &format!(
-            "serious accessibility violations: {}",
+            "serious accessibility violations, or views wider than the window: {}",
             serde_json::to_string_pretty(&failures).unwrap()
         ),
     )
