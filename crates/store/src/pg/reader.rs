@@ -340,18 +340,8 @@ pub(super) async fn events(
     f: &EventFilter,
     limit: usize,
 ) -> Result<EventPage, StoreError> {
-    let mut filter = String::new();
     let mut params: Vec<Param> = vec![Box::new(after as i64)];
-    if let Some(h) = f.hold {
-        params.push(Box::new(*h.as_uuid()));
-        filter.push_str(&format!(" AND hold = ${}", params.len()));
-    }
-    for (column, value) in [("world", &f.world), ("chat", &f.chat)] {
-        if let Some(v) = value {
-            params.push(Box::new(v.clone()));
-            filter.push_str(&format!(" AND {column} = ${}", params.len()));
-        }
-    }
+    let filter = event_filter(f, &mut params);
     params.push(Box::new(count(limit)));
     let sql = format!(
         "SELECT h.seq, e.seq, e.body, e.hash FROM audit_head h LEFT JOIN LATERAL \
@@ -378,16 +368,10 @@ pub(super) async fn events(
     Ok(EventPage { events, scanned_to })
 }
 
-/// Events before `before`, newest first (through the same indexes, read backwards).
-pub(super) async fn events_before(
-    conn: &Conn,
-    before: Option<u64>,
-    f: &EventFilter,
-    limit: usize,
-) -> Result<EventPage, StoreError> {
-    let below = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+/// The conditions of `f` on the events table (` AND hold = $2 …`), their values added to
+/// `params`.
+fn event_filter(f: &EventFilter, params: &mut Vec<Param>) -> String {
     let mut filter = String::new();
-    let mut params: Vec<Param> = vec![Box::new(below)];
     if let Some(h) = f.hold {
         params.push(Box::new(*h.as_uuid()));
         filter.push_str(&format!(" AND hold = ${}", params.len()));
@@ -398,6 +382,19 @@ pub(super) async fn events_before(
             filter.push_str(&format!(" AND {column} = ${}", params.len()));
         }
     }
+    filter
+}
+
+/// Events before `before`, newest first (through the same indexes, read backwards).
+pub(super) async fn events_before(
+    conn: &Conn,
+    before: Option<u64>,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let below = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    let mut params: Vec<Param> = vec![Box::new(below)];
+    let filter = event_filter(f, &mut params);
     params.push(Box::new(count(limit)));
     let sql = format!(
         "SELECT seq, body, hash FROM events WHERE seq < $1{filter} ORDER BY seq DESC LIMIT ${}",

@@ -441,39 +441,7 @@ pub(super) fn events(
     limit: usize,
 ) -> Result<EventPage, StoreError> {
     let tx = conn.unchecked_transaction().map_err(sql_error)?;
-    let mut sql = String::from("SELECT seq, body, hash FROM events WHERE seq > ?");
-    let mut params = vec![Sql::Integer(after as i64)];
-    if let Some(h) = f.hold {
-        sql.push_str(" AND hold = ?");
-        params.push(Sql::Blob(key(h.as_uuid()).to_vec()));
-    }
-    for (column, value) in [("world", &f.world), ("chat", &f.chat)] {
-        if let Some(v) = value {
-            sql.push_str(&format!(" AND {column} = ?"));
-            params.push(Sql::Text(v.clone()));
-        }
-    }
-    sql.push_str(" ORDER BY seq LIMIT ?");
-    params.push(Sql::Integer(limit as i64));
-    let mut events = Vec::new();
-    {
-        let mut stmt = tx.prepare_cached(&sql).map_err(sql_error)?;
-        let rows = stmt
-            .query_map(params_from_iter(params), |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })
-            .map_err(sql_error)?;
-        for row in rows {
-            let (seq, body, hash) = row.map_err(sql_error)?;
-            let event = audit::open(&body, &hash)
-                .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
-            events.push(Arc::new(event));
-        }
-    }
+    let events = read_events(&tx, Toward::Newer(after), f, limit)?;
     let scanned_to = if events.len() == limit {
         events.last().map_or(after, |e| e.seq)
     } else {
@@ -482,16 +450,31 @@ pub(super) fn events(
     Ok(EventPage { events, scanned_to })
 }
 
-/// Events before `before`, newest first (through the same indexes, read backwards).
-pub(super) fn events_before(
+/// Which way a page of events is read from its bound.
+enum Toward {
+    /// After this position, oldest first.
+    Newer(u64),
+    /// Before this position (from the newest when none), newest first.
+    Older(Option<u64>),
+}
+
+/// At most `limit` events that `f` keeps, read from the bound `toward` names.
+fn read_events(
     conn: &Connection,
-    before: Option<u64>,
+    toward: Toward,
     f: &EventFilter,
     limit: usize,
-) -> Result<EventPage, StoreError> {
-    let mut sql = String::from("SELECT seq, body, hash FROM events WHERE seq < ?");
-    let below = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-    let mut params = vec![Sql::Integer(below)];
+) -> Result<Vec<Arc<holdpoint_protocol::Event>>, StoreError> {
+    let (condition, bound, order) = match toward {
+        Toward::Newer(after) => ("seq > ?", after as i64, "ASC"),
+        Toward::Older(before) => (
+            "seq < ?",
+            before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX)),
+            "DESC",
+        ),
+    };
+    let mut sql = format!("SELECT seq, body, hash FROM events WHERE {condition}");
+    let mut params = vec![Sql::Integer(bound)];
     if let Some(h) = f.hold {
         sql.push_str(" AND hold = ?");
         params.push(Sql::Blob(key(h.as_uuid()).to_vec()));
@@ -502,9 +485,8 @@ pub(super) fn events_before(
             params.push(Sql::Text(v.clone()));
         }
     }
-    sql.push_str(" ORDER BY seq DESC LIMIT ?");
+    sql.push_str(&format!(" ORDER BY seq {order} LIMIT ?"));
     params.push(Sql::Integer(limit as i64));
-    let mut events = Vec::new();
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_error)?;
     let rows = stmt
         .query_map(params_from_iter(params), |r| {
@@ -515,12 +497,24 @@ pub(super) fn events_before(
             ))
         })
         .map_err(sql_error)?;
+    let mut events = Vec::new();
     for row in rows {
         let (seq, body, hash) = row.map_err(sql_error)?;
         let event = audit::open(&body, &hash)
             .map_err(|e| StoreError::new(format!("event {seq} is unreadable: {e}")))?;
         events.push(Arc::new(event));
     }
+    Ok(events)
+}
+
+/// Events before `before`, newest first (through the same indexes, read backwards).
+pub(super) fn events_before(
+    conn: &Connection,
+    before: Option<u64>,
+    f: &EventFilter,
+    limit: usize,
+) -> Result<EventPage, StoreError> {
+    let events = read_events(conn, Toward::Older(before), f, limit)?;
     let scanned_to = if events.len() == limit {
         events.last().map_or(0, |e| e.seq)
     } else {
