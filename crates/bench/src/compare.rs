@@ -9,7 +9,8 @@
 //! of concurrency). A number followed by `:` is a label (`concurrency   16:`), part of the
 //! name. What a figure measures is read off its unit: `…/s` is better higher; times and
 //! sizes (`ns`, `µs`, `ms`, `s`, `B`, `KiB`, `MiB`) are better lower; others (counts) are
-//! shown without a verdict.
+//! shown without a verdict. A verdict needs two rounds or more, and a difference of at least
+//! 1%.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -91,12 +92,19 @@ fn numbers(line: &str) -> Vec<Number> {
     let mut found = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let starts_word = i == 0 || matches!(bytes[i - 1], b' ' | b'(' | b'[' | b'~' | b'+');
-        if !(starts_word && bytes[i].is_ascii_digit()) {
+        let boundary = |at: usize| at == 0 || matches!(bytes[at - 1], b' ' | b'(' | b'[' | b'~');
+        // A sign belongs to the number (`-3.4%`), so that the line reads the same whatever it is.
+        let signed = matches!(bytes[i], b'-' | b'+')
+            && boundary(i)
+            && bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+        if !(signed || (boundary(i) && bytes[i].is_ascii_digit())) {
             i += 1;
             continue;
         }
         let start = i;
+        if signed {
+            i += 1;
+        }
         while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b',' || bytes[i] == b'.')
         {
             i += 1;
@@ -106,7 +114,10 @@ fn numbers(line: &str) -> Vec<Number> {
         while end > start && matches!(bytes[end - 1], b',' | b'.') {
             end -= 1;
         }
-        let text: String = line[start..end].chars().filter(|c| *c != ',').collect();
+        let text: String = line[start..end]
+            .chars()
+            .filter(|c| !matches!(c, ',' | '+'))
+            .collect();
         let Ok(value) = text.parse::<f64>() else {
             continue;
         };
@@ -203,7 +214,15 @@ fn verdict(better: Better, base: &[f64], head: &[f64]) -> &'static str {
             (max - min) / med.abs()
         }
     };
-    let noise = spread((bmin, bmax), bmed).max(spread((hmin, hmax), hmed));
+    // Below this, a difference is not worth a word even where the rounds agree exactly.
+    const FLOOR: f64 = 0.01;
+    let noise = spread((bmin, bmax), bmed)
+        .max(spread((hmin, hmax), hmed))
+        .max(FLOOR);
+    // One round measures no noise at all.
+    if base.len() < 2 || head.len() < 2 {
+        return "";
+    }
     let change = if bmed == 0.0 {
         0.0
     } else {
@@ -339,6 +358,16 @@ mod tests {
         assert_eq!(count.better, Better::Unknown);
         // Labels (`1:`, `p50`), addresses and paths are not figures: two on each line.
         assert_eq!(f.len(), 8, "{f:?}");
+    }
+
+    #[test]
+    fn a_signed_number_is_a_figure_so_its_line_reads_the_same_whatever_its_sign() {
+        let a = figures("== p\n  layered 200 ns each; -3.4% time against one file\n");
+        let b = figures("== p\n  layered 210 ns each; +1.2% time against one file\n");
+        let names = |f: &[Figure]| f.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a), names(&b));
+        assert_eq!(a[1].value, -3.4);
+        assert_eq!(b[1].value, 1.2);
     }
 
     #[test]
