@@ -114,16 +114,24 @@ export async function inbox(main) {
     labelFilters();
   }
 
-  // Events come in bursts: the counts shown are redrawn once per burst, not once per event
-  // (a timer, not an animation frame, so a hidden tab's title still follows).
+  // Events come in bursts: the counts shown are redrawn at the first event at once, then at
+  // most once per 50 ms while more arrive, not once per event (a timer, not an animation
+  // frame, so a hidden tab's title still follows).
   let countTimer = null;
+  let countDue = false;
   function countSoon() {
-    if (countTimer === null) {
-      countTimer = setTimeout(() => {
-        countTimer = null;
-        showCount();
-      }, 50);
+    if (countTimer !== null) {
+      countDue = true;
+      return;
     }
+    showCount();
+    countTimer = setTimeout(() => {
+      countTimer = null;
+      if (countDue) {
+        countDue = false;
+        countSoon();
+      }
+    }, 50);
   }
 
   let recountTimer = null;
