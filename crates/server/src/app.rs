@@ -248,6 +248,9 @@ impl App {
                 self.shutdown().clone(),
             )
             .await?;
+        self.mcp()
+            .follow(self.engine(), self.shutdown().clone())
+            .await?;
         self.webhooks().start().await?;
         self.attendance().start(
             self.engine().clone(),

@@ -7,7 +7,8 @@
 //! world's), connected when the world first needs them (an agent's turn, a gateway session),
 //! since starting servers may take seconds and most worlds may never use them. That set is
 //! rebuilt when the world's servers change: the old connections are closed (stdio servers
-//! exit) and the next use connects to the servers as they are now.
+//! exit) and the next use connects to the servers as they are now. Changes and deletions are
+//! read from the event log, so every node closes what it holds, whichever node was asked.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use holdpoint_agent::ExternalTools;
 use holdpoint_mcp::{FIRST_LIST_PATIENCE, HttpGateway, McpSettings, UpstreamConfig, Upstreams};
-use holdpoint_protocol::{McpCallOutput, McpToolInfo, World, WorldId};
+use holdpoint_protocol::{EventPayload, McpCallOutput, McpToolInfo, World, WorldId};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -100,6 +101,39 @@ impl McpServers {
             close(old);
         }
         Some(set)
+    }
+
+    /// Follows the event log for worlds changed or deleted (on any node), until `shutdown`:
+    /// each is [`McpServers::world_changed`] here too.
+    pub async fn follow(
+        &self,
+        engine: &holdpoint_core::Engine,
+        shutdown: CancellationToken,
+    ) -> Result<(), holdpoint_core::EngineError> {
+        let mut events = engine.events(None, Default::default()).await?;
+        let servers = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    event = events.next() => event,
+                };
+                match event {
+                    Ok(event) => match &event.payload {
+                        EventPayload::WorldUpdated { world } => {
+                            servers.world_changed(world.id, Some(world));
+                        }
+                        EventPayload::WorldDeleted { world } => servers.world_changed(*world, None),
+                        _ => {}
+                    },
+                    Err(e) => {
+                        tracing::error!(error = %e, "changes of worlds' MCP servers are no longer followed");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(())
     }
 
     /// A world was changed, or deleted (`None`): connections to servers it no longer has

@@ -78,7 +78,7 @@ pub async fn update_world(
         .runtime()
         .update_world(&caller.actor(), w.id, changes)
         .await?;
-    app.mcp().world_changed(w.id, Some(&updated));
+    // Its MCP servers are replaced by every node as it reads the change (`McpServers::follow`).
     Ok(Json(shown(updated)))
 }
 
@@ -110,7 +110,7 @@ pub async fn delete_world(
 ) -> Result<StatusCode, ApiError> {
     let w = app.world(&caller, &world).await?;
     app.runtime().delete_world(&caller.actor(), w.id).await?;
-    app.mcp().world_changed(w.id, None);
+    // Its MCP servers are stopped by every node as it reads the deletion (`McpServers::follow`).
     Ok(StatusCode::NO_CONTENT)
 }
 
