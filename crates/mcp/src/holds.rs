@@ -15,7 +15,7 @@ use rmcp::model::{
     JsonObject, MetaObject, NotificationMetaObject, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::Peer;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::reach::{Holdpoint, HoldpointError};
@@ -90,6 +90,10 @@ pub struct Holds {
     chat: Option<String>,
     /// Holds raised by this process that are still waited on: withdrawn when it stops.
     waiting: Mutex<HashSet<HoldId>>,
+    /// Raises under way whose hold, if any, is not in `waiting` yet: [`Holds::withdraw_all`]
+    /// lets them finish first, so that a hold committed just as the gateway stops is not
+    /// left pending.
+    raising: watch::Sender<usize>,
 }
 
 impl Holds {
@@ -99,6 +103,7 @@ impl Holds {
             world,
             chat,
             waiting: Mutex::default(),
+            raising: watch::Sender::new(0),
         }
     }
 
@@ -115,6 +120,7 @@ impl Holds {
             chat: self.chat.clone(),
             items: vec![item],
         };
+        let raising = Raising::new(&self.raising);
         let response = match self.raise(body, stops).await {
             Ok(response) => response,
             Err(HoldpointError::Invalid { field, message }) => {
@@ -140,7 +146,7 @@ impl Holds {
                 if let Some(held) = held {
                     let _ = held.send((*hold).clone());
                 }
-                self.wait(*hold, stops, progress).await
+                self.wait(*hold, stops, progress, raising).await
             }
         }
     }
@@ -182,8 +188,11 @@ impl Holds {
         hold: Hold,
         stops: &Stops,
         progress: Option<Progress>,
+        raising: Raising<'_>,
     ) -> Result<Asked, HoldpointError> {
         let _registered = Registered::new(&self.waiting, hold.id);
+        // Waited on now: a withdrawal of everything finds it.
+        drop(raising);
         let mut step = 0u32;
         // The hold is durable: when Holdpoint cannot be reached (it restarts, say), the call
         // waits on, and takes the hold up again once it answers.
@@ -260,10 +269,32 @@ impl Holds {
 
     /// Withdraws every hold still waited on (the client went away).
     pub async fn withdraw_all(&self, reason: &str) {
+        // A raise under way may have committed its hold already: it is waited for (a little).
+        let mut raising = self.raising.subscribe();
+        let _ = tokio::time::timeout(RAISES_SETTLE, raising.wait_for(|n| *n == 0)).await;
         let ids: Vec<HoldId> = self.waiting.lock().drain().collect();
         for id in ids {
             self.withdraw(id, reason).await;
         }
+    }
+}
+
+/// How long withdrawing everything waits for the raises under way.
+const RAISES_SETTLE: Duration = Duration::from_secs(5);
+
+/// A raise under way, counted in [`Holds::raising`] for as long as this lives.
+struct Raising<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Raising<'a> {
+    fn new(count: &'a watch::Sender<usize>) -> Raising<'a> {
+        count.send_modify(|n| *n += 1);
+        Raising(count)
+    }
+}
+
+impl Drop for Raising<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -40,7 +40,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a first listing of tools waits for servers still making their first start
 /// (see [`Upstreams::first_starts_within`]).
-pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
+pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A failure to reach or use an upstream, in words for the person or the LLM that reads it.
 #[derive(Debug, thiserror::Error)]

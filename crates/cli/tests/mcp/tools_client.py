@@ -5,8 +5,9 @@ as client.py does) and prints what happens as JSON lines.
     tools_client.py wait-for NAME ARGUMENTS_JSON
         Prints the tools listed ({"tools": [names]}) and the result of calling NAME at once
         ({"early": result}); then waits (at most $WAIT_SECONDS, default 60) for the server's
-        notifications/tools/list_changed ({"list_changed": n}, how many arrived), lists the
-        tools again and calls NAME again ({"tools": [...]}, {"late": result}).
+        notifications/tools/list_changed ({"list_changed": n}, how many arrived; with
+        $WAIT_FOR_TOOL, until that tool is listed), lists the tools again and calls NAME again
+        ({"tools": [...]}, {"late": result}).
 """
 
 import json
@@ -60,10 +61,21 @@ async def main() -> None:
     async with Client(gateway, message_handler=on_message) as client:
         say({"tools": await tools(client)})
         say({"early": dump(await client.call_tool(name, arguments))})
+        # With $WAIT_FOR_TOOL, notifications are waited for until that tool is listed: a
+        # server may be announced more than once (it came up, then changed its tools).
+        wanted = os.environ.get("WAIT_FOR_TOOL")
+        listed = []
         with anyio.move_on_after(float(os.environ.get("WAIT_SECONDS", "60"))):
-            await changed.wait()
+            while True:
+                await changed.wait()
+                changed = anyio.Event()
+                if wanted is None:
+                    break
+                listed = await tools(client)
+                if wanted in listed:
+                    break
         say({"list_changed": count})
-        say({"tools": await tools(client)})
+        say({"tools": listed if wanted in listed else await tools(client)})
         say({"late": dump(await client.call_tool(name, arguments))})
 
 

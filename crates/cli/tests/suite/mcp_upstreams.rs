@@ -605,8 +605,11 @@ async fn over_http_the_progress_of_an_allowed_call_reaches_the_client() {
 
 /// An upstream that says its tools changed is listed again, and the client is told in turn.
 async fn an_upstreams_own_tool_changes_reach_the_client(gw: &Gateway) {
+    // The server's start may be announced before its own change is: what is waited for is
+    // the tool it adds.
     let child = gw
         .client_script("tools_client.py", &["wait-for", "odd__change", "{}"])
+        .env("WAIT_FOR_TOOL", "odd__added")
         .spawn()
         .unwrap();
     let (lines, stderr) = finished(child).await;
