@@ -10,6 +10,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod cache;
+mod group;
 mod pages;
 mod pg;
 mod rows;

@@ -7,13 +7,13 @@
 //! redone one by one, so that only the faulty one fails. A committed group goes to the
 //! syncer, which makes it durable before anyone hears of it.
 //!
-//! This module is the writer's loop; `rows.rs` has what it is sent and `apply.rs` how a group
-//! is applied.
+//! This module is the writer's loop; `rows.rs` has what it is sent, `group.rs` how a group is
+//! gathered from the queue and answered, and `apply.rs` how a group is applied.
 
 use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 
 use holdpoint_core::audit::AuditHead;
 use holdpoint_core::store::{CommitError, StoreError};
@@ -23,10 +23,9 @@ use super::checkpointer::{self, Checkpointer};
 use super::reserve::{self, Reserve};
 use super::syncer::Syncer;
 use crate::cache::RecordCache;
+use crate::group;
 use crate::rows::{Job, Message, PreparedWrite};
 
-/// The most transactions committed together.
-const MAX_GROUP: usize = 512;
 /// Each time the WAL has grown by this many pages (4 MiB), the checkpointer is asked to copy
 /// them into the database, concurrently with further commits. (Asked after every commit, it
 /// would copy a few pages and fsync the database each time, contending with the writer for
@@ -70,7 +69,7 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Applies transactions until the store closes.
-    pub(super) fn serve(&mut self, rx: Receiver<Message>) {
+    pub(super) fn serve(&mut self, mut rx: Receiver<Message>) {
         let mut next = None;
         loop {
             // Short of space, the writer looks for room for its reserve now and then, with
@@ -88,27 +87,17 @@ impl Writer {
                     Err(_) => break,
                 },
             };
-            let Message::Commit(first) = first else { break };
-            let mut jobs = vec![first];
-            let mut closing = false;
-            while jobs.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(Message::Commit(job)) => jobs.push(job),
-                    Ok(Message::Close) => {
-                        closing = true;
-                        break;
-                    }
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            }
+            let Some(group) = group::gather(first, &mut rx) else {
+                break;
+            };
             // With more work waiting, the sync is left to the syncer thread, to overlap the
             // next group; otherwise the writer syncs at once (see syncer.rs).
-            if !closing {
+            if !group.closing {
                 next = rx.try_recv().ok();
             }
-            self.commit_group(jobs, next.is_some());
+            self.commit_group(group.jobs, next.is_some());
             self.keep_wal_bounded();
-            if closing {
+            if group.closing {
                 break;
             }
         }
@@ -153,9 +142,7 @@ impl Writer {
             let error = StoreError::new(
                 "an earlier commit could not be made durable; the store refuses further writes",
             );
-            for job in jobs {
-                let _ = job.reply.send(Err(CommitError::Store(error.clone())));
-            }
+            group::fail(jobs, &error);
             return;
         }
         // Short of space, only what serves the holds already raised is written: the rest
@@ -176,16 +163,7 @@ impl Writer {
                 let answers = jobs
                     .into_iter()
                     .zip(results)
-                    .map(|(job, result)| {
-                        let result = result.map_err(CommitError::Conflict).map(|sealed| {
-                            job.events
-                                .into_iter()
-                                .zip(sealed)
-                                .map(|(e, (seq, hash))| Arc::new(e.draft.into_event(seq, hash)))
-                                .collect()
-                        });
-                        (job.reply, result)
-                    })
+                    .map(|(job, sealed)| (job.reply, group::answer(job.events, sealed)))
                     .collect();
                 self.syncer.settle(answers, busy);
             }
@@ -203,9 +181,7 @@ impl Writer {
                 } else {
                     tracing::error!(error = %e, "a commit failed; nothing of it was applied");
                     let error = StoreError::new(format!("the commit failed: {e}"));
-                    for job in jobs {
-                        let _ = job.reply.send(Err(CommitError::Store(error.clone())));
-                    }
+                    group::fail(jobs, &error);
                 }
             }
         }
