@@ -432,6 +432,8 @@ pub struct CreatedWebhook {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum DeliveryStatus {
     Pending,
     Delivered,

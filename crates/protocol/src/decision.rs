@@ -10,6 +10,8 @@ use crate::{Hold, HoldId, Outcome};
     Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ApproveScope {
     /// This call only.
     #[default]
@@ -36,6 +38,13 @@ impl ApproveScope {
 /// A decision on one hold.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(DecisionAction),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "A decision's `action`, as on the wire.")]
 pub enum Decision {
     /// Approve the call. `digest`, when given, must be the digest of the arguments the person
     /// saw; a mismatch is refused.
@@ -177,6 +186,8 @@ impl DecisionKind {
 /// What a decision did to its hold.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum DecideOutcome {
     /// The hold is now decided; `hold.outcome` says how.
     Resolved,

@@ -31,15 +31,24 @@ pub struct Event {
 /// What happened. The `type` tag names the event on the wire and in the log.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type")]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(EventType),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(doc = "An event's `type`, as on the wire (`EventPayload::type_name`).")]
 pub enum EventPayload {
     /// A hold was raised (and is shown to people).
     #[serde(rename = "hold.created")]
+    #[strum_discriminants(strum(serialize = "hold.created"))]
     HoldCreated { hold: Box<Hold> },
     /// A hold is still pending and its deadline approaches.
     #[serde(rename = "hold.reminded")]
+    #[strum_discriminants(strum(serialize = "hold.reminded"))]
     HoldReminded { deadline: Timestamp },
     /// One approval was counted towards a quorum.
     #[serde(rename = "hold.voted")]
+    #[strum_discriminants(strum(serialize = "hold.voted"))]
     HoldVoted {
         vote: Vote,
         approvals: u32,
@@ -47,18 +56,23 @@ pub enum EventPayload {
     },
     /// An answer was chosen and waits for the confirm step.
     #[serde(rename = "hold.awaiting_confirm")]
+    #[strum_discriminants(strum(serialize = "hold.awaiting_confirm"))]
     HoldAwaitingConfirm { answer: PendingAnswer },
     /// A person (or a non-interactive default) decided the hold.
     #[serde(rename = "hold.decided")]
+    #[strum_discriminants(strum(serialize = "hold.decided"))]
     HoldDecided { outcome: Outcome },
     /// The deadline passed; the configured outcome was applied.
     #[serde(rename = "hold.expired")]
+    #[strum_discriminants(strum(serialize = "hold.expired"))]
     HoldExpired { outcome: Outcome },
     /// The hold was withdrawn (its turn was cancelled, or its agent withdrew it).
     #[serde(rename = "hold.withdrawn")]
+    #[strum_discriminants(strum(serialize = "hold.withdrawn"))]
     HoldWithdrawn { outcome: Outcome },
     /// Policy allowed a call without asking.
     #[serde(rename = "call.allowed")]
+    #[strum_discriminants(strum(serialize = "call.allowed"))]
     CallAllowed {
         tool: String,
         digest: String,
@@ -74,6 +88,7 @@ pub enum EventPayload {
     },
     /// Policy denied a call without asking.
     #[serde(rename = "call.denied")]
+    #[strum_discriminants(strum(serialize = "call.denied"))]
     CallDenied {
         tool: String,
         digest: String,
@@ -88,12 +103,15 @@ pub enum EventPayload {
         decided_by: DecidedBy,
     },
     #[serde(rename = "grant.created")]
+    #[strum_discriminants(strum(serialize = "grant.created"))]
     GrantCreated { grant: Grant },
     #[serde(rename = "grant.revoked")]
+    #[strum_discriminants(strum(serialize = "grant.revoked"))]
     GrantRevoked { grant: GrantId },
     /// A policy changed: a world's own (a new `version`), or the base file reloaded (no
     /// `world`). `digest` is the SHA-256 of the text now in force.
     #[serde(rename = "policy.changed")]
+    #[strum_discriminants(strum(serialize = "policy.changed"))]
     PolicyChanged {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         world: Option<String>,
@@ -102,50 +120,68 @@ pub enum EventPayload {
         digest: String,
     },
     #[serde(rename = "world.created")]
+    #[strum_discriminants(strum(serialize = "world.created"))]
     WorldCreated { world: World },
     #[serde(rename = "world.updated")]
+    #[strum_discriminants(strum(serialize = "world.updated"))]
     WorldUpdated { world: World },
     #[serde(rename = "world.deleted")]
+    #[strum_discriminants(strum(serialize = "world.deleted"))]
     WorldDeleted { world: WorldId },
     #[serde(rename = "agent.created")]
+    #[strum_discriminants(strum(serialize = "agent.created"))]
     AgentCreated { agent: Box<Agent> },
     #[serde(rename = "agent.updated")]
+    #[strum_discriminants(strum(serialize = "agent.updated"))]
     AgentUpdated { agent: Box<Agent> },
     #[serde(rename = "agent.deleted")]
+    #[strum_discriminants(strum(serialize = "agent.deleted"))]
     AgentDeleted { agent: AgentId },
     #[serde(rename = "chat.created")]
+    #[strum_discriminants(strum(serialize = "chat.created"))]
     ChatCreated { chat: Chat },
     /// A chat's title or agent changed.
     #[serde(rename = "chat.updated")]
+    #[strum_discriminants(strum(serialize = "chat.updated"))]
     ChatUpdated { chat: Chat },
     #[serde(rename = "chat.deleted")]
+    #[strum_discriminants(strum(serialize = "chat.deleted"))]
     ChatDeleted { chat: ChatId },
     /// An API token was created (never with its secret).
     #[serde(rename = "token.created")]
+    #[strum_discriminants(strum(serialize = "token.created"))]
     TokenCreated { token: TokenInfo },
     /// An API token was revoked; its browser sessions ended with it.
     #[serde(rename = "token.revoked")]
+    #[strum_discriminants(strum(serialize = "token.revoked"))]
     TokenRevoked { token: TokenInfo },
     /// A URL was subscribed to a world's hold events (never with the signing secret).
     #[serde(rename = "webhook.created")]
+    #[strum_discriminants(strum(serialize = "webhook.created"))]
     WebhookCreated { webhook: Webhook },
     /// A webhook subscription was deleted, with its deliveries.
     #[serde(rename = "webhook.deleted")]
+    #[strum_discriminants(strum(serialize = "webhook.deleted"))]
     WebhookDeleted { webhook: Webhook },
     /// A message was added to a chat (a user's, the agent's answer, a tool result).
     #[serde(rename = "message.created")]
+    #[strum_discriminants(strum(serialize = "message.created"))]
     MessageCreated { message: Message },
     /// A user message started a turn.
     #[serde(rename = "turn.started")]
+    #[strum_discriminants(strum(serialize = "turn.started"))]
     TurnStarted { turn: TurnId },
     /// Text the agent is writing, as it streams (pieces, in order).
     #[serde(rename = "turn.text")]
+    #[strum_discriminants(strum(serialize = "turn.text"))]
     TurnText { turn: TurnId, text: String },
     /// The LLM proposed a tool call.
     #[serde(rename = "turn.tool_call")]
+    #[strum_discriminants(strum(serialize = "turn.tool_call"))]
     TurnToolCall { turn: TurnId, call: ToolCall },
     /// A tool call started running.
     #[serde(rename = "turn.tool_started")]
+    #[strum_discriminants(strum(serialize = "turn.tool_started"))]
     TurnToolStarted {
         turn: TurnId,
         call: String,
@@ -153,6 +189,7 @@ pub enum EventPayload {
     },
     /// A tool call's result is final (whether or not it ran).
     #[serde(rename = "turn.tool_finished")]
+    #[strum_discriminants(strum(serialize = "turn.tool_finished"))]
     TurnToolFinished {
         turn: TurnId,
         call: String,
@@ -160,57 +197,25 @@ pub enum EventPayload {
     },
     /// The agent gave its final answer.
     #[serde(rename = "turn.finished")]
+    #[strum_discriminants(strum(serialize = "turn.finished"))]
     TurnFinished { turn: TurnId },
     /// The turn could not go on (an unreachable LLM, say); `error` says what to fix.
     #[serde(rename = "turn.failed")]
+    #[strum_discriminants(strum(serialize = "turn.failed"))]
     TurnFailed { turn: TurnId, error: String },
     #[serde(rename = "turn.canceled")]
+    #[strum_discriminants(strum(serialize = "turn.canceled"))]
     TurnCanceled { turn: TurnId },
     /// A person denied a call and stopped the turn; the LLM is not called again.
     #[serde(rename = "turn.stopped")]
+    #[strum_discriminants(strum(serialize = "turn.stopped"))]
     TurnStopped { turn: TurnId },
 }
 
 impl EventPayload {
     /// The event's type name, as on the wire.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            EventPayload::HoldCreated { .. } => "hold.created",
-            EventPayload::HoldReminded { .. } => "hold.reminded",
-            EventPayload::HoldVoted { .. } => "hold.voted",
-            EventPayload::HoldAwaitingConfirm { .. } => "hold.awaiting_confirm",
-            EventPayload::HoldDecided { .. } => "hold.decided",
-            EventPayload::HoldExpired { .. } => "hold.expired",
-            EventPayload::HoldWithdrawn { .. } => "hold.withdrawn",
-            EventPayload::CallAllowed { .. } => "call.allowed",
-            EventPayload::CallDenied { .. } => "call.denied",
-            EventPayload::GrantCreated { .. } => "grant.created",
-            EventPayload::GrantRevoked { .. } => "grant.revoked",
-            EventPayload::PolicyChanged { .. } => "policy.changed",
-            EventPayload::WorldCreated { .. } => "world.created",
-            EventPayload::WorldUpdated { .. } => "world.updated",
-            EventPayload::WorldDeleted { .. } => "world.deleted",
-            EventPayload::AgentCreated { .. } => "agent.created",
-            EventPayload::AgentUpdated { .. } => "agent.updated",
-            EventPayload::AgentDeleted { .. } => "agent.deleted",
-            EventPayload::ChatCreated { .. } => "chat.created",
-            EventPayload::ChatUpdated { .. } => "chat.updated",
-            EventPayload::ChatDeleted { .. } => "chat.deleted",
-            EventPayload::TokenCreated { .. } => "token.created",
-            EventPayload::TokenRevoked { .. } => "token.revoked",
-            EventPayload::WebhookCreated { .. } => "webhook.created",
-            EventPayload::WebhookDeleted { .. } => "webhook.deleted",
-            EventPayload::MessageCreated { .. } => "message.created",
-            EventPayload::TurnStarted { .. } => "turn.started",
-            EventPayload::TurnText { .. } => "turn.text",
-            EventPayload::TurnToolCall { .. } => "turn.tool_call",
-            EventPayload::TurnToolStarted { .. } => "turn.tool_started",
-            EventPayload::TurnToolFinished { .. } => "turn.tool_finished",
-            EventPayload::TurnFinished { .. } => "turn.finished",
-            EventPayload::TurnFailed { .. } => "turn.failed",
-            EventPayload::TurnCanceled { .. } => "turn.canceled",
-            EventPayload::TurnStopped { .. } => "turn.stopped",
-        }
+        EventType::from(self).as_str()
     }
 
     /// The final outcome, for the events that resolve a hold.
@@ -224,9 +229,44 @@ impl EventPayload {
     }
 }
 
+impl EventType {
+    /// Its name on the wire, as serde writes it (the `wire_names` test compares them).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// Whether the event ends a hold's wait: its payload has the hold's `outcome`
+    /// (`EventPayload::resolution`).
+    pub fn resolves_hold(self) -> bool {
+        matches!(
+            self,
+            EventType::HoldDecided | EventType::HoldExpired | EventType::HoldWithdrawn
+        )
+    }
+
+    /// Whether the event changes a hold (raises it, reminds, counts a vote, waits for a
+    /// confirm step, or ends it).
+    pub fn changes_hold(self) -> bool {
+        matches!(
+            self,
+            EventType::HoldCreated
+                | EventType::HoldReminded
+                | EventType::HoldVoted
+                | EventType::HoldAwaitingConfirm
+        ) || self.resolves_hold()
+    }
+}
+
 /// What decided a call without a person.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "by", rename_all = "snake_case")]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(DecidedByKind),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "What decided a call: `DecidedBy`'s `by`, as on the wire.")]
 pub enum DecidedBy {
     Rule {
         rule: RuleRef,

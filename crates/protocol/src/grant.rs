@@ -8,6 +8,8 @@ use crate::{GrantId, HoldId, Timestamp};
 /// How far a grant reaches.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum GrantScope {
     /// The same tool with the same arguments, in one chat.
     Chat,

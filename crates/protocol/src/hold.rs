@@ -208,6 +208,13 @@ impl std::fmt::Display for RuleRef {
 /// What applies when a hold's deadline passes.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(TimeoutAction),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "What applies at a deadline: `OnTimeout`'s `action`, as on the wire.")]
 pub enum OnTimeout {
     /// Approvals: the call is denied (the default: fail closed).
     Deny,
@@ -285,6 +292,8 @@ pub struct Vote {
 /// The final status of a hold.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum OutcomeStatus {
     Approved,
     Denied,
@@ -297,6 +306,8 @@ pub enum OutcomeStatus {
 /// What happens to the tool call of an approval.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Verdict {
     Approve,
     Deny,

@@ -29,19 +29,19 @@ pub use api::{
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
-    DecisionKind, SeenHold,
+    DecisionAction, DecisionKind, SeenHold,
 };
-pub use event::{CallVerdict, DecidedBy, Event, EventPayload};
+pub use event::{CallVerdict, DecidedBy, DecidedByKind, Event, EventPayload, EventType};
 pub use grant::{Grant, GrantScope};
 pub use hold::{
     ApprovalSpec, ChosenOption, Hold, HoldKind, HoldSpec, HoldStatus, OnTimeout, Outcome,
-    OutcomeStatus, PendingAnswer, QuestionOption, QuestionSpec, RuleRef, ToolAnnotations, Verdict,
-    Vote,
+    OutcomeStatus, PendingAnswer, QuestionOption, QuestionSpec, RuleRef, TimeoutAction,
+    ToolAnnotations, Verdict, Vote,
 };
 pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
-pub use markdown::MarkdownNode;
+pub use markdown::{MarkdownNode, MarkdownNodeType};
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
 pub use policy::{
     PolicyLayer, PolicyReloaded, PolicyVersion, ReplayChange, ReplayExample, ReplayReport,
@@ -50,14 +50,14 @@ pub use policy::{
 pub use principal::{Actor, Principal, Role, Source, VIA_MAX};
 pub use query::{
     EventsParams, HoldCount, HoldCounts, HoldQuery, HoldsParams, LoginParams, Order, Page,
-    PageParams, SignInForm, StatusFilter, StreamParams, WaitParams,
+    PageParams, SignInForm, StatusFilter, StatusFilterName, StreamParams, WaitParams,
 };
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };
 pub use runtime::{
     Agent, AgentChanges, ApprovedBy, CallRecord, CallState, Chat, ChatChanges, LlmSettings,
-    Message, MessageRole, NewAgent, NewChat, NewWorld, ToolCall, ToolResult, Turn, TurnStatus,
-    World, WorldChanges,
+    Message, MessageRole, NewAgent, NewChat, NewWorld, ToolCall, ToolResult, ToolResultStatus,
+    Turn, TurnStatus, World, WorldChanges,
 };
 pub use time::{Deadline, ParseDeadlineError, Timestamp};

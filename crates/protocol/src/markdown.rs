@@ -9,6 +9,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[schema(no_recursion)]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(MarkdownNodeType),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "A Markdown node's `type`, as on the wire.")]
 pub enum MarkdownNode {
     /// Plain text (soft line breaks are `\n`).
     Text {

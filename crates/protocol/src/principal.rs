@@ -52,6 +52,8 @@ impl Principal {
 /// What kind of actor did something.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Source {
     /// An authenticated person (admin or approver).
     Person,

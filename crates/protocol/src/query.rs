@@ -7,6 +7,13 @@ use crate::{BatchId, HoldId, HoldKind, HoldStatus};
 /// Which holds by status.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(StatusFilterName),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "A status filter's name (`Is` stands for any `HoldStatus`'s own).")]
 pub enum StatusFilter {
     /// Still open: `pending` or `awaiting_confirm`.
     #[default]
@@ -21,6 +28,8 @@ pub enum StatusFilter {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Order {
     /// Oldest first (the inbox order).
     #[default]

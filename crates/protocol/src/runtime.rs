@@ -85,6 +85,8 @@ pub struct Chat {
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum MessageRole {
     User,
     Assistant,
@@ -117,6 +119,8 @@ pub struct Message {
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum TurnStatus {
     /// Calling the LLM, or running tools.
     Running,
@@ -138,6 +142,8 @@ impl TurnStatus {
 /// Where a tool call of the current step stands.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum CallState {
     /// Proposed by the LLM, not yet decided.
     Proposed,
@@ -230,6 +236,13 @@ pub struct Turn {
 /// happened. Sent to the LLM as this JSON object.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
+#[derive(strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(ToolResultStatus),
+    derive(Hash, strum::IntoStaticStr, strum::VariantArray)
+)]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
+#[strum_discriminants(doc = "A tool result's `status`, as on the wire.")]
 pub enum ToolResult {
     /// The tool ran. `arguments` is set when a person edited them: they are what ran.
     Executed {

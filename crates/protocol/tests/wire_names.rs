@@ -58,3 +58,100 @@ fn each_approval_decision_approves_or_denies_and_question_decisions_neither() {
     assert!(DecisionKind::Edit.approves());
     assert!(DecisionKind::DenyStop.denies());
 }
+
+/// Each variant's strum name (`Into<&'static str>`) is its serde name.
+fn serde_names<T>()
+where
+    T: VariantArray + Copy + PartialEq + std::fmt::Debug + Serialize + DeserializeOwned,
+    T: Into<&'static str>,
+{
+    assert!(!T::VARIANTS.is_empty());
+    for &v in T::VARIANTS {
+        let name: &'static str = v.into();
+        assert_eq!(serde_json::to_value(v).unwrap(), Value::from(name), "{v:?}");
+        let read: T = serde_json::from_value(Value::from(name)).unwrap();
+        assert_eq!(read, v);
+    }
+}
+
+/// The names of a tagged enum's variants, as its OpenAPI schema (serde's names) gives them,
+/// in order: the one value of each `oneOf` item's `tag` property.
+fn schema_tags<S: utoipa::PartialSchema>(tag: &str) -> Vec<String> {
+    let schema = serde_json::to_value(S::schema()).unwrap();
+    schema["oneOf"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no oneOf: {schema}"))
+        .iter()
+        .map(|item| {
+            let item = item.get("allOf").map_or(item, |all| {
+                all.as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|part| part["properties"].get(tag).is_some())
+                    .unwrap()
+            });
+            item["properties"][tag]["enum"][0]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {tag}: {item}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A tagged enum's discriminants (strum's `EnumDiscriminants`) spell the tag's values as
+/// serde does, in the same order.
+fn same_tags<S: utoipa::PartialSchema, D>(tag: &str)
+where
+    D: VariantArray + Copy + Into<&'static str>,
+{
+    let names: Vec<&str> = D::VARIANTS.iter().map(|&d| d.into()).collect();
+    assert_eq!(names, schema_tags::<S>(tag), "the {tag}s");
+}
+
+#[test]
+fn the_other_enums_and_the_tags_spell_their_names_as_serde_does() {
+    use holdpoint_protocol::*;
+    serde_names::<Source>();
+    serde_names::<OutcomeStatus>();
+    serde_names::<Verdict>();
+    serde_names::<ApproveScope>();
+    serde_names::<GrantScope>();
+    serde_names::<DecideOutcome>();
+    serde_names::<Order>();
+    serde_names::<DeliveryStatus>();
+    serde_names::<MessageRole>();
+    serde_names::<TurnStatus>();
+    serde_names::<CallState>();
+    same_tags::<EventPayload, EventType>("type");
+    same_tags::<Decision, DecisionAction>("action");
+    same_tags::<OnTimeout, TimeoutAction>("action");
+    same_tags::<DecidedBy, DecidedByKind>("by");
+    same_tags::<ToolResult, ToolResultStatus>("status");
+    same_tags::<MarkdownNode, MarkdownNodeType>("type");
+    assert_eq!(EventType::VARIANTS.len(), 35);
+}
+
+#[test]
+fn the_events_that_resolve_a_hold_are_those_with_its_outcome() {
+    use holdpoint_protocol::{EventPayload, EventType};
+    let schema = serde_json::to_value(<EventPayload as utoipa::PartialSchema>::schema()).unwrap();
+    for (&t, item) in EventType::VARIANTS
+        .iter()
+        .zip(schema["oneOf"].as_array().unwrap())
+    {
+        let item = item.get("allOf").map_or(item.clone(), |all| {
+            let mut props = serde_json::Map::new();
+            for part in all.as_array().unwrap() {
+                for (k, v) in part["properties"].as_object().into_iter().flatten() {
+                    props.insert(k.clone(), v.clone());
+                }
+            }
+            serde_json::json!({ "properties": props })
+        });
+        assert_eq!(item["properties"]["type"]["enum"][0], t.as_str());
+        let has_outcome = item["properties"].get("outcome").is_some();
+        assert_eq!(t.resolves_hold(), has_outcome, "{t:?}");
+        assert!(!t.resolves_hold() || t.changes_hold(), "{t:?}");
+        assert_eq!(t.changes_hold(), t.as_str().starts_with("hold."), "{t:?}");
+    }
+}
