@@ -275,3 +275,10 @@ impl axum::extract::FromRef<App> for Guard {
         app.inner.guard.clone()
     }
 }
+
+/// The rate limiting middleware's state, from the App's.
+impl axum::extract::FromRef<App> for Arc<Limiter> {
+    fn from_ref(app: &App) -> Arc<Limiter> {
+        app.inner.limiter.clone()
+    }
+}

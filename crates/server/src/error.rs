@@ -9,6 +9,11 @@ use holdpoint_core::{EngineError, PendingLimit, ValidationError};
 use holdpoint_protocol::{ErrorBody, ErrorDetail};
 use serde_json::{Value, json};
 
+/// When to try again after a raise refused for the pending holds it would leave (the engine's
+/// limits; `limits.rs` has the server's own): holds are decided by people, in seconds or
+/// minutes.
+const PENDING_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -213,7 +218,7 @@ impl From<EngineError> for ApiError {
                     PendingLimit::PerRaiser => "limits.pending_holds_per_token",
                 },
                 message,
-                crate::limits::PENDING_RETRY,
+                PENDING_RETRY,
             ),
             EngineError::Conflict { message, .. } => {
                 ApiError::new(StatusCode::CONFLICT, code, message)

@@ -1,8 +1,9 @@
 //! Holdpoint's HTTP server: the REST API under `/api/v1`, live events (SSE), tokens and browser
 //! sessions, webhooks, Prometheus metrics, and the OpenAPI document.
 //!
-//! The only crate that knows HTTP. Handlers are thin: they check who is calling, read the
-//! request, and call the engine or the runtime.
+//! The only crate that knows HTTP. Route handlers are thin: the access table checks who is
+//! calling, the handler reads the request and calls one function of `service`, which the
+//! protocol adapters (MCP) call too.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod app;
@@ -22,6 +23,7 @@ mod mcp;
 mod metrics;
 mod routes;
 mod send_timeout;
+mod service;
 mod webhooks;
 
 use std::future::Future;
@@ -38,7 +40,8 @@ pub use auth::{Access, CSRF_HEADER, SESSION_COOKIE};
 pub use config::{ConfigError, LogFormat, Settings};
 pub use error::ApiError;
 pub use launch::{ADMIN_TOKEN_FILE, LaunchError, Server, load_policy};
-pub use routes::{mcp_in_process, openapi, operations, router};
+pub use routes::{openapi, operations, router};
+pub use service::in_process::in_process as mcp_in_process;
 pub use webhooks::signature;
 
 /// Serves `app` on `listener` until `stop` resolves; then lets requests in flight finish.

@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use holdpoint_protocol::{Role, TokenId};
 use parking_lot::Mutex;
 
-use crate::app::App;
 use crate::auth::Caller;
 use crate::config::LimitSettings;
 use crate::error::ApiError;
@@ -27,9 +26,6 @@ use crate::error::ApiError;
 const STREAM_RETRY: Duration = Duration::from_secs(5);
 /// When to try again after a refused long poll: others end within their timeout.
 const WAIT_RETRY: Duration = Duration::from_secs(1);
-/// When to try again after a raise refused for the pending holds it would leave: holds are
-/// decided by people, in seconds or minutes.
-pub const PENDING_RETRY: Duration = Duration::from_secs(10);
 /// Buckets kept before idle (full) ones are forgotten.
 const BUCKETS_KEPT: usize = 10_000;
 
@@ -219,9 +215,9 @@ impl Limiter {
 /// Each credential has its own bucket, so an agent's flood slows that agent only, never the
 /// people deciding its holds. Requests without a caller (probes, public pages) are not
 /// counted here.
-pub async fn rate(State(app): State<App>, req: Request, next: Next) -> Response {
+pub async fn rate(State(limiter): State<Arc<Limiter>>, req: Request, next: Next) -> Response {
     if let Some(caller) = req.extensions().get::<Caller>()
-        && let Err(refused) = app.limiter().count(caller)
+        && let Err(refused) = limiter.count(caller)
     {
         return refused.into_response();
     }

@@ -6,15 +6,16 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use holdpoint_protocol::{
-    Agent, AgentChanges, Chat, ChatChanges, ChatId, ChatMessage, ErrorBody, MessageRole,
-    MessagesPage, NewAgent, NewChat, NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted,
-    UpstreamConfig, World, WorldChanges,
+    Agent, AgentChanges, Chat, ChatChanges, ChatId, ErrorBody, MessagesPage, NewAgent, NewChat,
+    NewWorld, PageParams, SendMessage, Turn, TurnId, TurnStarted, UpstreamConfig, World,
+    WorldChanges,
 };
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params};
+use crate::service::chats as service;
 
 /// A world as the API shows it: the values of its MCP servers' `env` and `headers` hidden.
 fn shown(mut world: World) -> World {
@@ -200,8 +201,7 @@ pub async fn chats(
     caller: Caller,
     Path(world): Path<String>,
 ) -> Result<Json<Vec<Chat>>, ApiError> {
-    let w = app.world(&caller, &world).await?;
-    Ok(Json(app.runtime().chats(w.id).await?))
+    Ok(Json(service::list(&app, &caller, &world).await?))
 }
 
 /// Start a chat with one of the world's agents.
@@ -213,15 +213,8 @@ pub async fn create_chat(
     Path(world): Path<String>,
     Body(new): Body<NewChat>,
 ) -> Result<(StatusCode, Json<Chat>), ApiError> {
-    let w = app.world(&caller, &world).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(
-            app.runtime()
-                .create_chat(&caller.actor(), w.id, new)
-                .await?,
-        ),
-    ))
+    let chat = service::create(&app, &caller, &world, new).await?;
+    Ok((StatusCode::CREATED, Json(chat)))
 }
 
 fn chat_id(s: &str) -> Result<ChatId, ApiError> {
@@ -236,8 +229,9 @@ pub async fn chat(
     caller: Caller,
     Path((world, chat)): Path<(String, String)>,
 ) -> Result<Json<Chat>, ApiError> {
-    let w = app.world(&caller, &world).await?;
-    Ok(Json(app.runtime().chat(w.id, chat_id(&chat)?).await?))
+    Ok(Json(
+        service::get(&app, &caller, &world, chat_id(&chat)?).await?,
+    ))
 }
 
 /// Rename a chat, or hand it to another of the world's agents (refused while a turn runs in
@@ -251,12 +245,9 @@ pub async fn update_chat(
     Path((world, chat)): Path<(String, String)>,
     Body(changes): Body<ChatChanges>,
 ) -> Result<Json<Chat>, ApiError> {
-    let w = app.world(&caller, &world).await?;
     let id = chat_id(&chat)?;
     Ok(Json(
-        app.runtime()
-            .update_chat(&caller.actor(), w.id, id, changes)
-            .await?,
+        service::update(&app, &caller, &world, id, changes).await?,
     ))
 }
 
@@ -268,10 +259,7 @@ pub async fn delete_chat(
     caller: Caller,
     Path((world, chat)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let w = app.world(&caller, &world).await?;
-    app.runtime()
-        .delete_chat(&caller.actor(), w.id, chat_id(&chat)?)
-        .await?;
+    service::delete(&app, &caller, &world, chat_id(&chat)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -285,31 +273,12 @@ pub async fn messages(
     Path((world, chat)): Path<(String, String)>,
     Params(q): Params<PageParams>,
 ) -> Result<Json<MessagesPage>, ApiError> {
-    let w = app.world(&caller, &world).await?;
     let limit = super::page_size(q.limit, super::Listing::Log)?;
-    let page = app
-        .runtime()
-        .messages(w.id, chat_id(&chat)?, super::position(q.after)?, limit)
-        .await?;
-    let next = (page.len() == limit)
-        .then(|| page.last().map(|(p, _)| *p))
-        .flatten();
-    let items = page
-        .into_iter()
-        .map(|(position, message)| {
-            // Only the agent's text is Markdown; people's messages are shown as they wrote them.
-            let rendered = match (&message.role, &message.content) {
-                (MessageRole::Assistant, Some(text)) => Some(crate::markdown::render(text)),
-                _ => None,
-            };
-            ChatMessage {
-                position,
-                message,
-                rendered,
-            }
-        })
-        .collect();
-    Ok(Json(MessagesPage { items, next }))
+    let after = super::position(q.after)?;
+    let id = chat_id(&chat)?;
+    Ok(Json(
+        service::messages(&app, &caller, &world, id, after, limit).await?,
+    ))
 }
 
 /// Send a message: it starts a turn and returns at once. Refused with 409 while a hold is
@@ -322,11 +291,7 @@ pub async fn send(
     Path((world, chat)): Path<(String, String)>,
     Body(msg): Body<SendMessage>,
 ) -> Result<(StatusCode, Json<TurnStarted>), ApiError> {
-    let w = app.world(&caller, &world).await?;
-    let turn = app
-        .runtime()
-        .send_message(&caller.actor(), w.id, chat_id(&chat)?, &msg.text)
-        .await?;
+    let turn = service::send(&app, &caller, &world, chat_id(&chat)?, &msg.text).await?;
     Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn: turn.id })))
 }
 
@@ -342,12 +307,9 @@ pub async fn turn(
     caller: Caller,
     Path((world, turn)): Path<(String, String)>,
 ) -> Result<Json<Turn>, ApiError> {
-    let w = app.world(&caller, &world).await?;
-    let t = app.runtime().turn(turn_id(&turn)?).await?;
-    if t.world != w.id {
-        return Err(ApiError::not_found("turn", turn));
-    }
-    Ok(Json(t))
+    Ok(Json(
+        service::turn(&app, &caller, &world, turn_id(&turn)?).await?,
+    ))
 }
 
 /// Cancel a turn: its pending holds are withdrawn and a running command is stopped.
@@ -358,10 +320,7 @@ pub async fn cancel(
     caller: Caller,
     Path((world, turn)): Path<(String, String)>,
 ) -> Result<Json<Turn>, ApiError> {
-    let w = app.world(&caller, &world).await?;
     Ok(Json(
-        app.runtime()
-            .cancel_turn(&caller.actor(), w.id, turn_id(&turn)?)
-            .await?,
+        service::cancel(&app, &caller, &world, turn_id(&turn)?).await?,
     ))
 }

@@ -5,29 +5,17 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use holdpoint_agent::FileNow;
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
-    ErrorBody, GateRequest, GateResponse, GateResult, Hold, HoldCounts, HoldDetail, HoldFile,
-    HoldId, HoldQuery, HoldRequest, HoldSpec, HoldStatus, HoldsParams, NewHolds, Page, Principal,
-    StatusFilter, WaitParams, WaitResult, Withdraw, WorldId,
+    ErrorBody, GateResponse, GateResult, Hold, HoldCounts, HoldDetail, HoldFile, HoldId,
+    HoldRequest, HoldsParams, NewHolds, Page, Principal, WaitParams, WaitResult, Withdraw,
 };
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{Body, Params, parse_value};
-
-fn status_filter(s: Option<&str>) -> Result<StatusFilter, ApiError> {
-    Ok(match s {
-        None | Some("pending" | "open") => StatusFilter::Open,
-        Some("resolved") => StatusFilter::Resolved,
-        Some("any" | "all") => StatusFilter::Any,
-        Some(other) => StatusFilter::Is(HoldStatus::parse(other).ok_or_else(|| {
-            ApiError::param("status", "use pending, resolved, any, or a status: pending, awaiting_confirm, approved, denied, answered, confirmed, canceled, timed_out")
-        })?),
-    })
-}
+use crate::service::holds as service;
 
 /// List holds, oldest first (or newest, or most urgent); pending ones by default.
 #[utoipa::path(get, path = "/api/v1/holds", tag = "holds", params(HoldsParams),
@@ -37,32 +25,7 @@ pub async fn list(
     caller: Caller,
     Params(q): Params<HoldsParams>,
 ) -> Result<Json<Page<Hold>>, ApiError> {
-    let world = match (&q.world, caller.world) {
-        (Some(w), _) => Some(app.world(&caller, w).await?.id.to_string()),
-        (None, Some(w)) => Some(w.to_string()),
-        (None, None) => None,
-    };
-    let query = HoldQuery {
-        world,
-        chat: q.chat,
-        status: status_filter(q.status.as_deref())?,
-        kind: q.kind,
-        batch: q.batch,
-        agent: q.agent,
-        tool: q.tool,
-        order: q.order.unwrap_or_default(),
-        cursor: q.cursor,
-        limit: q.limit,
-    };
-    // Everything the engine can find wrong with a listing is in the query string: 400.
-    let page = app.engine().holds(&query).await.map_err(|e| {
-        let mut e = ApiError::from(e);
-        if e.status == StatusCode::UNPROCESSABLE_ENTITY {
-            e.status = StatusCode::BAD_REQUEST;
-        }
-        e
-    })?;
-    Ok(Json(page))
+    Ok(Json(service::list(&app, &caller, q).await?))
 }
 
 /// How many holds are open (pending or awaiting confirmation), in all and by world and kind:
@@ -71,8 +34,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/api/v1/holds/counts", tag = "holds",
     responses((status = 200, body = HoldCounts)))]
 pub async fn counts(State(app): State<App>, caller: Caller) -> Result<Json<HoldCounts>, ApiError> {
-    let world = caller.world.map(|w| w.to_string());
-    Ok(Json(app.engine().hold_counts(world.as_deref()).await?))
+    Ok(Json(service::counts(&app, &caller).await?))
 }
 
 /// One hold and every event about it.
@@ -83,17 +45,7 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<HoldDetail>, ApiError> {
-    let id = hold_id(&id)?;
-    let scope = caller.scope();
-    let hold = app.engine().hold(id, &scope).await?;
-    let history = app
-        .engine()
-        .history(id, &scope)
-        .await?
-        .into_iter()
-        .map(|e| (*e).clone())
-        .collect();
-    Ok(Json(HoldDetail { hold, history }))
+    Ok(Json(service::detail(&app, &caller, hold_id(&id)?).await?))
 }
 
 /// The file a `write_file` approval would write, as it is now in the hold's world's working
@@ -110,50 +62,7 @@ pub async fn file(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<HoldFile>, ApiError> {
-    let id = hold_id(&id)?;
-    let hold = app.engine().hold(id, &caller.scope()).await?;
-    let path = match &hold.spec {
-        HoldSpec::Approval(a) if a.tool == "write_file" && a.mcp.is_none() => a
-            .arguments
-            .get("path")
-            .and_then(|p| p.as_str())
-            .map(str::to_owned),
-        _ => None,
-    };
-    let Some(path) = path else {
-        return Err(ApiError::field(
-            "hold",
-            "only an approval of write_file (with a path) writes a file",
-        ));
-    };
-    let Ok(world) = hold.world.parse::<WorldId>() else {
-        return Err(ApiError::field("hold", "the hold's world has no directory"));
-    };
-    // One file of at most the file tools' limit: read in place.
-    let now = app
-        .runtime()
-        .file_now(world, &path)
-        .map_err(|e| ApiError::field("arguments.path", e))?;
-    Ok(Json(match now {
-        FileNow::Missing => HoldFile {
-            path,
-            exists: false,
-            bytes: 0,
-            content: None,
-            too_large: false,
-        },
-        FileNow::File {
-            bytes,
-            text,
-            too_large,
-        } => HoldFile {
-            path,
-            exists: true,
-            bytes,
-            content: text,
-            too_large,
-        },
-    }))
+    Ok(Json(service::file(&app, &caller, hold_id(&id)?).await?))
 }
 
 pub(crate) fn hold_id(s: &str) -> Result<HoldId, ApiError> {
@@ -205,9 +114,7 @@ pub async fn decide(
     let key = idempotency_key(&headers)?;
     let who = decider(&caller, &headers)?;
     Ok(Json(
-        app.engine()
-            .decide(&who, id, decision, &caller.scope(), key.as_deref())
-            .await?,
+        service::decide(&app, &caller, &who, id, decision, key.as_deref()).await?,
     ))
 }
 
@@ -231,9 +138,7 @@ pub async fn decide_default(
     let key = idempotency_key(&headers)?;
     let who = decider(&caller, &headers)?;
     Ok(Json(
-        app.engine()
-            .decide_default(&who, id, body.reason, &caller.scope(), key.as_deref())
-            .await?,
+        service::decide_default(&app, &caller, &who, id, body.reason, key.as_deref()).await?,
     ))
 }
 
@@ -255,9 +160,7 @@ pub async fn decide_batch(
     let key = idempotency_key(&headers)?;
     let who = decider(&caller, &headers)?;
     Ok(Json(
-        app.engine()
-            .decide_batch(&who, batch, req, &caller.scope(), key.as_deref())
-            .await?,
+        service::decide_batch(&app, &caller, &who, batch, req, key.as_deref()).await?,
     ))
 }
 
@@ -292,45 +195,9 @@ pub async fn wait(
     // Given back when the wait ends, or when the client goes away (the request is dropped).
     let _slot = app.limiter().wait(&caller)?;
     let attend = q.attend.unwrap_or(false);
-    Ok(Json(wait_for(&app, &caller, id, timeout, attend).await?))
-}
-
-/// Waits at most `timeout` (less when the server stops) for hold `id` to be decided; the hold
-/// as it is then. The long poll's, and the MCP gateway's in this process. With `attend`, the
-/// caller waits for the hold to its end: it is attended while the wait lasts, and when the
-/// wait ends undecided its raiser is expected back within server.waiter_grace
-/// (`attendance.rs`).
-pub(crate) async fn wait_for(
-    app: &App,
-    caller: &Caller,
-    id: HoldId,
-    timeout: Duration,
-    attend: bool,
-) -> Result<WaitResult, ApiError> {
-    let scope = caller.scope();
-    let waiting = attend.then(|| app.attendance().wait(app.engine(), id));
-    let waited = tokio::select! {
-        r = app.engine().wait(id, timeout, &scope) => r.map(|_| ()),
-        () = app.shutdown().cancelled() => Ok(()),
-    };
-    let hold = match waited {
-        Ok(()) => app.engine().hold(id, &scope).await,
-        Err(e) => Err(e),
-    };
-    let hold = match hold {
-        Ok(hold) if hold.outcome.is_none() => hold,
-        // Decided, or not the caller's to wait on: nobody is expected back for it.
-        other => {
-            if let Some(waiting) = waiting {
-                waiting.resolved();
-            }
-            other?
-        }
-    };
-    Ok(WaitResult {
-        decided: hold.outcome.is_some(),
-        hold,
-    })
+    Ok(Json(
+        service::wait(&app, &caller, id, timeout, attend).await?,
+    ))
 }
 
 /// Raise holds in a world, as an agent: approvals (policy decides first: allowed and denied
@@ -353,7 +220,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<GateResponse>), ApiError> {
     let new = new_holds(new)?;
     let key = idempotency_key(&headers)?;
-    let response = raise(&app, &caller, &world, new, key).await?;
+    let response = service::raise(&app, &caller, &world, new, key).await?;
     let raised = response
         .results
         .iter()
@@ -366,26 +233,6 @@ pub async fn create(
         },
         Json(response),
     ))
-}
-
-/// Raises `new`'s items in `world` (by id or name, as the caller may see it) as `caller`, all
-/// or nothing. The API's, and the MCP gateway's in this process.
-pub(crate) async fn raise(
-    app: &App,
-    caller: &Caller,
-    world: &str,
-    new: NewHolds,
-    idempotency_key: Option<String>,
-) -> Result<GateResponse, ApiError> {
-    let world = app.world(caller, world).await?;
-    let req = GateRequest {
-        world: world.id.to_string(),
-        chat: new.chat,
-        agent: None,
-        items: new.items,
-        idempotency_key,
-    };
-    Ok(app.engine().gate_all(&caller.principal, req).await?)
 }
 
 /// Reads [`NewHolds`]. serde loses the path inside an internally tagged enum, so when the
@@ -427,18 +274,5 @@ pub async fn withdraw(
     Body(w): Body<Withdraw>,
 ) -> Result<Json<Hold>, ApiError> {
     let id = hold_id(&id)?;
-    Ok(Json(withdraw_as(&app, &caller, id, w.reason).await?))
-}
-
-/// Withdraws hold `id` as `caller`. The API's, and the MCP gateway's in this process.
-pub(crate) async fn withdraw_as(
-    app: &App,
-    caller: &Caller,
-    id: HoldId,
-    reason: Option<String>,
-) -> Result<Hold, ApiError> {
-    Ok(app
-        .engine()
-        .withdraw(&caller.principal, id, reason, &caller.scope())
-        .await?)
+    Ok(Json(service::withdraw(&app, &caller, id, w.reason).await?))
 }

@@ -14,8 +14,6 @@ mod ui;
 
 mod table;
 
-pub use mcp::in_process as mcp_in_process;
-
 use std::sync::LazyLock;
 
 use axum::Router;
@@ -38,8 +36,7 @@ use crate::auth::Access;
 
 const ADMINS: &[Role] = &[Role::Admin];
 const PEOPLE: &[Role] = &[Role::Admin, Role::Approver];
-/// Who raises holds: agents, and admins trying things out.
-const RAISERS: &[Role] = &[Role::Agent, Role::Admin];
+use crate::service::RAISERS;
 /// Who uses the MCP gateway: agents only (its sessions raise holds as their agent).
 const AGENTS: &[Role] = &[Role::Agent];
 
