@@ -10,7 +10,6 @@ mod cursor;
 mod decide;
 mod follower;
 mod gate;
-mod grants;
 mod open;
 mod policies;
 mod progress;
@@ -31,7 +30,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-pub(crate) use grants::GrantIndex;
+pub(crate) use crate::policy::GrantIndex;
 pub use open::{PendingLimit, PendingLimits};
 pub use stream::EventStream;
 pub use verify::verify;

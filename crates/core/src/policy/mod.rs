@@ -10,6 +10,7 @@
 
 mod describe;
 mod file;
+mod grants;
 mod layers;
 mod matcher;
 pub mod replay;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use file::{PolicyError, PolicyErrors};
+pub(crate) use grants::GrantIndex;
 pub use layers::{Layers, WorldLayer};
 use matcher::{AnnotationMatcher, ArgMatcher, CommandMatcher, ToolIndex, full_mask};
 

@@ -21,8 +21,8 @@ use holdpoint_protocol::{
 };
 use serde_json::Value;
 
+use super::GrantIndex;
 use super::{Action, Call, Policy};
-use crate::engine::GrantIndex;
 
 /// A candidate's replay under way.
 pub struct Replay<'p> {
