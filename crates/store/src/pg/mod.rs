@@ -2,12 +2,12 @@
 //! processes (nodes) can share.
 //!
 //! One writer per process, on a thread of its own, applies transactions in groups
-//! (`writer.rs`), each group one
-//! PostgreSQL transaction that first locks the chain head's row; a tail follows what other
-//! nodes commit (`tail.rs`), and the two publish every event once, in log order
-//! (`publish.rs`); reads go to a few shared connections that reconnect by themselves
-//! (`conn.rs`, `reader.rs`); the schema is migrated at open (`schema.rs`). Acknowledged means committed by PostgreSQL, with
-//! `synchronous_commit` on: durable as the database's own settings make it.
+//! (`writer/`), each group one PostgreSQL transaction that first locks the chain head's row;
+//! a tail follows what other nodes commit (`tail.rs`), and the two publish every event once,
+//! in log order (`publish.rs`); reads go to a few shared connections that reconnect by
+//! themselves (`conn.rs`, `reader.rs`); the schema is migrated at open (`schema.rs`).
+//! Acknowledged means committed by PostgreSQL, with `synchronous_commit` on: durable as the
+//! database's own settings make it.
 
 mod catalog;
 mod conn;

@@ -10,7 +10,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 1: what SQLite's schema has reached, in PostgreSQL's terms. Ids are `uuid` (16 bytes),
     // times are milliseconds since the epoch, entities are their JSON as text (exactly as
     // written: `jsonb` would reorder keys and cost a conversion on every read). Positions
-    // are identities: every write takes the chain head's row lock first (see writer.rs), so
+    // are identities: every write takes the chain head's row lock first (see writer/), so
     // positions, like event sequence numbers, are handed out in commit order.
     r#"
     CREATE TABLE holds (
