@@ -2,6 +2,7 @@
 //! streams, CLI, MCP). Plain data with serde derives; no behaviour beyond formatting and parsing.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod a2a;
 mod api;
 mod decision;
 mod event;
@@ -61,3 +62,7 @@ pub use runtime::{
     Turn, TurnStatus, World, WorldChanges,
 };
 pub use time::{Deadline, ParseDeadlineError, Timestamp};
+
+/// Lists an enum's variants (`T::VARIANTS`): the wire names of the enums that derive it are
+/// listed from it, by the tests and by the generator of the web interface's `wire.js`.
+pub use strum::VariantArray;

@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("holdpoint-store", 2),
     ("holdpoint-agent", 2),
     ("holdpoint-mcp", 2),
+    ("holdpoint-a2a", 2),
     ("holdpoint-server", 3),
     ("holdpoint-cli", 4),
 ];
