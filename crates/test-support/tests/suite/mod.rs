@@ -1,2 +1,3 @@
 mod chaos;
 mod crate_rules;
+mod doc_paths;
