@@ -18,6 +18,14 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Whether it is a person's (who may sign in to the web interface and decide holds).
+    pub fn is_person(self) -> bool {
+        match self {
+            Role::Admin | Role::Approver => true,
+            Role::Agent => false,
+        }
+    }
 }
 
 /// The longest `via` (the client a person acts through), in characters.
