@@ -4,6 +4,7 @@
 import { logout, session } from "./api.js";
 import { problem, replace } from "./dom.js";
 import { ready, signedInAs } from "./live.js";
+import { Role } from "./wire.js";
 
 // Path patterns, as in the server's `ui::PAGES`, and the module and its export for each.
 /** @type {Array<[RegExp, string, string]>} */
@@ -94,7 +95,7 @@ async function start() {
   // A credential limited to one world says so; the world's name is on the worlds' pages.
   who.textContent = me.world ? `${me.name} (${me.role}, one world)` : `${me.name} (${me.role})`;
   signOut.hidden = false;
-  document.getElementById("nav-manage").hidden = me.role !== "admin";
+  document.getElementById("nav-manage").hidden = me.role !== Role.Admin;
   show(location.pathname);
 }
 

@@ -6,15 +6,17 @@
 import { decide, getHold, holdFile } from "./api.js";
 import { argumentLines, diffView, lineDiff } from "./diff.js";
 import { h, relative, replace, seg, when } from "./dom.js";
-import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
+import { onEvent, onResync } from "./live.js";
+import {
+  ApproveScope, DecideOutcome, DecisionAction, DecisionKind, EventType, HOLD_EVENT_TYPES, HoldKind,
+  HoldStatus, OPEN_HOLD_STATUSES, OutcomeStatus, RESOLVING_EVENT_TYPES, SCOPE_OF_DECISION, Source,
+  TimeoutAction, Verdict,
+} from "./wire.js";
 
-// What each approve decision sends as `scope`, and how its button reads.
-const APPROVE = {
-  approve_once: ["once", "Approve once"],
-  approve_chat: ["chat", "Approve for this chat"],
-  approve_always_args: ["always_args", "Always (these arguments)"],
-  approve_always_tool: ["always_tool", "Always (this tool)"],
-};
+/** @typedef {import("./wire.js").ApproveScope} Scope */
+
+// What each approve decision sends as `scope` (wire.js's SCOPE_OF_DECISION), and how its
+// scope reads.
 // How long a grant may last ("approve for N minutes/hours"), for the decisions that make
 // one: the API's `expires_in`; "" makes a grant that lasts until it is revoked.
 const LASTS = [
@@ -24,13 +26,17 @@ const LASTS = [
   ["8h", "8 hours"],
   ["1d", "1 day"],
 ];
-const GRANTS = ["approve_chat", "approve_always_args", "approve_always_tool"];
+/** @type {Record<Scope, string>} */
 const SCOPE_WORDS = {
-  once: "once",
-  chat: "for this chat",
-  always_args: "always (these arguments)",
-  always_tool: "always (this tool)",
+  [ApproveScope.Once]: "once",
+  [ApproveScope.Chat]: "for this chat",
+  [ApproveScope.AlwaysArgs]: "always (these arguments)",
+  [ApproveScope.AlwaysTool]: "always (this tool)",
 };
+// The approve decisions that make a grant: every scope but this call alone.
+const GRANTS = Object.entries(SCOPE_OF_DECISION)
+  .filter(([, scope]) => scope !== ApproveScope.Once)
+  .map(([kind]) => kind);
 // Argument values longer than this (as pretty JSON) are folded into a <details>.
 const LONG = 160;
 
@@ -88,7 +94,7 @@ export async function send(el, decision, where) {
   clearErrors(el);
   try {
     const result = await decide(id, decision);
-    update(el, result.hold, result.result === "vote_recorded" ? "Your approval is counted; more are needed." : null);
+    update(el, result.hold, result.result === DecideOutcome.VoteRecorded ? "Your approval is counted; more are needed." : null);
     return result.hold;
   } catch (error) {
     const recorded = error.code === "already_decided" && error.details && error.details.hold;
@@ -116,13 +122,13 @@ function review(el, form, choosing, spec, options) {
     choosing[0].querySelector("input")?.focus();
   };
   const confirm = async () => {
-    const answered = await send(el, { action: "answer", options }, form);
-    if (answered && answered.status === "awaiting_confirm") await send(el, { action: "confirm" }, form);
+    const answered = await send(el, { action: DecisionAction.Answer, options }, form);
+    if (answered && answered.status === HoldStatus.AwaitingConfirm) await send(el, { action: DecisionAction.Confirm }, form);
   };
   const step = h("div", { class: "review", role: "group", "aria-label": "Confirm the answer" },
     h("p", {}, `Confirm “${labels.join(", ")}”?`),
     h("div", { class: "buttons" },
-      h("button", { type: "button", class: "primary", "data-decision": "confirm", onclick: confirm }, "Confirm"),
+      h("button", { type: "button", class: "primary", "data-decision": DecisionKind.Confirm, onclick: confirm }, "Confirm"),
       h("button", { type: "button", class: "quiet", "data-step": "back", onclick: back }, "Back")));
   for (const part of choosing) part.hidden = true;
   form.append(step);
@@ -132,28 +138,39 @@ function review(el, form, choosing, spec, options) {
 // Approves once with the digest shown, as the keyboard's "a" does. Only where it is offered.
 export function approveOnce(el) {
   const hold = shown(el);
-  if (!hold || !isOpen(hold) || !hold.offers.includes("approve_once")) return null;
-  return send(el, { action: "approve", scope: "once", digest: hold.spec.digest });
+  if (!hold || !isOpen(hold) || !hold.offers.includes(DecisionKind.ApproveOnce)) return null;
+  return send(el, { action: DecisionAction.Approve, scope: ApproveScope.Once, digest: hold.spec.digest });
 }
 
 // Denies without a reason (or with the one typed), as the keyboard's "d" does.
 export function denyNow(el) {
   const hold = shown(el);
-  if (!hold || !isOpen(hold) || !hold.offers.includes("deny")) return null;
-  return send(el, { action: "deny", reason: reasonOf(el) });
+  if (!hold || !isOpen(hold) || !hold.offers.includes(DecisionKind.Deny)) return null;
+  return send(el, { action: DecisionAction.Deny, reason: reasonOf(el) });
 }
 
 // The client through which the decision that ended a hold was made (an MCP client's
 // elicitation, a client naming itself with Holdpoint-Via), from the hold's history; null when
 // none was named.
 export function resolvedVia(history) {
-  const ended = (history || []).find((e) => RESOLVED_TYPES.includes(e.payload.type));
+  const ended = (history || []).find((e) => RESOLVING_EVENT_TYPES.includes(e.payload.type));
   return (ended && ended.actor && ended.actor.via) || null;
 }
-const RESOLVED_TYPES = ["hold.decided", "hold.expired", "hold.withdrawn"];
 
 export function isOpen(hold) {
-  return hold.status === "pending" || hold.status === "awaiting_confirm";
+  return OPEN_HOLD_STATUSES.includes(hold.status);
+}
+
+// Whether `hold` is of a kind this page knows (wire.js's HoldKind); one it does not is shown
+// as that, never drawn as another kind.
+export function knownKind(hold) {
+  return Object.values(HoldKind).includes(hold && hold.spec && hold.spec.kind);
+}
+
+// The card of a hold of a kind this page does not know: says so, and offers no decision.
+function unknownKind(hold) {
+  return h("p", { class: "error unknown-kind", role: "alert" },
+    `This hold is of a kind this page does not know (“${hold.spec && hold.spec.kind}”): reload the page, or decide it from another client.`);
 }
 
 // --- Keeping cards current ------------------------------------------------------------------
@@ -171,7 +188,7 @@ function watch(el) {
   if (listening) return;
   listening = true;
   // Every change after the one that raised it (a card is drawn from the hold as raised).
-  const changes = HOLD_EVENTS.filter((type) => type !== "hold.created");
+  const changes = HOLD_EVENT_TYPES.filter((type) => type !== EventType.HoldCreated);
   onEvent(changes, (event) => {
     if (event.hold && byHold.has(event.hold)) refresh(event.hold);
   });
@@ -226,15 +243,24 @@ function paint(el, state) {
   el.dataset.batch = hold.batch;
   const titleId = `${state.uid}-title`;
   el.setAttribute("aria-labelledby", titleId);
-  const title = hold.spec.kind === "approval" ? hold.spec.tool : hold.spec.question;
   const Heading = options.heading || "h2";
+  const link = (title) => (options.link ? h("a", { href: `/holds/${encodeURIComponent(hold.id)}` }, title) : title);
+  if (!knownKind(hold)) {
+    replace(el,
+      h(Heading, { class: "title", id: titleId }, h("span", { class: "kind" }, "Unknown kind of hold: "), link(hold.id)),
+      meta(hold, options),
+      unknownKind(hold));
+    return;
+  }
+  const approving = hold.spec.kind === HoldKind.Approval;
+  const title = approving ? hold.spec.tool : hold.spec.question;
   replace(
     el,
     h(Heading, { class: "title", id: titleId },
-      h("span", { class: "kind" }, hold.spec.kind === "approval" ? "Approve " : "Question: "),
-      options.link ? h("a", { href: `/holds/${encodeURIComponent(hold.id)}` }, title) : title),
+      h("span", { class: "kind" }, approving ? "Approve " : "Question: "),
+      link(title)),
     meta(hold, options),
-    hold.spec.kind === "approval" ? approval(hold, sub(Heading), state) : question(hold, sub(Heading)),
+    approving ? approval(hold, sub(Heading), state) : question(hold, sub(Heading)),
     facts(hold),
     isOpen(hold) ? decisions(el, hold, state.uid) : outcome(hold, sub(Heading), state.via),
     state.note ? h("p", { class: "note", role: "status" }, state.note) : null,
@@ -372,7 +398,7 @@ function mcpTool(spec) {
 function question(hold, level) {
   const spec = hold.spec;
   return [
-    spec.kind === "question" && hold.spec.multiple ? h("p", { class: "muted" }, "Several options may be chosen.") : null,
+    spec.kind === HoldKind.Question && hold.spec.multiple ? h("p", { class: "muted" }, "Several options may be chosen.") : null,
     spec.context ? h("div", { class: "args" }, h(level, { class: "sub" }, "Context"), data(spec.context)) : null,
   ];
 }
@@ -403,7 +429,7 @@ function facts(hold) {
   const items = [];
   if (hold.rule) items.push(h("li", {}, `Asked by ${ruleName(hold.rule)}`));
   else if (hold.asks_because) items.push(h("li", {}, `Asked because ${hold.asks_because}`));
-  else if (hold.spec.kind === "approval") items.push(h("li", {}, "Asked because no rule decides this call (the policy's mode)"));
+  else if (hold.spec.kind === HoldKind.Approval) items.push(h("li", {}, "Asked because no rule decides this call (the policy's mode)"));
   if (isOpen(hold)) {
     items.push(hold.deadline
       ? h("li", { class: "deadline" }, "Deadline ",
@@ -468,10 +494,18 @@ export function ruleName(rule) {
 
 function timeoutWords(hold) {
   const t = hold.on_timeout;
-  if (t.action === "approve") return "it is approved";
-  if (t.action === "deny") return "it is denied";
-  if (t.action === "choose") return `option “${optionLabel(hold, t.option)}” is applied`;
-  return "it ends with no answer";
+  switch (t.action) {
+    case TimeoutAction.Approve:
+      return "it is approved";
+    case TimeoutAction.Deny:
+      return "it is denied";
+    case TimeoutAction.Choose:
+      return `option “${optionLabel(hold, t.option)}” is applied`;
+    case TimeoutAction.NoAnswer:
+      return "it ends with no answer";
+    default:
+      return `“${t.action}” (a timeout this page does not know)`;
+  }
 }
 
 function optionLabel(hold, id) {
@@ -486,33 +520,33 @@ export function outcomeWords(hold) {
   const by = o.decided_by && o.decided_by.length ? o.decided_by.join(", ") : null;
   const chosen = (o.options || []).map((c) => c.label).join(", ");
   let text;
-  if (o.source === "timeout") {
+  if (o.source === Source.Timeout) {
     text = "No one decided before the deadline: "
-      + (o.verdict === "approve" ? "approved"
-        : o.verdict === "deny" ? "denied"
+      + (o.verdict === Verdict.Approve ? "approved"
+        : o.verdict === Verdict.Deny ? "denied"
         : chosen ? `“${chosen}” applied`
         : "no answer");
-  } else if (o.source === "default") {
+  } else if (o.source === Source.Default) {
     text = `Denied by default: ${by || "a client"} could not ask anyone`;
     if (chosen) text = `Default applied (${chosen}) by ${by || "a client"}'s client`;
-  } else if (o.status === "canceled" && o.source !== "person") {
+  } else if (o.status === OutcomeStatus.Canceled && o.source !== Source.Person) {
     text = `Withdrawn by ${by || o.source}`;
   } else {
     const who = by || o.source;
     switch (o.status) {
-      case "approved":
+      case OutcomeStatus.Approved:
         text = o.edited ? `Approved with edited arguments by ${who}` : `Approved ${SCOPE_WORDS[o.scope] || ""} by ${who}`.replace("  ", " ");
         break;
-      case "denied":
+      case OutcomeStatus.Denied:
         text = o.stop_turn ? `Denied and the turn stopped by ${who}` : `Denied by ${who}`;
         break;
-      case "answered":
+      case OutcomeStatus.Answered:
         text = `Answered by ${who}: ${chosen}`;
         break;
-      case "confirmed":
+      case OutcomeStatus.Confirmed:
         text = `Confirmed by ${who}: ${chosen}`;
         break;
-      case "canceled":
+      case OutcomeStatus.Canceled:
         text = `Canceled by ${who}`;
         break;
       default:
@@ -545,18 +579,18 @@ function decisions(el, hold, uid) {
   const button = (kind, label, cls, onclick) =>
     offers.has(kind) ? h("button", { type: "button", class: cls, "data-decision": kind, onclick }, label) : null;
 
-  if (hold.status === "awaiting_confirm") {
+  if (hold.status === HoldStatus.AwaitingConfirm) {
     const answer = hold.pending_answer;
     form.append(
       h("p", {}, answer ? `${answer.by} chose “${answer.options.map((o) => o.label).join(", ")}”. Confirm?` : "Confirm the chosen answer?"),
       h("div", { class: "buttons" },
-        button("confirm", "Confirm", "primary", () => send(el, { action: "confirm" }, form)),
-        button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form))),
+        button(DecisionKind.Confirm, "Confirm", "primary", () => send(el, { action: DecisionAction.Confirm }, form)),
+        button(DecisionKind.Cancel, "Cancel the question", "quiet", () => send(el, { action: DecisionAction.Cancel }, form))),
     );
     return form;
   }
 
-  if (hold.spec.kind === "question") {
+  if (hold.spec.kind === HoldKind.Question) {
     const spec = hold.spec;
     const type = spec.multiple ? "checkbox" : "radio";
     const inputs = [];
@@ -574,29 +608,29 @@ function decisions(el, hold, uid) {
     // added or altered in the page afterwards changes nothing.
     const chosen = () => inputs.filter(([input]) => input.checked).map(([, id]) => id);
     const choosing = h("div", { class: "buttons" },
-      button("answer", spec.confirm ? "Choose" : "Answer", "primary", () => {
+      button(DecisionKind.Answer, spec.confirm ? "Choose" : "Answer", "primary", () => {
         const options = chosen();
         if (options.length === 0) return showError(el, new Error("Choose an option first."), form);
         if (spec.confirm) return review(el, form, [fieldset, choosing], spec, options);
-        send(el, { action: "answer", options }, form);
+        send(el, { action: DecisionAction.Answer, options }, form);
       }),
-      button("cancel", "Cancel the question", "quiet", () => send(el, { action: "cancel" }, form)));
+      button(DecisionKind.Cancel, "Cancel the question", "quiet", () => send(el, { action: DecisionAction.Cancel }, form)));
     form.append(fieldset, choosing);
     return form;
   }
 
   const digest = hold.spec.digest;
   const reasonId = `${uid}-reason`;
-  const denies = offers.has("deny") || offers.has("deny_stop");
+  const denies = offers.has(DecisionKind.Deny) || offers.has(DecisionKind.DenyStop);
   // Up front: approve this call once, or deny it (with the reason typed beside it, if any).
   form.append(h("div", { class: "buttons first" },
-    button("approve_once", APPROVE.approve_once[1], "primary",
-      () => send(el, { action: "approve", scope: "once", digest }, form)),
-    button("deny", "Deny", "danger", () => send(el, { action: "deny", reason: reasonOf(el) }, form))));
+    button(DecisionKind.ApproveOnce, "Approve once", "primary",
+      () => send(el, { action: DecisionAction.Approve, scope: ApproveScope.Once, digest }, form)),
+    button(DecisionKind.Deny, "Deny", "danger", () => send(el, { action: DecisionAction.Deny, reason: reasonOf(el) }, form))));
   if (denies) {
     // "Deny and stop the turn" only where there is a turn: a call of one of Holdpoint's chats.
     const stop = inHoldpointChat(hold)
-      ? button("deny_stop", "Deny and stop the turn", "danger quiet", () => send(el, { action: "deny_stop", reason: reasonOf(el) }, form))
+      ? button(DecisionKind.DenyStop, "Deny and stop the turn", "danger quiet", () => send(el, { action: DecisionAction.DenyStop, reason: reasonOf(el) }, form))
       : null;
     form.append(h("div", { class: "reason" },
       h("label", { for: reasonId }, "Reason for denying ", h("span", { class: "muted" }, "(optional, sent with a denial)")),
@@ -610,7 +644,7 @@ function decisions(el, hold, uid) {
     const scopeId = `${uid}-scope`;
     const lastsId = `${uid}-lasts`;
     const scope = h("select", { id: scopeId, name: "scope" },
-      scoped.map((kind) => h("option", { value: kind }, SCOPE_WORDS[APPROVE[kind][0]])));
+      scoped.map((kind) => h("option", { value: kind }, SCOPE_WORDS[SCOPE_OF_DECISION[kind]])));
     const lasts = h("select", { id: lastsId, name: "expires_in" },
       LASTS.map(([value, words]) => h("option", { value }, words)));
     const go = h("button", { type: "button", class: "quiet scoped-approve" });
@@ -618,13 +652,13 @@ function decisions(el, hold, uid) {
       const kind = scope.value;
       const words = (LASTS.find(([value]) => value === lasts.value) || LASTS[0])[1];
       go.dataset.decision = kind;
-      go.textContent = `Approve ${SCOPE_WORDS[APPROVE[kind][0]]}, ${lasts.value ? `for ${words}` : words}`;
+      go.textContent = `Approve ${SCOPE_WORDS[SCOPE_OF_DECISION[kind]]}, ${lasts.value ? `for ${words}` : words}`;
     };
     scope.addEventListener("change", label);
     lasts.addEventListener("change", label);
     go.addEventListener("click", () => send(el, {
-      action: "approve",
-      scope: APPROVE[scope.value][0],
+      action: DecisionAction.Approve,
+      scope: SCOPE_OF_DECISION[scope.value],
       digest,
       expires_in: lasts.value || undefined,
     }, form));
@@ -637,7 +671,7 @@ function decisions(el, hold, uid) {
         lasts),
       h("div", { class: "buttons" }, go)));
   }
-  if (offers.has("edit")) form.append(editor(el, hold, uid));
+  if (offers.has(DecisionKind.Edit)) form.append(editor(el, hold, uid));
   return form;
 }
 
@@ -654,7 +688,7 @@ function editor(el, hold, uid) {
     h("label", { for: areaId }, "Arguments (JSON)"),
     area,
     fieldError,
-    h("div", { class: "buttons" }, h("button", { type: "button", class: "primary", "data-decision": "edit", onclick: () => {
+    h("div", { class: "buttons" }, h("button", { type: "button", class: "primary", "data-decision": DecisionKind.Edit, onclick: () => {
       let args;
       try {
         args = JSON.parse(area.value);
@@ -662,7 +696,7 @@ function editor(el, hold, uid) {
         area.setAttribute("aria-invalid", "true");
         return showError(el, new Error(`This is not JSON: ${error.message}`), details);
       }
-      send(el, { action: "edit", arguments: args, reason: reasonOf(el) }, details);
+      send(el, { action: DecisionAction.Edit, arguments: args, reason: reasonOf(el) }, details);
     } }, "Approve these arguments")));
   return details;
 }

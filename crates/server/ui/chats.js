@@ -6,7 +6,11 @@ import * as api from "./api.js";
 import { go } from "./app.js";
 import { card, update } from "./card.js";
 import { h, problem, replace, seg, when } from "./dom.js";
-import { RESOLVED, onEvent, onResync } from "./live.js";
+import { onEvent, onResync } from "./live.js";
+import {
+  ACTIVE_TURN_STATUSES, ApprovedBy, CallState, DecidedBy, EventType, MarkdownNodeType, MessageRole,
+  OutcomeStatus, RESOLVING_EVENT_TYPES, StatusFilter, ToolResultStatus, TurnStatus,
+} from "./wire.js";
 
 const worldPath = (w) => `/worlds/${seg(w)}`;
 const chatPath = (w, c) => `${worldPath(w)}/chats/${seg(c)}`;
@@ -93,23 +97,23 @@ export async function world(main, [name]) {
 
 // The events that change what a chat page shows, besides streamed text.
 const CHANGES = [
-  "message.created",
-  "turn.started",
-  "turn.tool_call",
-  "turn.tool_started",
-  "turn.tool_finished",
-  "turn.finished",
-  "turn.failed",
-  "turn.canceled",
-  "turn.stopped",
-  "call.allowed",
-  "call.denied",
-  "hold.created",
-  "hold.awaiting_confirm",
-  ...RESOLVED,
+  EventType.MessageCreated,
+  EventType.TurnStarted,
+  EventType.TurnToolCall,
+  EventType.TurnToolStarted,
+  EventType.TurnToolFinished,
+  EventType.TurnFinished,
+  EventType.TurnFailed,
+  EventType.TurnCanceled,
+  EventType.TurnStopped,
+  EventType.CallAllowed,
+  EventType.CallDenied,
+  EventType.HoldCreated,
+  EventType.HoldAwaitingConfirm,
+  ...RESOLVING_EVENT_TYPES,
 ];
 
-const ACTIVE = new Set(["running", "waiting"]);
+const ACTIVE = new Set(ACTIVE_TURN_STATUSES);
 
 export async function chat(main, [worldName, chatId]) {
   const [c, agents] = await Promise.all([api.getChat(worldName, chatId), api.agents(worldName)]);
@@ -189,9 +193,9 @@ class ChatPage {
       if (event.chat === c.id) f(event);
     };
     this.stops = [
-      onEvent(["turn.text"], mine((e) => this.streamed(e.payload))),
-      onEvent(["call.allowed", "call.denied"], mine((e) => this.policySaid(e.payload))),
-      onEvent(["message.created"], mine((e) => this.sealText(e.payload.message))),
+      onEvent([EventType.TurnText], mine((e) => this.streamed(e.payload))),
+      onEvent([EventType.CallAllowed, EventType.CallDenied], mine((e) => this.policySaid(e.payload))),
+      onEvent([EventType.MessageCreated], mine((e) => this.sealText(e.payload.message))),
       onEvent(CHANGES, mine(() => this.refresh())),
       onResync(() => this.refresh(true)),
     ];
@@ -300,7 +304,7 @@ class ChatPage {
   // ---- Messages ----
 
   show({ message, rendered }) {
-    if (message.role === "tool") return this.result(message.tool_call_id, message.content);
+    if (message.role === MessageRole.Tool) return this.result(message.tool_call_id, message.content);
     const role = message.role;
     const body = !message.content
       ? null
@@ -331,7 +335,7 @@ class ChatPage {
 
   // The agent's message is stored: its streamed piece stays until a read that has it.
   sealText(message) {
-    if (message.role !== "assistant" || !this.stream) return;
+    if (message.role !== MessageRole.Assistant || !this.stream) return;
     this.sealed.push({ el: this.stream.el, generation: this.generation });
     this.stream = null;
   }
@@ -354,7 +358,7 @@ class ChatPage {
   callCard(call, at) {
     const el = h(
       "article",
-      { class: "call", dataset: { call: call.id, tool: call.name, status: "proposed", at: at || "" } },
+      { class: "call", dataset: { call: call.id, tool: call.name, status: CallState.Proposed, at: at || "" } },
       h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "Checking policy")),
       args(call),
       h("div", { class: "call-hold" }),
@@ -367,9 +371,10 @@ class ChatPage {
   policySaid({ tool_call_id: id, decided_by: by }) {
     if (!id) return;
     const text =
-      by.by === "rule" ? `rule "${by.rule.name}"`
-      : by.by === "grant" ? "a standing grant"
-      : `the policy's mode (${by.mode})`;
+      by.by === DecidedBy.Rule ? `rule "${by.rule.name}"`
+      : by.by === DecidedBy.Grant ? "a standing grant"
+      : by.by === DecidedBy.Mode ? `the policy's mode (${by.mode})`
+      : `“${by.by}” (a decider this page does not know)`;
     this.allowedBy.set(id, text);
   }
 
@@ -381,7 +386,7 @@ class ChatPage {
     try {
       result = JSON.parse(content);
     } catch {
-      result = { status: "failed", error: content };
+      result = { status: ToolResultStatus.Failed, error: content };
     }
     this.setCall(el, result.status, describe(result, this.allowedBy.get(id)), output(result));
   }
@@ -414,9 +419,9 @@ class ChatPage {
         else this.setCall(el, ...callState(rec, this.allowedBy.get(rec.call.id)));
       }
       const ended = {
-        failed: `The turn failed: ${turn.error || "no reason given"}`,
-        canceled: "The turn was canceled.",
-        stopped: "A person denied a call and stopped the turn.",
+        [TurnStatus.Failed]: `The turn failed: ${turn.error || "no reason given"}`,
+        [TurnStatus.Canceled]: "The turn was canceled.",
+        [TurnStatus.Stopped]: "A person denied a call and stopped the turn.",
       }[turn.status];
       this.ending.textContent = ended || "";
     } else {
@@ -430,7 +435,8 @@ class ChatPage {
   }
 
   setCall(el, status, text, extra) {
-    const final = !["proposed", "held", "ready", "running"].includes(status);
+    // A call's state (CallState) until its result (ToolResultStatus) is final.
+    const final = status === CallState.Done || !(status in CALL_STATES || status === UNKNOWN);
     if (el.dataset.status === status && el.dataset.final) return;
     el.dataset.status = status;
     if (final) el.dataset.final = "yes";
@@ -542,7 +548,7 @@ async function decidedHolds(world, chat) {
   const out = [];
   let cursor;
   for (;;) {
-    const page = await api.holds({ world, chat, status: "resolved", limit: 500, cursor });
+    const page = await api.holds({ world, chat, status: StatusFilter.Resolved, limit: 500, cursor });
     out.push(...page.items);
     if (!page.next) break;
     cursor = page.next;
@@ -574,29 +580,39 @@ function args(call) {
   return h("pre", { class: "args" }, JSON.stringify(value, null, 2));
 }
 
+/** @type {Record<import("./wire.js").ApprovedBy, string>} */
 const BY = {
-  policy: "policy",
-  grant: "a standing grant",
-  person: "a person",
-  timeout: "the hold's timeout outcome",
-  session: "a skill allowed for this chat",
+  [ApprovedBy.Policy]: "policy",
+  [ApprovedBy.Grant]: "a standing grant",
+  [ApprovedBy.Person]: "a person",
+  [ApprovedBy.Timeout]: "the hold's timeout outcome",
+  [ApprovedBy.Session]: "a skill allowed for this chat",
 };
 
 function allowed(by, rule) {
-  return by === "policy" || by === "grant" ? rule || BY[by] : BY[by] || by;
+  if (by === ApprovedBy.Policy || by === ApprovedBy.Grant) return rule || BY[by];
+  return BY[by] || `“${by}” (a way of allowing this page does not know)`;
 }
+
+// The states of a call not yet done, by their names.
+const CALL_STATES = Object.fromEntries(Object.values(CallState).map((state) => [state, true]));
+
+// The status of a call in a state this page does not know (it may still change).
+const UNKNOWN = "unknown";
 
 // A call not yet done: [status, text].
 function callState(rec, rule) {
   switch (rec.state) {
-    case "held":
-      return ["held", "Waiting for a decision"];
-    case "ready":
-      return ["ready", `Allowed by ${allowed(rec.approved_by, rule)}; about to run`];
-    case "running":
-      return ["running", `Running (allowed by ${allowed(rec.approved_by, rule)})`];
+    case CallState.Proposed:
+      return [CallState.Proposed, "Checking policy"];
+    case CallState.Held:
+      return [CallState.Held, "Waiting for a decision"];
+    case CallState.Ready:
+      return [CallState.Ready, `Allowed by ${allowed(rec.approved_by, rule)}; about to run`];
+    case CallState.Running:
+      return [CallState.Running, `Running (allowed by ${allowed(rec.approved_by, rule)})`];
     default:
-      return ["proposed", "Checking policy"];
+      return [UNKNOWN, `A call in a state this page does not know (“${rec.state}”)`];
   }
 }
 
@@ -605,40 +621,40 @@ function describe(result, rule) {
   const names = (list) => (list && list.length ? list.join(", ") : "someone");
   const reason = (r) => (r ? `: ${r}` : "");
   switch (result.status) {
-    case "executed":
+    case ToolResultStatus.Executed:
       return `Executed, allowed by ${allowed(result.approved_by, rule)}${result.arguments ? " (with edited arguments)" : ""}`;
-    case "failed":
+    case ToolResultStatus.Failed:
       return `Ran and failed: ${result.error}`;
-    case "denied_by_person":
+    case ToolResultStatus.DeniedByPerson:
       return `Denied by ${names(result.decided_by)}${reason(result.reason)}`;
-    case "denied_by_default":
+    case ToolResultStatus.DeniedByDefault:
       return `Denied by default (applied by ${names(result.applied_by)})${reason(result.reason)}`;
-    case "denied_by_policy":
+    case ToolResultStatus.DeniedByPolicy:
       return `Denied by policy: ${result.rule}`;
-    case "timed_out":
+    case ToolResultStatus.TimedOut:
       return `Timed out: nobody decided in time (applied: ${result.applied})`;
-    case "not_executed":
+    case ToolResultStatus.NotExecuted:
       return `Not run: ${result.reason}`;
-    case "interrupted":
+    case ToolResultStatus.Interrupted:
       return `Interrupted: ${result.note}`;
-    case "invalid_arguments":
+    case ToolResultStatus.InvalidArguments:
       return `Invalid arguments: ${result.error}`;
-    case "answer": {
+    case ToolResultStatus.Answer: {
       const chosen = (result.options || []).map((o) => o.label || o.id).join(", ");
       if (result.by_default) return `Default applied by ${names(result.decided_by)}: ${chosen || "no option"}`;
-      if (result.outcome === "timed_out") return `Nobody answered in time${chosen ? `; applied: ${chosen}` : ""}`;
-      if (result.outcome === "canceled") return "Withdrawn before anyone answered";
+      if (result.outcome === OutcomeStatus.TimedOut) return `Nobody answered in time${chosen ? `; applied: ${chosen}` : ""}`;
+      if (result.outcome === OutcomeStatus.Canceled) return "Withdrawn before anyone answered";
       return `Answered by ${names(result.decided_by)}: ${chosen || "no option"}`;
     }
     default:
-      return result.status;
+      return `A result this page does not know (“${result.status}”)`;
   }
 }
 
 // What an executed call printed, collapsible: a command's output as its streams and exit
 // code, anything else as JSON.
 function output(result) {
-  if (result.status !== "executed") return null;
+  if (result.status !== ToolResultStatus.Executed) return null;
   const out = result.output;
   const shell = out && typeof out === "object" && typeof out.stdout === "string";
   const parts = shell
@@ -671,40 +687,40 @@ function markdown(nodes) {
 function node(n) {
   const kids = () => markdown(n.children || []);
   switch (n.type) {
-    case "text":
+    case MarkdownNodeType.Text:
       return n.text;
-    case "code":
+    case MarkdownNodeType.Code:
       return h("code", {}, n.text);
-    case "line_break":
+    case MarkdownNodeType.LineBreak:
       return h("br");
-    case "rule":
+    case MarkdownNodeType.Rule:
       return h("hr");
-    case "paragraph":
+    case MarkdownNodeType.Paragraph:
       return h("p", {}, kids());
-    case "heading":
+    case MarkdownNodeType.Heading:
       // Below the page's own headings.
       return h(`h${Math.min(6, Math.max(1, n.level) + 2)}`, {}, kids());
-    case "emphasis":
+    case MarkdownNodeType.Emphasis:
       return h("em", {}, kids());
-    case "strong":
+    case MarkdownNodeType.Strong:
       return h("strong", {}, kids());
-    case "strikethrough":
+    case MarkdownNodeType.Strikethrough:
       return h("s", {}, kids());
-    case "block_quote":
+    case MarkdownNodeType.BlockQuote:
       return h("blockquote", {}, kids());
-    case "code_block":
+    case MarkdownNodeType.CodeBlock:
       return h(
         "pre",
         { class: "code", dataset: n.language ? { language: n.language } : undefined },
         h("code", {}, n.text),
       );
-    case "list":
+    case MarkdownNodeType.List:
       return n.start === undefined || n.start === null ? h("ul", {}, kids()) : h("ol", { start: n.start }, kids());
-    case "item":
+    case MarkdownNodeType.Item:
       return h("li", {}, kids());
-    case "link":
+    case MarkdownNodeType.Link:
       return link(n.href, kids());
-    case "table":
+    case MarkdownNodeType.Table:
       return h(
         "div",
         { class: "table" },
@@ -717,7 +733,8 @@ function node(n) {
         ),
       );
     default:
-      return kids();
+      // A node this page does not know: said so, with its text.
+      return h("span", { class: "error unknown-kind", dataset: { node: String(n.type) } }, `[unknown kind of Markdown: ${n.type}] `, kids());
   }
 }
 

@@ -1,12 +1,13 @@
 // One hold: its card and its full history (raised, reminded, each vote and decision, grants,
 // the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
 import { agents, getHold, messages, worlds } from "./api.js";
-import { card, grantLasts, outcomeWords, resolvedVia, ruleName } from "./card.js";
+import { card, grantLasts, knownKind, outcomeWords, resolvedVia, ruleName } from "./card.js";
 import { actorName, h, problem, relative, replace, when } from "./dom.js";
-import { HOLD_EVENTS, onEvent, onResync } from "./live.js";
+import { onEvent, onResync } from "./live.js";
+import { EventType, GrantScope, HOLD_EVENT_TYPES, HoldKind, MessageRole, ToolResultStatus } from "./wire.js";
 
 // Events of a hold's history that the page follows as they happen.
-const HISTORY = [...HOLD_EVENTS, "grant.created"];
+const HISTORY = [...HOLD_EVENT_TYPES, EventType.GrantCreated];
 // A chat is read this far back for the tool's result of a hold decided before the page opened.
 const RESULT_PAGES = 5;
 
@@ -38,7 +39,7 @@ export async function hold(main, [id]) {
     onEvent(HISTORY, (event) => {
       if (event.hold === id) reread();
     }),
-    onEvent(["turn.tool_finished"], (event) => {
+    onEvent([EventType.TurnToolFinished], (event) => {
       if (current.tool_call_id && event.chat === current.chat && event.payload.call === current.tool_call_id) {
         showResult(result, event.payload.result);
       }
@@ -49,7 +50,7 @@ export async function hold(main, [id]) {
   // A decided call can become a rule of its world's policy, reviewed in the policy's editor.
   const suggest = h("p", { class: "suggest-rule" });
   const drawSuggest = () => {
-    const decided = current.spec.kind === "approval" && current.outcome;
+    const decided = current.spec.kind === HoldKind.Approval && current.outcome;
     replace(suggest, decided
       ? h("a", { href: `/worlds/${encodeURIComponent(current.world)}/policy/from/${encodeURIComponent(current.id)}`, "data-link": "suggest-rule" },
           "Suggest a rule from this decision")
@@ -62,7 +63,7 @@ export async function hold(main, [id]) {
     ? h("p", {}, h("a", { href: `/worlds/${encodeURIComponent(current.world)}/chats/${encodeURIComponent(current.chat)}` }, "Open the chat"))
     : null;
   replace(main,
-    h("h1", {}, current.spec.kind === "approval" ? "Approval" : "Question"),
+    h("h1", {}, !knownKind(current) ? "Hold" : current.spec.kind === HoldKind.Approval ? "Approval" : "Question"),
     card(current, { names, agentName, via: resolvedVia(detail.history) }),
     chatLink,
     suggest,
@@ -81,41 +82,42 @@ function entry(event, hold) {
   const p = event.payload;
   let text;
   switch (p.type) {
-    case "hold.created":
+    case EventType.HoldCreated:
       text = `Raised by ${actorName(event.actor)}${hold.rule ? `; ${ruleName(hold.rule)} asked` : ""}`;
       break;
-    case "hold.reminded":
+    case EventType.HoldReminded:
       text = `Reminder sent: the deadline is ${when(p.deadline)}`;
       break;
-    case "hold.voted":
+    case EventType.HoldVoted:
       text = `${p.vote.by} approved (${p.approvals} of ${p.quorum} needed)${p.vote.reason ? ` — “${p.vote.reason}”` : ""}`;
       break;
-    case "hold.awaiting_confirm":
+    case EventType.HoldAwaitingConfirm:
       text = `${p.answer.by} chose “${p.answer.options.map((o) => o.label).join(", ")}”; waiting for the confirm step`;
       break;
-    case "hold.decided":
-    case "hold.expired":
-    case "hold.withdrawn":
+    case EventType.HoldDecided:
+    case EventType.HoldExpired:
+    case EventType.HoldWithdrawn:
       text = outcomeWords({ ...hold, outcome: p.outcome });
       // The words name who decided; the client they decided in is added.
       if (event.actor && event.actor.via) text += ` (via ${event.actor.via})`;
       break;
-    case "grant.created":
+    case EventType.GrantCreated:
       // How long it lasts is part of what was granted: "for 1 hour (until …)", or until revoked.
       text = `Grant created by ${p.grant.created_by}: ${GRANT[p.grant.scope] || p.grant.scope} ${grantLasts(p.grant)}, for ${p.grant.tool}`;
       break;
     default:
-      text = p.type;
+      text = `${p.type} (an event this page does not know)`;
   }
   return h("li", { dataset: { type: p.type } },
     h("time", { datetime: event.at, title: when(event.at) }, relative(event.at)), " ",
     h("span", {}, text));
 }
 
+/** @type {Record<import("./wire.js").GrantScope, string>} */
 const GRANT = {
-  chat: "these arguments are not asked again in this chat",
-  always_args: "these arguments are not asked again in this world",
-  always_tool: "the tool is not asked again in this world",
+  [GrantScope.Chat]: "these arguments are not asked again in this chat",
+  [GrantScope.AlwaysArgs]: "these arguments are not asked again in this world",
+  [GrantScope.AlwaysTool]: "the tool is not asked again in this world",
 };
 
 function showResult(section, result) {
@@ -129,7 +131,7 @@ function showResult(section, result) {
     not_executed: "It did not run",
     interrupted: "Holdpoint stopped while it ran; it was not run again",
   };
-  const body = result.status === "executed" ? result.output : result;
+  const body = result.status === ToolResultStatus.Executed ? result.output : result;
   replace(section,
     h("h2", { id: "result-title" }, "Result"),
     h("p", {}, words[result.status] || result.status),
@@ -150,13 +152,13 @@ async function pastResult(hold, section) {
       return;
     }
     const found = page.items.find(({ message: m }) =>
-      m.role === "tool" && m.tool_call_id === hold.tool_call_id && Date.parse(m.at) >= Date.parse(hold.created_at));
+      m.role === MessageRole.Tool && m.tool_call_id === hold.tool_call_id && Date.parse(m.at) >= Date.parse(hold.created_at));
     if (found) {
       let parsed;
       try {
         parsed = JSON.parse(found.message.content);
       } catch {
-        parsed = { status: "executed", output: found.message.content };
+        parsed = { status: ToolResultStatus.Executed, output: found.message.content };
       }
       if (section.hidden) showResult(section, parsed);
       return;

@@ -9,7 +9,10 @@
 import { agents, decide, decideBatch, holdCounts, holds, mayDecide, worlds } from "./api.js";
 import { approveOnce, card, denyNow, isOpen, outcomeWords, ruleName, shown, update } from "./card.js";
 import { h, problem, relative, replace, when } from "./dom.js";
-import { onEvent, onResync, RESOLVED } from "./live.js";
+import { onEvent, onResync } from "./live.js";
+import {
+  ApproveScope, DecisionAction, DecisionKind, EventType, HoldKind, Order, RESOLVING_EVENT_TYPES, StatusFilter,
+} from "./wire.js";
 
 const PAGE = 50;
 // How long a decided hold stays in the list, saying how it was decided, before it leaves.
@@ -20,9 +23,9 @@ const RECOUNT_QUIET_MS = 300;
 const RECOUNT_MAX_MS = 2000;
 const FILTERS = ["world", "kind", "agent", "tool", "order"];
 const ORDERS = [
-  ["newest", "Newest first"],
-  ["urgent", "Most urgent first"],
-  ["oldest", "Oldest first"],
+  [Order.Newest, "Newest first"],
+  [Order.Urgent, "Most urgent first"],
+  [Order.Oldest, "Oldest first"],
 ];
 const KEYS = [
   ["j / ↓", "next hold"],
@@ -40,15 +43,16 @@ const KEYS = [
 
 function readFilters() {
   const query = new URLSearchParams(location.search);
+  /** @type {Record<string, string>} */
   const f = {};
   for (const key of FILTERS) f[key] = query.get(key) || "";
-  if (!ORDERS.some(([o]) => o === f.order)) f.order = "newest";
+  if (!ORDERS.some(([o]) => o === f.order)) f.order = Order.Newest;
   return f;
 }
 
 function writeFilters(f) {
   const query = new URLSearchParams();
-  for (const key of FILTERS) if (f[key] && !(key === "order" && f[key] === "newest")) query.set(key, f[key]);
+  for (const key of FILTERS) if (f[key] && !(key === "order" && f[key] === Order.Newest)) query.set(key, f[key]);
   const text = query.toString();
   history.replaceState(null, "", text ? `/?${text}` : "/");
 }
@@ -179,7 +183,7 @@ export async function inbox(main) {
     }
     if (filters.kind && hold.spec.kind !== filters.kind) return false;
     if (filters.agent && hold.agent !== filters.agent) return false;
-    if (filters.tool && (hold.spec.kind !== "approval" || hold.spec.tool !== filters.tool)) return false;
+    if (filters.tool && (hold.spec.kind !== HoldKind.Approval || hold.spec.tool !== filters.tool)) return false;
     return isOpen(hold);
   }
 
@@ -216,7 +220,7 @@ export async function inbox(main) {
 
   function place(unit, where) {
     if (where === "start") return rowsEl.prepend(unit.el);
-    if (where === "urgent") {
+    if (where === Order.Urgent) {
       const due = deadlineOf(unit);
       for (const other of rowsEl.children) {
         const u = units.get(other.dataset.batch);
@@ -269,8 +273,8 @@ export async function inbox(main) {
       h("div", { class: "batch-head" },
         h("span", { class: "batch-title" }),
         h("span", { class: "buttons batch-actions" },
-          h("button", { type: "button", class: "primary", "data-batch-decision": "approve", onclick: () => decideAll(unit, "approve") }, "Approve all once"),
-          h("button", { type: "button", class: "danger", "data-batch-decision": "deny", onclick: () => decideAll(unit, "deny") }, "Deny all"))),
+          h("button", { type: "button", class: "primary", "data-batch-decision": DecisionAction.Approve, onclick: () => decideAll(unit, DecisionAction.Approve) }, "Approve all once"),
+          h("button", { type: "button", class: "danger", "data-batch-decision": DecisionAction.Deny, onclick: () => decideAll(unit, DecisionAction.Deny) }, "Deny all"))),
       h("p", { class: "error batch-error", role: "alert" }),
       h("ol", { class: "batch-rows" }));
     single.replaceWith(group);
@@ -283,7 +287,7 @@ export async function inbox(main) {
   function label(unit) {
     const held = unit.ids.map((id) => rows.get(id).hold);
     const pending = held.filter(isOpen).length;
-    const approvals = held.filter((x) => x.spec.kind === "approval").length;
+    const approvals = held.filter((x) => x.spec.kind === HoldKind.Approval).length;
     const first = held[0];
     const who = (first.agent && agentName(first.agent)) || first.agent || first.requested_by;
     unit.el.setAttribute("aria-label", `Batch of ${unit.ids.length} holds`);
@@ -301,12 +305,12 @@ export async function inbox(main) {
     const buttons = group.querySelectorAll("[data-batch-decision]");
     const seen = unit.ids
       .map((id) => rows.get(id).hold)
-      .filter((x) => x.spec.kind === "approval")
+      .filter((x) => x.spec.kind === HoldKind.Approval)
       .map((x) => ({ hold: x.id, digest: x.spec.digest }));
     error.textContent = "";
     for (const b of buttons) b.disabled = true;
     try {
-      const result = await decideBatch(unit.batch, seen, action === "approve" ? { action: "approve", scope: "once" } : { action: "deny" });
+      const result = await decideBatch(unit.batch, seen, action === DecisionAction.Approve ? { action: DecisionAction.Approve, scope: ApproveScope.Once } : { action: DecisionAction.Deny });
       for (const r of result.holds) decided(r.hold);
     } catch (e) {
       if (e.code === "batch_mismatch") {
@@ -324,7 +328,7 @@ export async function inbox(main) {
   // the batch's count is true even where it continues on a page not read yet.
   async function completeBatch(unit) {
     try {
-      const page = await holds({ batch: unit.batch, status: "any", limit: 500 });
+      const page = await holds({ batch: unit.batch, status: StatusFilter.Any, limit: 500 });
       for (const hold of page.items) {
         if (rows.has(hold.id)) decided(hold);
         else add(hold, "end");
@@ -448,7 +452,7 @@ export async function inbox(main) {
   // it because the batch holds approvals not selected, each selected hold is approved alone.
   async function approvePicked() {
     const chosen = [...picked].map((id) => rows.get(id).hold)
-      .filter((x) => isOpen(x) && x.spec.kind === "approval" && x.offers.includes("approve_once"));
+      .filter((x) => isOpen(x) && x.spec.kind === HoldKind.Approval && x.offers.includes(DecisionKind.ApproveOnce));
     if (chosen.length === 0) {
       status.textContent = "Nothing to approve: select holds with x first.";
       return;
@@ -464,7 +468,7 @@ export async function inbox(main) {
     for (const [batch, list] of byBatch) {
       const seen = list.map((x) => ({ hold: x.id, digest: x.spec.digest }));
       try {
-        const result = await decideBatch(batch, seen, { action: "approve", scope: "once" });
+        const result = await decideBatch(batch, seen, { action: DecisionAction.Approve, scope: ApproveScope.Once });
         for (const r of result.holds) decided(r.hold);
         done += list.length;
       } catch (e) {
@@ -474,7 +478,7 @@ export async function inbox(main) {
         }
         for (const x of list) {
           try {
-            const result = await decide(x.id, { action: "approve", scope: "once", digest: x.spec.digest });
+            const result = await decide(x.id, { action: DecisionAction.Approve, scope: ApproveScope.Once, digest: x.spec.digest });
             decided(result.hold);
             done += 1;
           } catch (e2) {
@@ -502,7 +506,7 @@ export async function inbox(main) {
 
   function query(cursor) {
     const q = { world: filters.world, kind: filters.kind, agent: filters.agent, tool: filters.tool, limit: PAGE, cursor };
-    if (filters.order !== "oldest") q.order = filters.order;
+    if (filters.order !== Order.Oldest) q.order = filters.order;
     return q;
   }
 
@@ -564,8 +568,8 @@ export async function inbox(main) {
     known.map((w) => h("option", { value: w.name, dataset: { id: w.id } }, w.name)));
   const kindSelect = h("select", { id: "filter-kind", name: "kind" },
     h("option", { value: "" }, "Approvals and questions"),
-    h("option", { value: "approval" }, "Approvals"),
-    h("option", { value: "question" }, "Questions"));
+    h("option", { value: HoldKind.Approval }, "Approvals"),
+    h("option", { value: HoldKind.Question }, "Questions"));
   const agentSelect = h("select", { id: "filter-agent", name: "agent" }, h("option", { value: "" }, "Any agent"));
   if (filters.agent) agentSelect.append(h("option", { value: filters.agent }, filters.agent));
   const toolInput = h("input", { type: "text", id: "filter-tool", name: "tool", autocomplete: "off", placeholder: "any" });
@@ -678,7 +682,9 @@ export async function inbox(main) {
     if (!("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
     // Only those who may decide it: a hold that names its approvers notifies no one else.
     if (!mayDecide(hold)) return;
-    const what = hold.spec.kind === "approval" ? `Approve ${hold.spec.tool}?` : hold.spec.question;
+    const what = hold.spec.kind === HoldKind.Approval ? `Approve ${hold.spec.tool}?`
+      : hold.spec.kind === HoldKind.Question ? hold.spec.question
+      : titleOf(hold);
     const n = new Notification("Holdpoint: a new hold", { body: what, tag: hold.id });
     n.onclick = () => {
       window.focus();
@@ -689,7 +695,7 @@ export async function inbox(main) {
   // --- Live arrival and departure -----------------------------------------------------------
 
   const stops = [
-    onEvent(["hold.created"], (event) => {
+    onEvent([EventType.HoldCreated], (event) => {
       const hold = event.payload.hold;
       if (counts && hold && isOpen(hold)) {
         counts.pending += 1;
@@ -702,19 +708,19 @@ export async function inbox(main) {
       // A batch already in the list takes its holds in; otherwise a hold is drawn only while
       // the list has room and the order puts it among what is read. The rest are counted.
       const inList = units.has(hold.batch) && units.get(hold.batch).el;
-      const room = rows.size < PAGE && !(filters.order === "oldest" && next);
+      const room = rows.size < PAGE && !(filters.order === Order.Oldest && next);
       if (!inList && !room) {
         unseen.add(hold.id);
         return countSoon();
       }
-      add(hold, inList ? "end" : filters.order === "newest" ? "start" : filters.order === "urgent" ? "urgent" : "end");
+      add(hold, inList ? "end" : filters.order === Order.Newest ? "start" : filters.order === Order.Urgent ? Order.Urgent : "end");
       // Nothing open is selected (nothing was, or what was is decided): the new hold is.
       if (!current || !isOpen(rows.get(current).hold)) select(hold.id);
       status.textContent = `New: ${titleOf(hold)}.`;
       countSoon();
       announce(hold);
     }),
-    onEvent(RESOLVED, (event) => {
+    onEvent(RESOLVING_EVENT_TYPES, (event) => {
       if (counts) counts.pending = Math.max(0, counts.pending - 1);
       recountSoon();
       if (event.hold && unseen.delete(event.hold)) return countSoon();
@@ -921,18 +927,33 @@ function welcome() {
 
 // A hold in a sentence: the question, or the tool (with its command line, for a shell command).
 function titleOf(hold) {
-  if (hold.spec.kind !== "approval") return `“${hold.spec.question}”`;
-  const command = hold.spec.arguments && hold.spec.arguments.command;
-  return typeof command === "string" ? `${hold.spec.tool} “${command}”` : hold.spec.tool;
+  const spec = hold.spec;
+  switch (spec.kind) {
+    case HoldKind.Approval: {
+      const command = spec.arguments && spec.arguments.command;
+      return typeof command === "string" ? `${spec.tool} “${command}”` : spec.tool;
+    }
+    case HoldKind.Question:
+      return `“${spec.question}”`;
+    default:
+      return `a hold of a kind this page does not know (“${spec.kind}”)`;
+  }
 }
 
 // What would run: the tool and its key argument (a command line, a path, a URL…), or the
 // question asked.
 function what(hold) {
   const spec = hold.spec;
-  if (spec.kind !== "approval") return [h("span", { class: "kind-mark" }, "Question "), spec.question];
-  const arg = keyArgument(spec.arguments);
-  return [h("code", { class: "tool" }, spec.tool), arg ? [" ", h("code", { class: "arg" }, arg)] : null];
+  switch (spec.kind) {
+    case HoldKind.Approval: {
+      const arg = keyArgument(spec.arguments);
+      return [h("code", { class: "tool" }, spec.tool), arg ? [" ", h("code", { class: "arg" }, arg)] : null];
+    }
+    case HoldKind.Question:
+      return [h("span", { class: "kind-mark" }, "Question "), spec.question];
+    default:
+      return [h("span", { class: "kind-mark error unknown-kind" }, `Unknown kind of hold (“${spec.kind}”)`)];
+  }
 }
 
 const KEY_ARGUMENTS = ["command", "cmd", "path", "file", "url", "query", "sql", "name", "target"];

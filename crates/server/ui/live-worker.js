@@ -5,8 +5,8 @@
 // The worker lives as long as any tab of this origin (and this person: `live.js` names it)
 // is open, whichever tab opened it first, so no tab's closing ends the stream of the others.
 //
-// Messages from a tab: {kind: "hello", types} (it listens; `types` are the event types to
-// take from the stream), {kind: "listen", type} (one more type), {kind: "bye"} (it left).
+// Messages from a tab: {kind: "hello", url, types} (it listens; `url` is the stream's, as
+// api.js names it, and `types` are the event types to take from the stream: wire.js's), {kind: "listen", type} (one more type), {kind: "bye"} (it left).
 // To a tab: {kind: "open"} (the stream is open; sent at once to a tab that says hello while
 // it is), {kind: "error"} (the stream broke; it comes back by itself), and
 // {kind: "event", type, data} (one SSE message: its event's type and its JSON text).
@@ -14,6 +14,9 @@
 const ports = new Set();
 const types = new Set();
 let source = null;
+// The stream's URL, as the first tab said (a classic worker imports no module: the tabs tell
+// it the API's names).
+let url = null;
 let open = false;
 let retry = null;
 // After the server refused the stream (a session that ended, a limit): how long to wait
@@ -37,7 +40,7 @@ function listen(type) {
 function connect() {
   clearTimeout(retry);
   retry = null;
-  const es = new EventSource("/api/v1/events");
+  const es = new EventSource(url);
   source = es;
   open = false;
   for (const type of types) es.addEventListener(type, forward);
@@ -68,6 +71,8 @@ function receive(port, message) {
   if (!message || typeof message !== "object") return;
   switch (message.kind) {
     case "hello":
+      if (typeof message.url !== "string") return;
+      url = url || message.url;
       ports.add(port);
       for (const type of message.types || []) listen(type);
       // No stream (the first tab, or one refused and waiting to ask again): open one now.

@@ -13,18 +13,14 @@
 // that joins a stream already open is told so at once, and the worker sends it every event
 // that arrives after it joined.
 
-// Every event type of the API (`EventPayload` in the OpenAPI document; a test keeps this list
-// whole). The worker takes all of them from the stream from the start, so an event that
-// arrives before a view's `onEvent` reached the worker is not lost to that tab.
-export const TYPES = [
-  "hold.created", "hold.reminded", "hold.voted", "hold.awaiting_confirm", "hold.decided",
-  "hold.expired", "hold.withdrawn", "call.allowed", "call.denied", "grant.created",
-  "grant.revoked", "policy.changed", "world.created", "world.updated", "world.deleted",
-  "agent.created", "agent.updated", "agent.deleted", "chat.created", "chat.updated",
-  "chat.deleted", "token.created", "token.revoked", "webhook.created", "webhook.deleted",
-  "message.created", "turn.started", "turn.text", "turn.tool_call", "turn.tool_started",
-  "turn.tool_finished", "turn.finished", "turn.failed", "turn.canceled", "turn.stopped",
-];
+import { EVENTS_URL } from "./api.js";
+import { EVENT_TYPES } from "./wire.js";
+
+/** @typedef {import("./wire.js").EventType} EventType */
+
+// The worker takes every event type of the API (`EVENT_TYPES`, generated from the protocol)
+// from the stream from the start, so an event that arrives before a view's `onEvent` reached
+// the worker is not lost to that tab.
 
 // Each SSE message is named by its event's type ("hold.created"); listeners by type.
 const listeners = new Map();
@@ -94,13 +90,13 @@ function shared() {
     own.close();
     link = alone();
   });
-  port.postMessage({ kind: "hello", types: [...new Set([...TYPES, ...listeners.keys()])] });
+  port.postMessage({ kind: "hello", url: EVENTS_URL, types: [...new Set([...EVENT_TYPES, ...listeners.keys()])] });
   return own;
 }
 
 // This page's own stream.
 function alone() {
-  const source = new EventSource("/api/v1/events");
+  const source = new EventSource(EVENTS_URL);
   const handler = (message) => deliver(message.type, message.data);
   source.addEventListener("open", onOpen);
   source.addEventListener("error", onBroken);
@@ -158,8 +154,12 @@ export function ready() {
   return Promise.race([opened, late]);
 }
 
-// Calls `f(event)` for each event of the given types (["hold.created", …]) that the caller
-// may see, with the event's JSON as the API defines it; returns a function that stops it.
+// Calls `f(event)` for each event of the given types ([EventType.HoldCreated, …]) that the
+// caller may see, with the event's JSON as the API defines it; returns a function that stops it.
+/**
+ * @param {readonly EventType[]} types
+ * @param {(event: any) => void} f
+ */
 export function onEvent(types, f) {
   if (!link) link = connect();
   for (const type of types) {
@@ -173,11 +173,6 @@ export function onEvent(types, f) {
     for (const type of types) listeners.get(type).delete(f);
   };
 }
-
-// The types of the events that end a hold's wait (their payload has `outcome`).
-export const RESOLVED = ["hold.decided", "hold.expired", "hold.withdrawn"];
-// Every event that changes a hold.
-export const HOLD_EVENTS = ["hold.created", "hold.reminded", "hold.voted", "hold.awaiting_confirm", ...RESOLVED];
 
 // Calls `f()` after the stream reconnects; returns a function that stops it.
 export function onResync(f) {

@@ -5,9 +5,10 @@
 import * as api from "./api.js";
 import { lasting, spelled } from "./card.js";
 import { actorName, h, problem, relative, replace, when } from "./dom.js";
+import { DecidedBy, EVENT_TYPES, EventType, GrantScope, Order, PERSON_ROLES, PolicyLayer, Role } from "./wire.js";
 
-const ADMINS = ["admin"];
-const PEOPLE = ["admin", "approver"];
+const ADMINS = [Role.Admin];
+const PEOPLE = PERSON_ROLES;
 
 const SECTIONS = [
   { id: "worlds", title: "Worlds", roles: ADMINS, about: "Create, rename and delete worlds.", render: worldsSection },
@@ -21,7 +22,7 @@ const SECTIONS = [
 ];
 
 // Who a section's roles are, in words.
-const who = (roles) => (roles.includes("approver") ? "admins and approvers" : "admins");
+const who = (roles) => (roles.includes(Role.Approver) ? "admins and approvers" : "admins");
 
 export async function manage(main, [section], me) {
   const mine = SECTIONS.filter((s) => s.roles.includes(me.role));
@@ -303,7 +304,7 @@ async function inWorld(body, me, render) {
   const worlds = await api.worlds();
   if (!worlds.length) {
     body.append(h("p", { class: "muted" }, "There are no worlds yet. ",
-      me.role === "admin" ? h("a", { href: "/manage/worlds" }, "Create one.") : "An admin creates them."));
+      me.role === Role.Admin ? h("a", { href: "/manage/worlds" }, "Create one.") : "An admin creates them."));
     return;
   }
   if (!worlds.some((w) => w.id === chosenWorld)) chosenWorld = worlds[0].id;
@@ -557,10 +558,11 @@ function chatEntry(world, c, names, options, refresh, said) {
 
 // ---- grants
 
+/** @type {Record<import("./wire.js").GrantScope, string>} */
 const SCOPES = {
-  chat: "these arguments, in one chat",
-  always_args: "these arguments, anywhere in the world",
-  always_tool: "any arguments, anywhere in the world",
+  [GrantScope.Chat]: "these arguments, in one chat",
+  [GrantScope.AlwaysArgs]: "these arguments, anywhere in the world",
+  [GrantScope.AlwaysTool]: "any arguments, anywhere in the world",
 };
 
 async function grantsSection(body, me) {
@@ -606,16 +608,9 @@ function grantEntry(g, refresh, said) {
 // ---- audit log
 
 const AUDIT_PAGE = 50;
-// The event types people filter by (the API's `EventPayload`).
-const AUDIT_TYPES = [
-  "hold.created", "hold.reminded", "hold.voted", "hold.awaiting_confirm", "hold.decided",
-  "hold.expired", "hold.withdrawn", "call.allowed", "call.denied", "grant.created",
-  "grant.revoked", "policy.changed", "world.created", "world.updated", "world.deleted",
-  "agent.created", "agent.updated", "agent.deleted", "chat.created", "chat.updated",
-  "chat.deleted", "token.created", "token.revoked", "webhook.created", "webhook.deleted",
-  "message.created", "turn.started", "turn.tool_call", "turn.tool_started",
-  "turn.tool_finished", "turn.finished", "turn.failed", "turn.canceled", "turn.stopped",
-];
+// The event types people filter by: every type of the API but the agent's streamed text
+// (its message, piece by piece).
+const AUDIT_TYPES = EVENT_TYPES.filter((type) => type !== EventType.TurnText);
 // The filters, as the address keeps them (`/manage/audit?hold=…&actor=alice`).
 const AUDIT_FILTERS = ["world", "hold", "actor", "type"];
 
@@ -679,7 +674,7 @@ async function auditSection(body, me) {
     const events = [];
     let at = before;
     do {
-      const page = await api.auditEvents({ ...chosen(), order: "newest", before: at || undefined, limit: AUDIT_PAGE - events.length });
+      const page = await api.auditEvents({ ...chosen(), order: Order.Newest, before: at || undefined, limit: AUDIT_PAGE - events.length });
       events.push(...page.events);
       at = page.next;
     } while (events.length < AUDIT_PAGE && at > 0);
@@ -727,7 +722,7 @@ async function auditSection(body, me) {
     before = n + 1;
     show();
   });
-  if (me.role === "admin") body.append(verifier());
+  if (me.role === Role.Admin) body.append(verifier());
   body.append(
     filters,
     where,
@@ -783,9 +778,9 @@ function auditEntry(e) {
 
 /** @type {Array<[string, string]>} */
 const ROLES = [
-  ["approver", "approver: a person who decides holds"],
-  ["agent", "agent: a program that asks"],
-  ["admin", "admin: everything"],
+  [Role.Approver, "approver: a person who decides holds"],
+  [Role.Agent, "agent: a program that asks"],
+  [Role.Admin, "admin: everything"],
 ];
 
 async function tokensSection(body) {
@@ -804,7 +799,7 @@ async function tokensSection(body) {
       label: "New token",
       fields: [
         field({ label: "Name", field: "name", hint: "The person's or program's name; several tokens may share one.", attrs: { autocomplete: "off" } }),
-        field({ label: "Role", field: "role", value: "approver", options: ROLES }),
+        field({ label: "Role", field: "role", value: Role.Approver, options: ROLES }),
         field({ label: "World", field: "world", value: "", options: [["", "every world"], ...worlds.map((w) => /** @type {[string, string]} */ ([w.id, w.name]))], hint: "Limit an approver's or agent's token to one world. Admins are never limited." }),
       ],
       submit: "Create token",
@@ -846,8 +841,10 @@ function tokenEntry(t, names, refresh, said) {
 
 // ---- webhooks
 
-const HOOK_EVENTS = ["hold.created", "hold.reminded", "hold.decided", "hold.expired", "hold.withdrawn"];
-const HOOK_DEFAULT = ["hold.created", "hold.reminded", "hold.decided", "hold.expired"];
+// The events a webhook may be sent (the server's choice: a subscription of others is
+// refused), and those it is sent unless it says.
+const HOOK_DEFAULT = [EventType.HoldCreated, EventType.HoldReminded, EventType.HoldDecided, EventType.HoldExpired];
+const HOOK_EVENTS = [...HOOK_DEFAULT, EventType.HoldWithdrawn];
 
 async function webhooksSection(body, me) {
   await inWorld(body, me, async (area, world) => {
@@ -994,12 +991,18 @@ function ruleEntry(r) {
 function decidedBy(d) {
   // A rule's number is its place in the server's policy file; a world's own policy, or a
   // locked rule of the base over it, is named by its layer instead.
-  if (d.by === "rule" && d.rule.layer === "world") return `rule ${d.rule.name} of this world's own policy`;
-  if (d.by === "rule" && d.rule.layer === "base") return `rule ${d.rule.name} (a locked rule of the server's policy file)`;
-  if (d.by === "rule") return `rule ${d.rule.name} (number ${d.rule.index + 1} in the server's policy file)`;
-  if (d.by === "grant") return `grant ${d.grant}`;
-  if (d.by === "mode") return `the policy's mode (${d.mode}): no rule matched`;
-  return d.by;
+  switch (d.by) {
+    case DecidedBy.Rule:
+      if (d.rule.layer === PolicyLayer.World) return `rule ${d.rule.name} of this world's own policy`;
+      if (d.rule.layer === PolicyLayer.Base) return `rule ${d.rule.name} (a locked rule of the server's policy file)`;
+      return `rule ${d.rule.name} (number ${d.rule.index + 1} in the server's policy file)`;
+    case DecidedBy.Grant:
+      return `grant ${d.grant}`;
+    case DecidedBy.Mode:
+      return `the policy's mode (${d.mode}): no rule matched`;
+    default:
+      return `“${d.by}” (a decider this page does not know)`;
+  }
 }
 
 function explanation(x) {

@@ -5,6 +5,7 @@
 import * as api from "./api.js";
 import { actorName, h, problem, relative, replace, seg, when } from "./dom.js";
 import { onEvent } from "./live.js";
+import { CallVerdict, EventType, Role } from "./wire.js";
 
 // How far back a replay reads, as the API's `since` ("" reads every recorded call).
 const SINCE = [
@@ -32,7 +33,7 @@ async function page(main, name, holdId, me) {
   ]);
   const inForce = h("section", { class: "policy-in-force", "aria-labelledby": "in-force-title" });
   const history = h("section", { class: "policy-history", "aria-labelledby": "history-title" });
-  const admin = me && me.role === "admin";
+  const admin = me && me.role === Role.Admin;
 
   const draw = async (current) => {
     replace(inForce, h("h2", { id: "in-force-title" }, "In force"), ...inForceParts(current, state, base));
@@ -59,7 +60,7 @@ async function page(main, name, holdId, me) {
   if (suggestion) editor.area.focus();
 
   // A change made elsewhere (another tab, the CLI) is shown as it happens.
-  const stop = onEvent(["policy.changed"], async (event) => {
+  const stop = onEvent([EventType.PolicyChanged], async (event) => {
     if (event.world !== w.id) return;
     try {
       const again = await api.worldPolicy(name);
@@ -240,4 +241,5 @@ const BEFORE = {
   withdrawn: "withdrawn",
   pending: "still pending",
 };
-const AFTER = { allow: "be allowed", ask: "ask", deny: "be denied" };
+/** @type {Record<import("./wire.js").CallVerdict, string>} */
+const AFTER = { [CallVerdict.Allow]: "be allowed", [CallVerdict.Ask]: "ask", [CallVerdict.Deny]: "be denied" };

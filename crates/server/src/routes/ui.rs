@@ -52,6 +52,7 @@ const ASSETS: &[Asset] = &[
     asset!("api.js"),
     asset!("dom.js"),
     asset!("live.js"),
+    asset!("wire.js"),
     asset!("live-worker.js"),
     asset!("card.js"),
     asset!("diff.js"),

@@ -1,3 +1,4 @@
+mod a2a;
 mod abandoned;
 mod access;
 mod audit_log;
@@ -19,6 +20,7 @@ mod refusals;
 mod revocation;
 mod turns;
 mod ui;
+mod ui_wire;
 mod via;
 mod webhooks;
 mod wire;

@@ -227,6 +227,7 @@ const MODULES: &[&str] = &[
     "api.js",
     "dom.js",
     "live.js",
+    "wire.js",
     "card.js",
     "inbox.js",
     "hold.js",
@@ -514,32 +515,25 @@ async fn after_signing_out_the_session_no_longer_works() {
     assert_eq!(header(&home, "location"), "/signin");
 }
 
-/// The tabs' shared stream takes every event type from the start (`TYPES` in live.js), so an
-/// event that arrives before a view's listener reached the worker is still handed over.
+/// The tabs' shared stream takes every event type from the start (`EVENT_TYPES` of wire.js,
+/// generated from the protocol: see `ui_wire`), so an event that arrives before a view's
+/// listener reached the worker is still handed over.
 #[tokio::test]
 async fn the_shared_live_stream_takes_every_event_type() {
     let t = TestServer::start().await;
     let api = t.api.anonymous();
     let live = api.get("/ui/live.js").await.text;
-    let listed = live
-        .split_once("export const TYPES = [")
-        .and_then(|(_, rest)| rest.split_once("];"))
-        .map(|(list, _)| list)
-        .expect("TYPES in live.js");
-    let listed: Vec<&str> = listed
-        .split(',')
-        .map(|s| s.trim().trim_matches('"'))
-        .filter(|s| !s.is_empty())
-        .collect();
-    let doc = api.get("/api/v1/openapi.json").await.expect(200);
-    let types: Vec<&str> = doc["components"]["schemas"]["EventPayload"]["oneOf"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["properties"]["type"]["enum"][0].as_str().unwrap())
-        .collect();
-    assert!(types.len() > 20, "the event types were not found");
-    assert_eq!(listed, types, "live.js's TYPES, in the order of the API");
+    assert!(
+        live.contains("import { EVENT_TYPES } from \"./wire.js\";"),
+        "{live}"
+    );
+    assert!(live.contains("types: [...new Set([...EVENT_TYPES, ...listeners.keys()])]"));
+    let wire = api.get("/ui/wire.js").await;
+    assert_eq!(wire.status, 200);
+    assert!(
+        wire.text
+            .contains("export const EVENT_TYPES = Object.freeze([")
+    );
     let worker = api.get("/ui/live-worker.js").await;
     assert_eq!(worker.status, 200);
     assert_eq!(
