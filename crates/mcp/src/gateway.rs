@@ -7,7 +7,8 @@
 //! why, or that the deadline passed. A client that cancels the call, or goes away, withdraws
 //! its hold. A hold is also put to the client's user when the client can be asked and a
 //! person's credential was given (`elicit`); a call sent as a task goes on without its
-//! request (`tasks`).
+//! request (`tasks`). An upstream tool whose server requires tasks is listed so, refused
+//! without one (-32601), and called at its server as a task (`upstream::task_call`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -33,7 +34,7 @@ use crate::elicit::{Approver, Elicitor};
 use crate::holds::{Asked, CANCELED, DISCONNECTED, Holds, Progress, STOPPED, Stops, refusal};
 use crate::reach::HoldpointError;
 use crate::tasks::{self, Task, Tasks};
-use crate::upstream::{FIRST_LIST_PATIENCE, OfferedTool, UpstreamError, Upstreams};
+use crate::upstream::{FIRST_LIST_PATIENCE, OfferedTool, TaskSupport, UpstreamError, Upstreams};
 use crate::{own, stdio, wire};
 
 /// The newest revision the gateway serves. Holdpoint serves the revisions that negotiate with
@@ -226,13 +227,17 @@ impl Gateway {
             });
         }
         // A tool of a server still making its first start is waited for.
-        if let Some(tool) = self.inner.upstreams.tool_once_started(name).await {
-            return Ok(self.forward(&tool, arguments, asking).await);
+        let tool = match self.inner.upstreams.tool_once_started(name).await {
+            Some(tool) => tool,
+            None => match self.offered(name)? {
+                Ok(tool) => tool,
+                Err(down) => return Ok(refused(format!("{name} was not called: {down}"))),
+            },
+        };
+        if tool.task_support == TaskSupport::Required && asking.task.is_none() {
+            return Err(task_required(name));
         }
-        match self.offered(name)? {
-            Ok(tool) => Ok(self.forward(&tool, arguments, asking).await),
-            Err(down) => Ok(refused(format!("{name} was not called: {down}"))),
-        }
+        Ok(self.forward(&tool, arguments, asking).await)
     }
 
     /// The upstream tool clients call `name`; or why it cannot be called now, when it names
@@ -304,6 +309,13 @@ impl Gateway {
             }),
         });
         let not_called = |why: String| refused(format!("{name} was not called: {why}."));
+        // A task's call is given up when the task is canceled, or the gateway stops serving;
+        // a plain call's when its request ends, as rmcp has it.
+        let given_up = CancellationToken::new();
+        let _watching = asking
+            .task
+            .is_some()
+            .then(|| any_of(&asking.stops, &given_up));
         // Who edited the arguments before approving, when a person did.
         let mut edited_by = None;
         let arguments = match self.ask(item, asking).await {
@@ -333,7 +345,10 @@ impl Gateway {
             Err(e) => return not_called(format!("Holdpoint could not be asked: {e}")),
         };
         let ran = edited_by.map(|by| (by, arguments.clone()));
-        match self.call_upstream(tool, arguments, progress).await {
+        match self
+            .call_upstream(tool, arguments, progress, &given_up)
+            .await
+        {
             Ok(result) => match ran {
                 Some((by, arguments)) => told_of_edit(result, &name, &by, arguments),
                 None => result,
@@ -349,10 +364,11 @@ impl Gateway {
         tool: &OfferedTool,
         arguments: JsonObject,
         progress: Option<Progress>,
+        given_up: &CancellationToken,
     ) -> Result<CallToolResult, UpstreamError> {
         let upstreams = &self.inner.upstreams;
         let Some(to) = progress else {
-            return upstreams.call(tool, arguments, None).await;
+            return upstreams.call(tool, arguments, None, given_up).await;
         };
         let (sink, mut progressed) = mpsc::unbounded_channel::<ProgressNotificationParam>();
         let passing_on = async {
@@ -366,7 +382,11 @@ impl Gateway {
                 let _ = to.peer.notify_progress(note).await;
             }
         };
-        tokio::join!(upstreams.call(tool, arguments, Some(sink)), passing_on).0
+        tokio::join!(
+            upstreams.call(tool, arguments, Some(sink), given_up),
+            passing_on
+        )
+        .0
     }
 
     /// Raises `item` and waits for its outcome. A hold it raises is shown on the call's task,
@@ -502,6 +522,44 @@ fn misfit(method: &str, params: Option<Value>) -> ErrorData {
     ErrorData::invalid_params(format!("params: {method} takes {takes}"), None)
 }
 
+/// The error for a plain `tools/call` of a tool that must be called as a task: 2025-11-25's
+/// -32601 (Method not found).
+fn task_required(name: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "{name} must be called as a task: its server requires task augmentation \
+             (execution.taskSupport \"required\"); send tools/call with \"task\" (MCP 2025-11-25)"
+        ),
+        None,
+    )
+}
+
+/// Cancels `into` as soon as the wait of `stops` would end (canceled, disconnected, shutdown),
+/// until the guard returned is dropped.
+fn any_of(stops: &Stops, into: &CancellationToken) -> tokio_util::sync::DropGuard {
+    let done = CancellationToken::new();
+    let (canceled, disconnected, shutdown) = (
+        stops.canceled.clone(),
+        stops.disconnected.clone(),
+        stops.shutdown.clone(),
+    );
+    let (into, watching) = (into.clone(), done.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = canceled.cancelled() => into.cancel(),
+            () = disconnected.cancelled() => into.cancel(),
+            () = shutdown.cancelled() => into.cancel(),
+            () = watching.cancelled() => {}
+        }
+    });
+    done.drop_guard()
+}
+
+/// The `_meta` key that marks, in the gateway's own `tools/list` answer, a tool that must be
+/// called as a task; `wire` turns it into the tool's `execution` on the way to the client.
+pub(crate) const TASK_REQUIRED_META: &str = "holdpoint/taskSupport";
+
 /// A JSON-RPC request id as a key: numbers and strings apart (`1` is not `"1"`).
 pub(crate) fn call_key(id: &serde_json::Value) -> Option<String> {
     match id {
@@ -568,7 +626,7 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         if let Some(cursor) = request.and_then(|r| r.cursor) {
             return Err(ErrorData::invalid_params(
@@ -581,8 +639,26 @@ impl ServerHandler for Gateway {
         }
         let upstreams = &self.inner.upstreams;
         upstreams.first_starts_within(FIRST_LIST_PATIENCE).await;
+        // A tool that must be called as a task is offered to sessions that have tasks, marked
+        // so; the others could not call it.
+        let tasks = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2025_11_25);
         let mut listed = own::tools();
-        listed.extend(upstreams.tools().into_iter().map(|t| t.tool));
+        for offered in upstreams.tools() {
+            let mut tool = offered.tool;
+            if offered.task_support == TaskSupport::Required {
+                if !tasks {
+                    continue;
+                }
+                tool.meta
+                    .get_or_insert_with(|| MetaObject(JsonObject::new()))
+                    .0
+                    .insert(TASK_REQUIRED_META.into(), json!("required"));
+            }
+            listed.push(tool);
+        }
         Ok(ListToolsResult::with_all_items(listed))
     }
 

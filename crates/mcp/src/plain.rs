@@ -60,7 +60,8 @@ impl Upstreams {
         let Value::Object(arguments) = arguments else {
             return Err(failed("the arguments are not a JSON object".into()));
         };
-        let result = self.call(&tool, arguments.clone(), None).await?;
+        let never = tokio_util::sync::CancellationToken::new();
+        let result = self.call(&tool, arguments.clone(), None, &never).await?;
         Ok(output(result))
     }
 }

@@ -14,6 +14,8 @@
 
 mod link;
 mod restart;
+mod tap;
+mod task_call;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -34,6 +36,8 @@ use crate::config::{McpSettings, UpstreamConfig, tool_name};
 pub(crate) use link::ProgressSink;
 use link::{Following, Link};
 use restart::{Attempt, Down};
+pub(crate) use tap::TaskSupport;
+use task_call::Failure;
 
 /// How long an upstream may take to start and list its tools.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,6 +97,9 @@ pub struct OfferedTool {
     pub upstream_name: String,
     pub tool: Tool,
     pub requires_approval: bool,
+    /// How the server lets it be called: a tool that must be called as a task is (see
+    /// `task_call`).
+    pub task_support: TaskSupport,
 }
 
 /// The configured upstream servers and the tools they offer.
@@ -254,12 +261,15 @@ impl Upstreams {
     /// (content and `isError` kept). Fails, naming the server, when it is down, stops while
     /// the call runs, or does not answer within its `call_timeout` (the call is then canceled
     /// at the server). The server's progress notifications for the call go to `progress`,
-    /// when given, while it runs.
+    /// when given, while it runs. Canceling `canceled` gives the call up, canceling it at the
+    /// server. A tool that must be called as a task is: its task is followed to its end, each
+    /// request within the `call_timeout`.
     pub async fn call(
         &self,
         tool: &OfferedTool,
         arguments: JsonObject,
         progress: Option<ProgressSink>,
+        canceled: &CancellationToken,
     ) -> Result<CallToolResult, UpstreamError> {
         let Some(upstream) = self.servers.iter().find(|s| s.name == tool.server) else {
             return Err(UpstreamError::Call {
@@ -267,7 +277,18 @@ impl Upstreams {
                 message: "it is not connected".into(),
             });
         };
-        upstream.call(tool, arguments, progress).await
+        if tool.task_support == TaskSupport::Required {
+            return upstream
+                .call_as_task(tool, arguments, progress, canceled)
+                .await;
+        }
+        tokio::select! {
+            called = upstream.call(tool, arguments, progress) => called,
+            () = canceled.cancelled() => Err(UpstreamError::Call {
+                server: tool.server.clone(),
+                message: "the call was canceled".into(),
+            }),
+        }
     }
 
     /// Ends every connection (stdio servers are asked to exit, then stopped), and stops
@@ -293,13 +314,20 @@ impl Upstream {
     /// Offers `tools`, as the server just listed them (those its configuration offers, named
     /// as [`tool_name`] has it); tells whoever follows the changes when they differ from
     /// before. What is wrong with them is logged and kept (see [`Upstreams::problems`]).
-    fn offer(&self, tools: Vec<Tool>) {
-        let (offered, problems) = self.checked(tools);
+    fn offer(&self, tools: Vec<Tool>, tap: &tap::Tap) {
+        let (mut offered, problems) = self.checked(tools);
+        for tool in &mut offered {
+            tool.task_support = tap.support(&tool.upstream_name);
+        }
         for problem in &problems {
             tracing::warn!(server = %self.name, "{problem}");
         }
         *self.problems.write() = problems;
-        let names = |t: &[OfferedTool]| t.iter().map(|t| t.tool.clone()).collect::<Vec<_>>();
+        let names = |t: &[OfferedTool]| {
+            t.iter()
+                .map(|t| (t.tool.clone(), t.task_support))
+                .collect::<Vec<_>>()
+        };
         let same = names(&self.offered()) == names(&offered);
         *self.tools.write() = Arc::new(offered);
         if !same {
@@ -373,6 +401,7 @@ impl Upstream {
                     || self.config.requires_approval(&upstream_name),
                 upstream_name,
                 tool,
+                task_support: TaskSupport::default(),
             });
         }
         (offered, problems)
@@ -395,10 +424,10 @@ impl Upstream {
                     return;
                 };
                 let server = &upstream.name;
-                match tokio::time::timeout(START_TIMEOUT, link.peer.list_all_tools()).await {
+                match tokio::time::timeout(START_TIMEOUT, link.list_tools()).await {
                     Ok(Ok(tools)) => {
                         tracing::info!(%server, "MCP server {server:?} changed its tools");
-                        upstream.offer(tools);
+                        upstream.offer(tools, &link.tap);
                     }
                     Ok(Err(e)) => tracing::warn!(
                         %server,
@@ -513,6 +542,61 @@ impl Upstream {
         }
     }
 
+    /// A call of a tool that must be called as a task (see `task_call`).
+    async fn call_as_task(
+        self: &Arc<Self>,
+        tool: &OfferedTool,
+        arguments: JsonObject,
+        progress: Option<ProgressSink>,
+        canceled: &CancellationToken,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let link = self.link().await?;
+        let failed = |message: String| UpstreamError::Call {
+            server: self.name.clone(),
+            message,
+        };
+        let call = task_call::call(
+            &link,
+            &tool.upstream_name,
+            arguments,
+            progress,
+            canceled,
+            self.call_timeout,
+        );
+        tokio::select! {
+            result = call => match result {
+                Ok(result) => Ok(result),
+                Err(Failure::Service(ServiceError::TransportClosed)) => {
+                    Err(failed(self.closed(&link).await))
+                }
+                Err(Failure::Service(ServiceError::McpError(e))) => Err(failed(format!(
+                    "it refused the call as a task: {} ({})",
+                    e.message, e.code.0
+                ))),
+                Err(Failure::Service(e)) => Err(failed(e.to_string())),
+                Err(Failure::Task(why)) => Err(failed(why)),
+                Err(Failure::Canceled) => Err(failed("the call was canceled".into())),
+                Err(Failure::Timeout) => Err(UpstreamError::Timeout {
+                    server: self.name.clone(),
+                    after: self.call_timeout,
+                }),
+            },
+            why = link.ended.wait() => Err(failed(format!(
+                "{why}; it is started again at the next call"
+            ))),
+        }
+    }
+
+    /// Why the connection closed under a call; it is started again at the next.
+    async fn closed(&self, link: &Link) -> String {
+        // A child's output closes a moment before its exit status is known: that says more.
+        if link.child {
+            let _ = tokio::time::timeout(link::EXIT_REPORT, link.ended.wait()).await;
+        }
+        link.ended.end("its connection closed".into());
+        format!("{}; it is started again at the next call", link.ended.why())
+    }
+
     /// The live connection: the one there is, else a new one if the server may be started
     /// now.
     async fn link(self: &Arc<Self>) -> Result<Arc<Link>, UpstreamError> {
@@ -559,7 +643,7 @@ impl Upstream {
                     };
                     tracing::warn!(server = %self.name, "MCP server {:?} started {again}, offering {:?}", self.name, names(&tools));
                 }
-                self.offer(tools);
+                self.offer(tools, &link.tap);
                 let link = Arc::new(link);
                 self.follow_tool_changes(&link);
                 *state = State::Up(link.clone());

@@ -23,6 +23,8 @@ pub const TASKS_RESULT: &str = "holdpoint/tasks/result";
 pub const TASKS_CANCEL: &str = "holdpoint/tasks/cancel";
 pub const TASKS_LIST: &str = "holdpoint/tasks/list";
 
+use crate::gateway::TASK_REQUIRED_META;
+
 /// The revision that has tasks in this form.
 const TASKS_REVISION: &str = "2025-11-25";
 
@@ -133,7 +135,8 @@ impl Outbound {
     /// One line to the client: `Some` when it changed.
     pub fn adapt(&mut self, line: &[u8]) -> Option<Vec<u8>> {
         let wanted = if self.initialized {
-            self.tasks && contains(line, b"\"inputSchema\"")
+            (self.tasks && contains(line, b"\"inputSchema\""))
+                || contains(line, TASK_REQUIRED_META.as_bytes())
         } else {
             contains(line, b"\"capabilities\"")
         };
@@ -158,9 +161,15 @@ impl Outbound {
                 json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
             );
         } else {
+            // Holdpoint runs any tool as a task of its own, whatever its server does; a tool
+            // whose server requires tasks is marked by the gateway, and must be called so.
             let tools = result.get_mut("tools")?.as_array_mut()?;
             for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
-                tool.insert("execution".into(), json!({"taskSupport": "optional"}));
+                let required = take_mark(tool);
+                if self.tasks {
+                    let support = if required { "required" } else { "optional" };
+                    tool.insert("execution".into(), json!({"taskSupport": support}));
+                }
             }
         }
         serde_json::to_vec(&message).ok()
@@ -191,6 +200,19 @@ impl Outbound {
         }
         changed.map(|()| out)
     }
+}
+
+/// Takes the gateway's mark off `tool` (and its `_meta`, when nothing else is left in it):
+/// whether the tool must be called as a task.
+fn take_mark(tool: &mut serde_json::Map<String, Value>) -> bool {
+    let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let marked = meta.remove(TASK_REQUIRED_META).is_some();
+    if marked && meta.is_empty() {
+        tool.remove("_meta");
+    }
+    marked
 }
 
 fn contains(line: &[u8], needle: &[u8]) -> bool {
@@ -240,6 +262,38 @@ mod tests {
             got["result"]["tools"][0]["execution"]["taskSupport"],
             "optional"
         );
+    }
+
+    #[test]
+    fn a_tool_whose_server_requires_tasks_is_listed_so_without_the_gateways_mark() {
+        let mut out = Outbound::default();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "holdpoint", "version": "0"}}});
+        out.adapt(init.to_string().as_bytes()).unwrap();
+        let list = json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [
+            {"name": "a", "inputSchema": {"type": "object"},
+             "_meta": {TASK_REQUIRED_META: "required"}},
+            {"name": "b", "inputSchema": {"type": "object"},
+             "_meta": {TASK_REQUIRED_META: "required", "theirs": 1}},
+            {"name": "c", "inputSchema": {"type": "object"}, "_meta": {"theirs": 2}}]}});
+        let got: Value =
+            serde_json::from_slice(&out.adapt(list.to_string().as_bytes()).unwrap()).unwrap();
+        let tools = &got["result"]["tools"];
+        assert_eq!(tools[0]["execution"]["taskSupport"], "required");
+        assert_eq!(tools[0].get("_meta"), None, "{got}");
+        assert_eq!(tools[1]["execution"]["taskSupport"], "required");
+        assert_eq!(tools[1]["_meta"], json!({"theirs": 1}));
+        assert_eq!(tools[2]["execution"]["taskSupport"], "optional");
+        assert_eq!(tools[2]["_meta"], json!({"theirs": 2}));
+        // A session without tasks is never shown the mark either.
+        let mut old = Outbound::default();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "holdpoint", "version": "0"}}});
+        assert_eq!(old.adapt(init.to_string().as_bytes()), None);
+        let got: Value =
+            serde_json::from_slice(&old.adapt(list.to_string().as_bytes()).unwrap()).unwrap();
+        assert_eq!(got["result"]["tools"][0].get("_meta"), None, "{got}");
+        assert_eq!(got["result"]["tools"][0].get("execution"), None, "{got}");
     }
 
     #[test]

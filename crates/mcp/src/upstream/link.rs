@@ -8,7 +8,7 @@
 //! its exit status; when the connection ends otherwise, the child is given a moment to exit on
 //! the end of its input, then killed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
@@ -27,6 +27,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::tap::{self, Tap, Tapped};
 use crate::config::{Transport, UpstreamConfig};
 
 /// How long a child whose connection ended may take to exit on its own before it is killed.
@@ -128,11 +129,34 @@ pub(super) struct Link {
     pub(super) child: bool,
     /// What the server's notifications do.
     pub(super) listener: Listener,
+    /// What the server says of its tools' tasks.
+    pub(super) tap: Arc<Tap>,
+    /// A streamable HTTP server's address, headers and largest message: its tools' tasks are
+    /// learned in a listing of Holdpoint's own (see `tap`).
+    http: Option<(String, BTreeMap<String, String>, usize)>,
     /// Kept to close the connection.
     service: Mutex<RunningService<RoleClient, Listener>>,
 }
 
 impl Link {
+    /// Lists the server's tools, learning what each says of tasks.
+    pub(super) async fn list_tools(&self) -> Result<Vec<Tool>, String> {
+        let tools = self
+            .peer
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("listing its tools failed: {e}"))?;
+        if let Some((url, headers, max)) = &self.http
+            && let Err(e) = tap::probe(url, headers, *max, &self.tap).await
+        {
+            tracing::warn!(
+                "MCP server at {url} listed its tools, but what they say of tasks could not be \
+                 learned ({e}): a tool that must be called as a task will fail"
+            );
+        }
+        Ok(tools)
+    }
+
     /// Ends the connection (a child is asked to exit by the end of its input, then stopped).
     pub(super) async fn close(&self) {
         let _ = self.service.lock().await.close().await;
@@ -155,6 +179,8 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
     // say) ends the connection too, so the watcher stops the child it started.
     let unfinished = EndOnDrop(Some(ended.clone()));
     let listener = Listener::default();
+    let tap = Arc::new(Tap::default());
+    let mut http = None;
     let child = matches!(config.transport(), Some(Transport::Stdio { .. }));
     let service = match config.transport() {
         Some(Transport::Stdio { command, args, env }) => {
@@ -172,7 +198,7 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
                 return Err("its standard input and output could not be opened".into());
             };
             tokio::spawn(watch(child, ended.clone()));
-            let stdout = Capped::new(stdout, max, ended.clone());
+            let stdout = Tapped::new(Capped::new(stdout, max, ended.clone()), tap.clone());
             // rmcp's own cap (it drops a long line and reads on) stays above ours, which
             // ends the connection instead, so that the call waiting for it learns at once.
             let transport =
@@ -194,6 +220,7 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
                     .map_err(|_| format!("the value of header {k} is not valid"))?;
                 custom.insert(header, value);
             }
+            http = Some((url.to_owned(), headers.clone(), max));
             let transport = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(url)
                     .custom_headers(custom)
@@ -215,13 +242,11 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
         ended,
         child,
         listener,
+        tap,
+        http,
         service: Mutex::new(service),
     };
-    let tools = link
-        .peer
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("listing its tools failed: {e}"))?;
+    let tools = link.list_tools().await?;
     Ok((link, tools))
 }
 
