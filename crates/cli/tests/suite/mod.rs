@@ -12,6 +12,7 @@ mod mcp_http;
 mod mcp_late_upstreams;
 mod mcp_restart;
 mod mcp_stdio;
+mod mcp_task_upstreams;
 mod mcp_tasks;
 mod mcp_upstreams;
 mod nodes;
