@@ -344,3 +344,40 @@ async fn every_request_of_the_web_interface_is_an_operation_of_the_served_docume
         }
     }
 }
+
+/// A hold of a kind the page does not know (a newer server's) is shown as that, with no
+/// decision, never drawn as a question.
+#[tokio::test]
+async fn a_browser_shows_a_hold_of_a_kind_it_does_not_know_as_unknown() {
+    use super::browser::Browser;
+    let t = TestServer::start().await;
+    let token = t.server.admin_token().unwrap();
+    let b = Browser::signed_in(&t, "unknown-kind", &token).await;
+    b.eval(
+        "window.drawn = null; import('/ui/card.js').then((m) => { \
+           const el = m.card({ id: 'h1', batch: 'b1', world: 'lab', requested_by: 'bot', \
+             created_at: new Date().toISOString(), status: 'pending', offers: ['answer'], \
+             quorum: 1, version: 1, on_timeout: { action: 'deny' }, \
+             spec: { kind: 'poll', question: 'Lunch?', options: [] } }); \
+           document.body.append(el); window.drawn = el.textContent; }); return true",
+    )
+    .await;
+    b.wait_until(
+        "return typeof window.drawn === 'string'",
+        "the card to be drawn",
+    )
+    .await;
+    let text = b.eval("return window.drawn").await;
+    let text = text.as_str().unwrap();
+    assert!(text.contains("Unknown kind of hold"), "{text}");
+    assert!(
+        text.contains("a kind this page does not know (“poll”)"),
+        "{text}"
+    );
+    assert!(!text.contains("Question"), "{text}");
+    let buttons = b
+        .eval("return document.querySelectorAll('article.hold[data-hold=h1] button').length")
+        .await;
+    assert_eq!(buttons, serde_json::json!(0));
+    b.close().await;
+}
