@@ -352,7 +352,7 @@ async fn a_browser_shows_a_hold_of_a_kind_it_does_not_know_as_unknown() {
     use super::browser::Browser;
     let t = TestServer::start().await;
     let token = t.server.admin_token().unwrap();
-    let b = Browser::signed_in(&t, "unknown-kind", &token).await;
+    let b = Browser::signed_in(&t, "unknown-kind", token).await;
     b.eval(
         "window.drawn = null; import('/ui/card.js').then((m) => { \
            const el = m.card({ id: 'h1', batch: 'b1', world: 'lab', requested_by: 'bot', \
