@@ -405,6 +405,16 @@ impl Runtime {
             .await?)
     }
 
+    /// The tools `agent` may call, as its LLM is told of them: the built-in ones it is allowed,
+    /// then its world's external ones (the A2A agent card lists them as skills).
+    pub async fn agent_tools(
+        &self,
+        agent: &Agent,
+    ) -> Result<Vec<holdpoint_llm::ToolSpec>, RuntimeError> {
+        let external = crate::tools::external(self, agent).await?;
+        Ok(crate::tools::specs(agent, &external))
+    }
+
     /// An agent of `world`, by id or name.
     pub async fn find_agent(
         &self,
@@ -516,6 +526,7 @@ impl Runtime {
             agent: agent.id,
             title,
             created_at: self.now(),
+            started_by: Some(by.clone()),
             version: 1,
         };
         self.save_chat(by, &chat, true).await?;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId,
+    Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId,
     UpstreamConfig, WorldId,
 };
 
@@ -80,6 +80,10 @@ pub struct Chat {
     pub agent: AgentId,
     pub title: String,
     pub created_at: Timestamp,
+    /// Who started it (absent in chats started before it was kept): an agent's credential may
+    /// go on only with the chats it started (over A2A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<Actor>,
     pub version: u64,
 }
 

@@ -6,6 +6,7 @@
 //! protocol adapters (MCP) call too.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod a2a;
 mod app;
 mod attendance;
 mod auth;

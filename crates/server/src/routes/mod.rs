@@ -1,5 +1,6 @@
 //! The router: every route, its OpenAPI description, and the layers around them.
 
+mod a2a;
 mod access;
 mod audit;
 mod catalog;
@@ -114,6 +115,8 @@ fn declare() -> Routes {
         .add(Roles(ADMINS), routes!(audit::verify))
         .add(Signed, routes!(live::stream))
         .add(Roles(AGENTS), routes!(mcp::post, mcp::get, mcp::delete))
+        .add(Signed, routes!(a2a::post))
+        .add(Signed, routes!(a2a::card))
 }
 
 /// The size of a page a log-like listing is asked for: `limit`, by the one rule the engine
@@ -242,6 +245,7 @@ impl utoipa::Modify for Security {
         (name = "webhooks"), (name = "audit"),
         (name = "access", description = "Tokens and browser sessions"),
         (name = "mcp", description = "The MCP gateway over streamable HTTP: MCP's JSON-RPC, not REST (docs/mcp.md)"),
+        (name = "a2a", description = "The world's agents as A2A agents: A2A's JSON-RPC, not REST (docs/a2a.md)"),
         (name = "operations")
     )
 )]

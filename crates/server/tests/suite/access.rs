@@ -668,6 +668,8 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("POST", "/mcp/{world}", "agent"),
     ("GET", "/mcp/{world}", "agent"),
     ("DELETE", "/mcp/{world}", "agent"),
+    ("POST", "/a2a/{world}/{agent}", "signed"),
+    ("GET", "/a2a/{world}/{agent}/.well-known/agent-card.json", "signed"),
 ];
 
 #[tokio::test]
