@@ -198,7 +198,10 @@ def serve_http(port_file: str) -> None:
                 self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a request the client gave up (a poll under way when it canceled)
 
         def do_GET(self) -> None:
             self.send_response(405)
