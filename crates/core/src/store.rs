@@ -191,8 +191,11 @@ pub enum Write {
     },
 }
 
-/// The runtime's entities, as the store keeps them: opaque JSON under a kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The runtime's entities, as the store keeps them: opaque JSON under a kind. The kind's name
+/// (`active_turn`) is what the stores write in their `kind` column: renaming a variant renames
+/// stored data, so the names are pinned by a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum RecordKind {
     World,
     Agent,
@@ -231,26 +234,9 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
+    /// The kind's name, as stored.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::World => "world",
-            RecordKind::Agent => "agent",
-            RecordKind::Chat => "chat",
-            RecordKind::Message => "message",
-            RecordKind::Turn => "turn",
-            RecordKind::ActiveTurn => "active_turn",
-            RecordKind::SkillSession => "skill_session",
-            RecordKind::Token => "token",
-            RecordKind::Session => "session",
-            RecordKind::Webhook => "webhook",
-            RecordKind::WebhookDelivery => "webhook_delivery",
-            RecordKind::Cursor => "cursor",
-            RecordKind::Lease => "lease",
-            RecordKind::WorldPolicy => "world_policy",
-            RecordKind::PolicyHistory => "policy_history",
-            RecordKind::Attendance => "attendance",
-            RecordKind::Workspace => "workspace",
-        }
+        self.into()
     }
 }
 
@@ -628,6 +614,35 @@ pub trait Store: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stored data names its kind: a name may be added, never changed.
+    #[test]
+    fn record_kinds_keep_their_stored_names() {
+        use strum::VariantArray;
+        let names: Vec<&str> = RecordKind::VARIANTS.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "world",
+                "agent",
+                "chat",
+                "message",
+                "turn",
+                "active_turn",
+                "skill_session",
+                "token",
+                "session",
+                "webhook",
+                "webhook_delivery",
+                "cursor",
+                "lease",
+                "world_policy",
+                "policy_history",
+                "attendance",
+                "workspace",
+            ]
+        );
+    }
 
     fn record(kind: RecordKind) -> Write {
         Write::PutRecord(Box::new(Record {
