@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Hold, HoldId, Outcome};
+use crate::{Hold, HoldId, HoldKind, Outcome};
 
 /// How far an approval reaches.
 #[derive(
@@ -175,6 +175,22 @@ impl DecisionKind {
             | DecisionKind::Answer
             | DecisionKind::Confirm
             | DecisionKind::Cancel => false,
+        }
+    }
+
+    /// The kind of hold that offers it. Exhaustive, so a new kind must say.
+    pub fn hold_kind(self) -> HoldKind {
+        match self {
+            DecisionKind::ApproveOnce
+            | DecisionKind::ApproveChat
+            | DecisionKind::ApproveAlwaysArgs
+            | DecisionKind::ApproveAlwaysTool
+            | DecisionKind::Deny
+            | DecisionKind::DenyStop
+            | DecisionKind::Edit => HoldKind::Approval,
+            DecisionKind::Answer | DecisionKind::Confirm | DecisionKind::Cancel => {
+                HoldKind::Question
+            }
         }
     }
 

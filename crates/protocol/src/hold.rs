@@ -109,6 +109,19 @@ impl HoldKind {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        s.parse().ok()
+    }
+
+    /// Every decision a hold of this kind can offer; each decision kind belongs to one
+    /// (`DecisionKind::hold_kind`).
+    pub fn decisions(self) -> &'static [DecisionKind] {
+        match self {
+            HoldKind::Approval => &DecisionKind::APPROVAL,
+            HoldKind::Question => &DecisionKind::QUESTION,
+        }
+    }
 }
 
 /// What the hold asks.

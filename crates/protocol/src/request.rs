@@ -2,9 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use strum::VariantArray;
 
 use crate::{
-    BatchId, Deadline, DecidedBy, DecisionKind, Hold, McpTool, QuestionOption, ToolAnnotations,
+    BatchId, Deadline, DecidedBy, DecisionKind, Hold, HoldKind, McpTool, QuestionOption,
+    ToolAnnotations,
 };
 
 /// A tool call that may need a person's approval. Policy decides first: it may allow or deny
@@ -65,12 +67,31 @@ pub struct QuestionRequest {
     pub deadline: Option<Deadline>,
 }
 
-/// One item of a gate request.
+/// One item of a gate request. Its variants are `HoldKind`'s, named alike (the `wire_names`
+/// test checks).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HoldRequest {
     Approval(ApprovalRequest),
     Question(QuestionRequest),
+}
+
+impl HoldRequest {
+    pub fn kind(&self) -> HoldKind {
+        match self {
+            HoldRequest::Approval(_) => HoldKind::Approval,
+            HoldRequest::Question(_) => HoldKind::Question,
+        }
+    }
+}
+
+/// The request schema of each kind.
+fn request_schema(kind: HoldKind) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::PartialSchema;
+    match kind {
+        HoldKind::Approval => ApprovalRequest::schema(),
+        HoldKind::Question => QuestionRequest::schema(),
+    }
 }
 
 /// Each variant's fields with `kind` among them, in one object: the variants refuse unknown
@@ -80,10 +101,9 @@ impl utoipa::PartialSchema for HoldRequest {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         crate::schema::tagged(
             "kind",
-            [
-                ("approval", ApprovalRequest::schema()),
-                ("question", QuestionRequest::schema()),
-            ],
+            HoldKind::VARIANTS
+                .iter()
+                .map(|&k| (k.as_str(), request_schema(k))),
             "One item of a gate request: an approval (`kind` `approval`) or a question (`kind` `question`).",
         )
     }
@@ -100,8 +120,12 @@ impl utoipa::ToSchema for HoldRequest {
             utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
         )>,
     ) {
-        <ApprovalRequest as utoipa::ToSchema>::schemas(schemas);
-        <QuestionRequest as utoipa::ToSchema>::schemas(schemas);
+        for &kind in HoldKind::VARIANTS {
+            match kind {
+                HoldKind::Approval => <ApprovalRequest as utoipa::ToSchema>::schemas(schemas),
+                HoldKind::Question => <QuestionRequest as utoipa::ToSchema>::schemas(schemas),
+            }
+        }
     }
 }
 

@@ -29,9 +29,9 @@ pub(crate) fn llm_headers() -> utoipa::openapi::schema::Object {
 
 /// An internally tagged enum whose variants are objects: one object per variant, its fields
 /// and the tag (required, one value), as `oneOf`.
-pub(crate) fn tagged<const N: usize>(
+pub(crate) fn tagged<'a>(
     tag: &str,
-    variants: [(&str, RefOr<Schema>); N],
+    variants: impl IntoIterator<Item = (&'a str, RefOr<Schema>)>,
     description: &str,
 ) -> RefOr<Schema> {
     let mut one_of = utoipa::openapi::schema::OneOfBuilder::new().description(Some(description));

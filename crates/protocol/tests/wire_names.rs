@@ -59,6 +59,20 @@ fn each_approval_decision_approves_or_denies_and_question_decisions_neither() {
     assert!(DecisionKind::DenyStop.denies());
 }
 
+#[test]
+fn each_decision_kind_belongs_to_the_one_hold_kind_that_offers_it() {
+    for &k in DecisionKind::VARIANTS {
+        for &h in HoldKind::VARIANTS {
+            assert_eq!(
+                h.decisions().contains(&k),
+                k.hold_kind() == h,
+                "{k:?} {h:?}"
+            );
+        }
+    }
+    assert_eq!(HoldKind::parse("question"), Some(HoldKind::Question));
+}
+
 /// Each variant's strum name (`Into<&'static str>`) is its serde name.
 fn serde_names<T>()
 where
@@ -128,6 +142,8 @@ fn the_other_enums_and_the_tags_spell_their_names_as_serde_does() {
     same_tags::<DecidedBy, DecidedByKind>("by");
     same_tags::<ToolResult, ToolResultStatus>("status");
     same_tags::<MarkdownNode, MarkdownNodeType>("type");
+    same_tags::<HoldSpec, HoldKind>("kind");
+    same_tags::<HoldRequest, HoldKind>("kind");
     assert_eq!(EventType::VARIANTS.len(), 35);
 }
 
