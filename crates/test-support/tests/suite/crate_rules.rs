@@ -14,10 +14,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("holdpoint-core", 1),
     ("holdpoint-llm", 1),
     ("holdpoint-client", 1),
+    // A protocol library with a client (like `llm`), which the runtime calls remote agents
+    // through.
+    ("holdpoint-a2a", 1),
     ("holdpoint-store", 2),
     ("holdpoint-agent", 2),
     ("holdpoint-mcp", 2),
-    ("holdpoint-a2a", 2),
     ("holdpoint-server", 3),
     ("holdpoint-cli", 4),
 ];
