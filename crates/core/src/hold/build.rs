@@ -1,14 +1,11 @@
-//! Building a new hold from a validated request and the policy's settings.
+//! What every new hold has: where it belongs, who raised it, when, and its deadline. Each
+//! kind's module builds its own holds on this.
 
 use std::time::Duration;
 
 use holdpoint_protocol::{
-    ApprovalRequest, ApprovalSpec, BatchId, Deadline, DecisionKind, Hold, HoldId, HoldSpec,
-    HoldStatus, OnTimeout, PolicyVersion, QuestionSpec, Timestamp, Verdict,
+    BatchId, Deadline, Hold, HoldId, HoldSpec, HoldStatus, OnTimeout, PolicyVersion, Timestamp,
 };
-
-use super::fail_closed_option;
-use crate::policy::AskSettings;
 
 /// Where a new hold belongs, who raised it, and when.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +40,12 @@ impl HoldContext<'_> {
         }
     }
 
-    fn hold(&self, tool_call_id: Option<&String>, deadline: Deadline, spec: HoldSpec) -> Hold {
+    pub(super) fn hold(
+        &self,
+        tool_call_id: Option<&String>,
+        deadline: Deadline,
+        spec: HoldSpec,
+    ) -> Hold {
         let (deadline, remind_at) = self.schedule(deadline);
         Hold {
             id: HoldId::random(),
@@ -72,75 +74,4 @@ impl HoldContext<'_> {
             version: 1,
         }
     }
-}
-
-/// An approval hold for a validated request. `deadline` is already resolved (request, rule,
-/// tool or default) and checked.
-pub fn approval_hold(
-    ctx: &HoldContext<'_>,
-    req: &ApprovalRequest,
-    digest: String,
-    settings: &AskSettings,
-    deadline: Deadline,
-) -> Hold {
-    let spec = HoldSpec::Approval(ApprovalSpec {
-        tool: req.tool.clone(),
-        arguments: req.arguments.clone(),
-        digest,
-        schema: req.schema.clone(),
-        annotations: req.annotations,
-        description: req.description.clone(),
-        mcp: req.mcp.clone(),
-    });
-    let mut hold = ctx.hold(req.tool_call_id.as_ref(), deadline, spec);
-    hold.on_timeout = match settings.on_timeout {
-        Verdict::Approve => OnTimeout::Approve,
-        Verdict::Deny => OnTimeout::Deny,
-    };
-    hold.rule = settings.rule.clone();
-    hold.approvers = settings.approvers.clone();
-    hold.quorum = settings.quorum;
-    hold.offers = settings
-        .offers
-        .iter()
-        .copied()
-        .filter(|k| req.offers.as_ref().is_none_or(|narrow| narrow.contains(k)))
-        // A chat grant needs a chat; a hold that always asks remembers nothing.
-        .filter(|k| *k != DecisionKind::ApproveChat || ctx.chat.is_some())
-        .filter(|k| {
-            !req.always_ask
-                || !matches!(
-                    k,
-                    DecisionKind::ApproveChat
-                        | DecisionKind::ApproveAlwaysArgs
-                        | DecisionKind::ApproveAlwaysTool
-                )
-        })
-        .collect();
-    hold
-}
-
-/// A question hold. On timeout the question's fail-closed option applies (its default, else
-/// an option `no`); without one, nobody chose and no option is applied.
-pub fn question_hold(
-    ctx: &HoldContext<'_>,
-    spec: QuestionSpec,
-    tool_call_id: Option<&String>,
-    deadline: Deadline,
-) -> Hold {
-    let on_timeout = match fail_closed_option(&spec) {
-        Some(o) => OnTimeout::Choose {
-            option: o.id.clone(),
-        },
-        None => OnTimeout::NoAnswer,
-    };
-    let offers = if spec.confirm {
-        DecisionKind::QUESTION.to_vec()
-    } else {
-        vec![DecisionKind::Answer, DecisionKind::Cancel]
-    };
-    let mut hold = ctx.hold(tool_call_id, deadline, HoldSpec::Question(spec));
-    hold.on_timeout = on_timeout;
-    hold.offers = offers;
-    hold
 }

@@ -1,12 +1,14 @@
 use std::time::Duration;
 
 use holdpoint_protocol::{
-    ApprovalRequest, BatchId, Deadline, DecisionKind, QuestionOption, QuestionRequest, Role,
+    ApprovalRequest, ApproveScope, BatchId, ChosenOption, Deadline, DecisionKind, GrantScope,
+    OnTimeout, QuestionOption, QuestionRequest, Role,
 };
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
+use crate::canonical;
 use crate::hold::{HoldContext, approval_hold, question_hold, validate_question};
 use crate::policy::Policy;
 
