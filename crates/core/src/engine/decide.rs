@@ -2,7 +2,7 @@
 
 use holdpoint_protocol::{
     Actor, BatchId, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,
-    EventPayload, Grant, GrantId, Hold, HoldId, HoldKind, Principal, Role, Timestamp,
+    EventPayload, Grant, GrantId, Hold, HoldId, Principal, Role, Timestamp,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -265,9 +265,10 @@ impl Engine {
         }
         for _ in 0..MAX_ATTEMPTS {
             let holds = self.batch_in_scope(batch, scope).await?;
+            // The holds the decision is for: those of the kind that offers it (approvals).
             let approvals: Vec<&Hold> = holds
                 .iter()
-                .filter(|h| h.kind() == HoldKind::Approval)
+                .filter(|h| h.kind() == req.decision.kind().hold_kind())
                 .collect();
             check_seen(&approvals, &req)?;
             let now = self.now();

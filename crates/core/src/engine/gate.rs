@@ -203,11 +203,7 @@ impl Engine {
 
         // Grants are consulted in memory: first bring them up to what other nodes committed
         // (a grant revoked there must not allow a call here).
-        if req
-            .items
-            .iter()
-            .any(|i| matches!(i, HoldRequest::Approval(_)))
-        {
+        if req.items.iter().any(|i| hold::consults_grants(i.kind())) {
             self.catch_up().await?;
         }
         let (policy, version) = self.policy_for(&req.world);

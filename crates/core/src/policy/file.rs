@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
-use holdpoint_protocol::{Deadline, DecisionKind, PolicyLayer, ToolAnnotations, Verdict};
+use holdpoint_protocol::{Deadline, DecisionKind, HoldKind, PolicyLayer, ToolAnnotations, Verdict};
 use regex::RegexBuilder;
 use serde::Deserialize;
 use serde_json::Value;
@@ -581,10 +581,13 @@ fn build_ask(path: &str, r: &RawRule, errors: &mut Errors) -> RuleAsk {
         let allowed = default_offers(quorum.max(1));
         for (j, o) in offers.iter().enumerate() {
             if !allowed.contains(o) {
-                let why = if DecisionKind::APPROVAL.contains(o) {
-                    "a quorum rule offers only approve_once, deny and deny_stop".to_owned()
-                } else {
-                    format!("{} is a question's decision, not an approval's", o.as_str())
+                let why = match o.hold_kind() {
+                    HoldKind::Approval => {
+                        "a quorum rule offers only approve_once, deny and deny_stop".to_owned()
+                    }
+                    HoldKind::Question => {
+                        format!("{} is a question's decision, not an approval's", o.as_str())
+                    }
                 };
                 errors.add(format!("{p}[{j}]"), why);
             }

@@ -73,8 +73,10 @@ impl<'p> Replay<'p> {
                 ..
             } if recent => self.call(e, "denied", tool, digest, arguments, annotations),
             EventPayload::HoldCreated { hold } if recent => {
-                let HoldSpec::Approval(spec) = &hold.spec else {
-                    return;
+                let spec = match &hold.spec {
+                    HoldSpec::Approval(spec) => spec,
+                    // A question is no call: no policy decides it.
+                    HoldSpec::Question(_) => return,
                 };
                 self.report.calls += 1;
                 let after = self.evaluate(&spec.tool, &spec.arguments, spec.annotations.as_ref());
