@@ -243,12 +243,9 @@ pub(super) async fn open_hold_counts(
     .map_err(sql_error)?;
     rows.iter()
         .map(|r| {
-            let kind = match r.get::<_, &str>(1) {
-                "approval" => HoldKind::Approval,
-                "question" => HoldKind::Question,
-                other => {
-                    return Err(StoreError::new(format!("a hold of unknown kind {other:?}")));
-                }
+            let kind = r.get::<_, &str>(1);
+            let Some(kind) = HoldKind::parse(kind) else {
+                return Err(StoreError::new(format!("a hold of unknown kind {kind:?}")));
             };
             Ok(HoldCount {
                 world: r.get(0),

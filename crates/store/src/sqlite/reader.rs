@@ -358,11 +358,7 @@ pub(super) fn open_hold_counts(
 }
 
 fn kind_of(kind: &str) -> Result<HoldKind, StoreError> {
-    match kind {
-        "approval" => Ok(HoldKind::Approval),
-        "question" => Ok(HoldKind::Question),
-        other => Err(StoreError::new(format!("a hold of unknown kind {other:?}"))),
-    }
+    HoldKind::parse(kind).ok_or_else(|| StoreError::new(format!("a hold of unknown kind {kind:?}")))
 }
 
 pub(super) fn grants(conn: &Connection, world: Option<String>) -> Result<Vec<Grant>, StoreError> {
