@@ -238,7 +238,7 @@ impl Endpoint {
                     StreamResponse::Task(this.snapshot(&turn).await)
                 };
                 if tx.send(out(&first, version)).await.is_ok() {
-                    this.follow(events, turn.id, tx, version).await;
+                    this.follow(events, turn.id, tx, version, true).await;
                 }
             });
             return Ok(Reply::Events(rx));
@@ -249,7 +249,8 @@ impl Endpoint {
             let (tx, mut rx) = mpsc::channel(64);
             let this = self.clone();
             let id = turn.id;
-            let follow = tokio::spawn(async move { this.follow(events, id, tx, version).await });
+            let follow =
+                tokio::spawn(async move { this.follow(events, id, tx, version, true).await });
             while rx.recv().await.is_some() {}
             let _ = follow.await;
             let turn = self.turn(&turn.id.to_string()).await?;
@@ -334,23 +335,27 @@ impl Endpoint {
         tokio::spawn(async move {
             let first = StreamResponse::Task(this.snapshot(&turn).await);
             if tx.send(out(&first, version)).await.is_ok() {
-                this.follow(events, turn.id, tx, version).await;
+                // The snapshot shows the holds it waits on: follow it until it goes on.
+                this.follow(events, turn.id, tx, version, false).await;
             }
         });
         Ok(Reply::Events(rx))
     }
 
-    /// Sends the turn's progress as stream events until it ends or waits for a person.
+    /// Sends the turn's progress as stream events until it ends or waits for a person; with
+    /// `waiting_ends`, a turn that already waits on holds ends it at once.
     async fn follow(
         &self,
         mut events: EventStream,
         id: TurnId,
         tx: mpsc::Sender<Value>,
         version: Version,
+        waiting_ends: bool,
     ) {
         let shutdown = self.app.shutdown().clone();
         // Holds may already wait (a reply that decided only some of them).
-        if let Ok(turn) = self.app.runtime().turn(id).await
+        if waiting_ends
+            && let Ok(turn) = self.app.runtime().turn(id).await
             && let Some(last) = self.input_required(&turn).await
         {
             let _ = tx.send(out(&last, version)).await;
