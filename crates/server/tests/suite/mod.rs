@@ -1,4 +1,5 @@
 mod a2a;
+mod a2a_sdk;
 mod abandoned;
 mod access;
 mod audit_log;
