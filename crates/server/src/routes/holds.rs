@@ -5,11 +5,13 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use holdpoint_core::hold::ReadFields;
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
     ErrorBody, GateResponse, GateResult, Hold, HoldCounts, HoldDetail, HoldFile, HoldId,
     HoldRequest, HoldsParams, NewHolds, Page, Principal, WaitParams, WaitResult, Withdraw,
 };
+use serde::de::DeserializeOwned;
 
 use crate::app::App;
 use crate::auth::Caller;
@@ -251,16 +253,22 @@ fn new_holds(body: serde_json::Value) -> Result<NewHolds, ApiError> {
     })
 }
 
-fn hold_request(i: usize, mut item: serde_json::Value) -> Result<HoldRequest, ApiError> {
-    let at = format!("items[{i}]");
-    let kind = item.as_object_mut().and_then(|o| o.remove("kind"));
-    match kind.as_ref().and_then(|k| k.as_str()) {
-        Some("approval") => parse_value(item, &at).map(HoldRequest::Approval),
-        Some("question") => parse_value(item, &at).map(HoldRequest::Question),
-        _ => Err(ApiError::field(
-            &format!("{at}.kind"),
-            "must be \"approval\" or \"question\"",
-        )),
+fn hold_request(i: usize, item: serde_json::Value) -> Result<HoldRequest, ApiError> {
+    holdpoint_core::hold::read_request(item, &Item(format!("items[{i}]")))
+}
+
+/// Reads the fields of the item at this path, naming the field at fault under it.
+struct Item(String);
+
+impl ReadFields for Item {
+    type Error = ApiError;
+
+    fn read<T: DeserializeOwned>(&self, fields: serde_json::Value) -> Result<T, ApiError> {
+        parse_value(fields, &self.0)
+    }
+
+    fn refuse(&self, field: &str, message: String) -> ApiError {
+        ApiError::field(&format!("{}.{field}", self.0), message)
     }
 }
 

@@ -95,11 +95,14 @@ pub async fn suggested_rule(
 ) -> Result<Json<SuggestedRule>, ApiError> {
     let id = super::holds::hold_id(&id)?;
     let hold = app.engine().hold(id, &caller.scope()).await?;
-    let HoldSpec::Approval(spec) = &hold.spec else {
-        return Err(ApiError::field(
-            "hold",
-            "a question has no call to make a rule from",
-        ));
+    let spec = match &hold.spec {
+        HoldSpec::Approval(spec) => spec,
+        HoldSpec::Question(_) => {
+            return Err(ApiError::field(
+                "hold",
+                "a question has no call to make a rule from",
+            ));
+        }
     };
     let denied = hold
         .outcome

@@ -87,7 +87,7 @@ pub async fn file(app: &App, caller: &Caller, id: HoldId) -> Result<HoldFile, Ap
             .get("path")
             .and_then(|p| p.as_str())
             .map(str::to_owned),
-        _ => None,
+        HoldSpec::Approval(_) | HoldSpec::Question(_) => None,
     };
     let Some(path) = path else {
         return Err(ApiError::field(
