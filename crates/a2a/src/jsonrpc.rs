@@ -197,13 +197,61 @@ pub fn result(id: &Value, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
-/// A response carrying `error`.
-pub fn error(id: &Value, error: &RpcError) -> Value {
+/// A response carrying `error`. In 1.0, `data` is what the protocol (and its SDKs) read: a
+/// list of `google.rpc` details — an `ErrorInfo` whose `metadata` carries Holdpoint's details
+/// as strings (`reason`, `field`, …), and for bad parameters a `BadRequest` naming the field.
+/// In 0.3, `data` is Holdpoint's details as they are.
+pub fn error(id: &Value, error: &RpcError, version: Version) -> Value {
     let mut e = json!({ "code": error.code, "message": error.message });
     if let Some(data) = &error.data {
-        e["data"] = data.clone();
+        e["data"] = match version {
+            Version::V03 => data.clone(),
+            Version::V1 => details(error.code, data),
+        };
     }
     json!({ "jsonrpc": "2.0", "id": id, "error": e })
+}
+
+fn details(code: i64, data: &Value) -> Value {
+    let metadata: serde_json::Map<String, Value> = data
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            (k.clone(), Value::String(text))
+        })
+        .collect();
+    let reason = data
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(str::to_ascii_uppercase)
+        .unwrap_or_else(|| {
+            match code {
+                -32602 => "INVALID_PARAMS",
+                -32001 => "TASK_NOT_FOUND",
+                -32002 => "TASK_NOT_CANCELABLE",
+                -32004 => "UNSUPPORTED_OPERATION",
+                -32009 => "VERSION_NOT_SUPPORTED",
+                _ => "INTERNAL",
+            }
+            .to_owned()
+        });
+    let mut out = vec![json!({
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "holdpoint",
+        "metadata": metadata,
+    })];
+    if code == -32602
+        && let Some(field) = data.get("field").and_then(Value::as_str)
+    {
+        out.push(json!({
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [{"field": field, "description": data.get("message").and_then(Value::as_str).unwrap_or_default()}],
+        }));
+    }
+    Value::Array(out)
 }
 
 #[cfg(test)]
@@ -235,6 +283,31 @@ mod tests {
         );
         assert_eq!(r.params["message"]["role"], "ROLE_USER");
         assert_eq!(r.params["message"]["parts"][0], json!({"text": "hi"}));
+    }
+
+    #[test]
+    fn error_details_are_google_rpc_details_in_10_and_an_object_in_03() {
+        let e = RpcError::invalid_params("message.role", "must be ROLE_USER");
+        let v1 = error(&json!(1), &e, Version::V1);
+        assert_eq!(
+            v1["error"]["data"][0]["@type"],
+            "type.googleapis.com/google.rpc.ErrorInfo"
+        );
+        assert_eq!(v1["error"]["data"][0]["metadata"]["field"], "message.role");
+        assert_eq!(
+            v1["error"]["data"][1]["fieldViolations"][0]["field"],
+            "message.role"
+        );
+        let refused =
+            RpcError::unsupported("no").with_data(json!({"reason": "agents_never_decide"}));
+        let v1 = error(&json!(1), &refused, Version::V1);
+        assert_eq!(v1["error"]["data"][0]["reason"], "AGENTS_NEVER_DECIDE");
+        assert_eq!(
+            v1["error"]["data"][0]["metadata"]["reason"],
+            "agents_never_decide"
+        );
+        let v03 = error(&json!(1), &refused, Version::V03);
+        assert_eq!(v03["error"]["data"]["reason"], "agents_never_decide");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
+mod a2a;
 mod compare;
 mod cpu;
 mod cycle;
@@ -98,6 +99,15 @@ enum Bench {
     /// The MCP gateway over HTTP: a call of an asked tool at `/mcp/{world}` → hold → decision
     /// over the API → the call's result.
     McpHttp {
+        /// Concurrent callers (repeat for several runs).
+        #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = SECONDS)]
+        seconds: f64,
+    },
+    /// A turn through A2A beside the same turn through the REST API: an allowed tool call,
+    /// then the answer (`SendMessage` blocking, against a message and the chat's live stream).
+    A2a {
         /// Concurrent callers (repeat for several runs).
         #[arg(long = "concurrency", default_values_t = HTTP_LEVELS)]
         concurrency: Vec<usize>,
@@ -295,6 +305,10 @@ fn main() -> anyhow::Result<()> {
             concurrency,
             seconds,
         } => runtime.block_on(mcp_http::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
+        Bench::A2a {
+            concurrency,
+            seconds,
+        } => runtime.block_on(a2a::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
         Bench::Timers {
             holds,
@@ -388,6 +402,11 @@ fn main() -> anyhow::Result<()> {
                 ))?;
             }
             runtime.block_on(mcp_http::run(
+                &bench_dir(cli.dir.clone())?,
+                &HTTP_LEVELS,
+                SECONDS,
+            ))?;
+            runtime.block_on(a2a::run(
                 &bench_dir(cli.dir.clone())?,
                 &HTTP_LEVELS,
                 SECONDS,

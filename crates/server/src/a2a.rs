@@ -131,7 +131,7 @@ impl Endpoint {
         match result {
             Ok(Reply::Value(v)) => Answer::One(jsonrpc::result(&id, v)),
             Ok(Reply::Events(rx)) => Answer::Stream(wrap(rx, id, version)),
-            Err(e) => Answer::One(jsonrpc::error(&id, &e)),
+            Err(e) => Answer::One(jsonrpc::error(&id, &e, version)),
         }
     }
 
@@ -235,7 +235,7 @@ impl Endpoint {
                 let first = if resumed {
                     StreamResponse::StatusUpdate(update(&turn, TaskState::Working, None, None))
                 } else {
-                    StreamResponse::Task(this.snapshot(&turn).await)
+                    StreamResponse::Task(this.snapshot(&turn, None).await)
                 };
                 if tx.send(out(&first, version)).await.is_ok() {
                     this.follow(events, turn.id, tx, version, true).await;
@@ -244,7 +244,7 @@ impl Endpoint {
             return Ok(Reply::Events(rx));
         }
         let task = if config.return_immediately {
-            self.snapshot(&turn).await
+            self.snapshot(&turn, None).await
         } else {
             let (tx, mut rx) = mpsc::channel(64);
             let this = self.clone();
@@ -252,9 +252,9 @@ impl Endpoint {
             let follow =
                 tokio::spawn(async move { this.follow(events, id, tx, version, true).await });
             while rx.recv().await.is_some() {}
-            let _ = follow.await;
+            let answer = follow.await.ok().flatten();
             let turn = self.turn(&turn.id.to_string()).await?;
-            self.snapshot(&turn).await
+            self.snapshot(&turn, answer).await
         };
         let answer = StreamResponse::Task(task);
         Ok(Reply::Value(match version {
@@ -293,7 +293,7 @@ impl Endpoint {
         let params: TaskParams = parse(params)?;
         let turn = self.turn(&params.id).await?;
         Ok(Reply::Value(task_value(
-            &self.snapshot(&turn).await,
+            &self.snapshot(&turn, None).await,
             version,
         )))
     }
@@ -313,7 +313,7 @@ impl Endpoint {
                 .await
                 .map_err(rpc)?;
         Ok(Reply::Value(task_value(
-            &self.snapshot(&turn).await,
+            &self.snapshot(&turn, None).await,
             version,
         )))
     }
@@ -333,7 +333,7 @@ impl Endpoint {
         let (tx, rx) = mpsc::channel(64);
         let this = self.clone();
         tokio::spawn(async move {
-            let first = StreamResponse::Task(this.snapshot(&turn).await);
+            let first = StreamResponse::Task(this.snapshot(&turn, None).await);
             if tx.send(out(&first, version)).await.is_ok() {
                 // The snapshot shows the holds it waits on: follow it until it goes on.
                 this.follow(events, turn.id, tx, version, false).await;
@@ -342,8 +342,9 @@ impl Endpoint {
         Ok(Reply::Events(rx))
     }
 
-    /// Sends the turn's progress as stream events until it ends or waits for a person; with
-    /// `waiting_ends`, a turn that already waits on holds ends it at once.
+    /// Sends the turn's progress as stream events until it ends or waits for a person; the
+    /// agent's answer, when it gave one. With `waiting_ends`, a turn that already waits on
+    /// holds ends it at once.
     async fn follow(
         &self,
         mut events: EventStream,
@@ -351,7 +352,7 @@ impl Endpoint {
         tx: mpsc::Sender<Value>,
         version: Version,
         waiting_ends: bool,
-    ) {
+    ) -> Option<String> {
         let shutdown = self.app.shutdown().clone();
         // Holds may already wait (a reply that decided only some of them).
         if waiting_ends
@@ -359,20 +360,31 @@ impl Endpoint {
             && let Some(last) = self.input_required(&turn).await
         {
             let _ = tx.send(out(&last, version)).await;
-            return;
+            return None;
         }
+        // The agent's answer, from the message that records it (read once here, not again
+        // from the chat's history).
+        let mut answer: Option<String> = None;
         let mut chunks = 0usize;
         loop {
             let event = tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tx.closed() => return,
+                () = shutdown.cancelled() => return answer,
+                () = tx.closed() => return answer,
                 e = events.next() => match e {
                     Ok(e) => e,
-                    Err(_) => return,
+                    Err(_) => return answer,
                 },
             };
             let turn_of = |t: &TurnId| *t == id;
             let (response, last) = match &event.payload {
+                EventPayload::MessageCreated { message }
+                    if message.turn == Some(id) && message.role == MessageRole::Assistant =>
+                {
+                    if let Some(text) = &message.content {
+                        answer = Some(text.clone());
+                    }
+                    (None, false)
+                }
                 EventPayload::TurnText { turn, text } if turn_of(turn) => {
                     chunks += 1;
                     (
@@ -392,7 +404,7 @@ impl Endpoint {
                 }
                 EventPayload::TurnToolCall { turn, call } if turn_of(turn) => {
                     let Ok(turn) = self.app.runtime().turn(id).await else {
-                        return;
+                        return answer;
                     };
                     let data = json!({"tool_call": {"id": call.id, "name": call.name, "arguments": call.arguments}});
                     (
@@ -407,7 +419,7 @@ impl Endpoint {
                 }
                 EventPayload::TurnToolFinished { turn, call, result } if turn_of(turn) => {
                     let Ok(turn) = self.app.runtime().turn(id).await else {
-                        return;
+                        return answer;
                     };
                     let data = json!({"tool_result": {"id": call, "result": result}});
                     (
@@ -423,7 +435,7 @@ impl Endpoint {
                 EventPayload::HoldCreated { .. } => {
                     // A batch is committed whole: once one of its holds is seen, all are.
                     let Ok(turn) = self.app.runtime().turn(id).await else {
-                        return;
+                        return answer;
                     };
                     match self.input_required(&turn).await {
                         Some(r) => (Some(r), true),
@@ -437,19 +449,19 @@ impl Endpoint {
                     if turn_of(turn) =>
                 {
                     let Ok(turn) = self.app.runtime().turn(id).await else {
-                        return;
+                        return answer;
                     };
-                    let task = self.snapshot(&turn).await;
-                    if let Some(answer) = task.artifacts.first() {
+                    let task = self.snapshot(&turn, answer.clone()).await;
+                    if let Some(artifact) = task.artifacts.first() {
                         let last = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                             task_id: task.id.clone(),
                             context_id: task.context_id.clone(),
-                            artifact: answer.clone(),
+                            artifact: artifact.clone(),
                             append: false,
                             last_chunk: true,
                         });
                         if tx.send(out(&last, version)).await.is_err() {
-                            return;
+                            return answer;
                         }
                     }
                     (
@@ -467,10 +479,10 @@ impl Endpoint {
             if let Some(response) = response
                 && tx.send(out(&response, version)).await.is_err()
             {
-                return;
+                return answer;
             }
             if last {
-                return;
+                return answer;
             }
         }
     }
@@ -498,8 +510,9 @@ impl Endpoint {
         )))
     }
 
-    /// The task of `turn` as it stands.
-    async fn snapshot(&self, turn: &Turn) -> Task {
+    /// The task of `turn` as it stands; `answer` is the agent's, if known (else read from the
+    /// chat).
+    async fn snapshot(&self, turn: &Turn, answer: Option<String>) -> Task {
         let mut status = TaskStatus {
             state: state(turn.status),
             message: None,
@@ -521,7 +534,11 @@ impl Endpoint {
             }
             _ => {}
         }
-        if let Some(answer) = self.answer_text(turn).await {
+        let answer = match answer {
+            Some(a) => Some(a),
+            None => self.answer_text(turn).await,
+        };
+        if let Some(answer) = answer {
             artifacts.push(Artifact {
                 artifact_id: format!("{}-answer", turn.id),
                 name: Some("answer".into()),

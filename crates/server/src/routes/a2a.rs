@@ -48,7 +48,10 @@ pub async fn post(
     let body = extract::read(request, &app).await?;
     let request = match jsonrpc::read(&body, version.as_deref()) {
         Ok(request) => request,
-        Err((id, e)) => return Ok(Json(jsonrpc::error(&id, &e)).into_response()),
+        // Not readable as a request of either version: answered in 1.0's shapes.
+        Err((id, e)) => {
+            return Ok(Json(jsonrpc::error(&id, &e, jsonrpc::Version::V1)).into_response());
+        }
     };
     // A stream counts against the caller's streams, as the live stream does.
     let slot = if request.method.streams() {

@@ -102,7 +102,7 @@ async fn a_held_call_is_input_required_an_agent_cannot_approve_it_and_a_person_c
     )
     .await;
     assert_eq!(
-        refused["error"]["data"]["reason"], "agents_never_decide",
+        refused["error"]["data"][0]["metadata"]["reason"], "agents_never_decide",
         "{refused}"
     );
     let still = alice
@@ -131,7 +131,7 @@ async fn a_held_call_is_input_required_an_agent_cannot_approve_it_and_a_person_c
     )
     .await;
     assert_eq!(
-        wrong["error"]["data"]["field"],
+        wrong["error"]["data"][0]["metadata"]["field"],
         "message.parts[0].data.decision_type"
     );
 

@@ -309,11 +309,15 @@ async fn the_python_sdk_with_an_agents_token_is_refused_and_the_hold_waits() {
     let lines = lines_of(lab.python(&python, "agent_refused")).await;
     assert_held(&lines);
     let refused = line(&lines, "refused");
-    // The SDK raises the error its code names; the reason is on the wire.
+    // The SDK raises the error its code names, with the reason among its details.
+    assert!(
+        refused["sdk_data"].to_string().contains("agents_never_decide"),
+        "the SDK does not see why: {refused:#}"
+    );
     assert_eq!(refused["error"], "UnsupportedOperationError", "{refused:#}");
     assert_eq!(refused["wire"]["error"]["code"], -32004, "{refused:#}");
     assert_eq!(
-        refused["wire"]["error"]["data"]["reason"], "agents_never_decide",
+        refused["wire"]["error"]["data"][0]["metadata"]["reason"], "agents_never_decide",
         "{refused:#}"
     );
     let got = &line(&lines, "get")["task"];
