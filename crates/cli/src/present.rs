@@ -172,7 +172,7 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
         (None, None, holdpoint_protocol::HoldKind::Approval) => {
             "; no rule matched, so the policy's mode asks".to_owned()
         }
-        (None, None, _) => String::new(),
+        (None, None, holdpoint_protocol::HoldKind::Question) => String::new(),
     };
     out.push(format!(
         "  raised by {}{why}; hold {}",

@@ -297,11 +297,9 @@ async fn show(a: HoldArgs) -> Result<(), Failure> {
     learn_agents(&client, &hold.world, &mut agents).await;
     println!("{}", present::card(hold, clock::now(), &agents));
     println!("  status: {}", hold.status.as_str());
-    if let HoldSpec::Approval(spec) = &hold.spec {
-        println!("  digest: {}", spec.digest);
-    }
-    if let HoldSpec::Question(q) = &hold.spec {
-        println!("  options: {}", option_ids(q));
+    match &hold.spec {
+        HoldSpec::Approval(spec) => println!("  digest: {}", spec.digest),
+        HoldSpec::Question(q) => println!("  options: {}", option_ids(q)),
     }
     let offers: Vec<&str> = hold.offers.iter().map(|k| k.as_str()).collect();
     if hold.is_open() {

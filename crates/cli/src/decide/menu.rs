@@ -41,8 +41,9 @@ impl Choice {
 }
 
 fn option_label(hold: &Hold, id: &str) -> String {
-    let HoldSpec::Question(q) = &hold.spec else {
-        return id.to_owned();
+    let q = match &hold.spec {
+        HoldSpec::Question(q) => q,
+        HoldSpec::Approval(_) => return id.to_owned(),
     };
     let Some(o) = q.options.iter().find(|o| o.id == id) else {
         return id.to_owned();
@@ -100,6 +101,14 @@ pub fn menu(hold: &Hold) -> Vec<Choice> {
             }
             items
         }
+    }
+}
+
+/// Whether the hold is among those "decide all" decides: approvals, which one decision fits.
+pub fn decided_together(hold: &Hold) -> bool {
+    match &hold.spec {
+        HoldSpec::Approval(_) => true,
+        HoldSpec::Question(_) => false,
     }
 }
 

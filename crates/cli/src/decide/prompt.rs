@@ -4,8 +4,8 @@
 
 use holdpoint_core::clock;
 use holdpoint_protocol::{
-    ApplyDefault, DecideBatchRequest, DecideOutcome, DecideResult, Decision, Hold, HoldKind,
-    HoldSpec, SeenHold, Timestamp,
+    ApplyDefault, DecideBatchRequest, DecideOutcome, DecideResult, Decision, Hold, HoldSpec,
+    SeenHold, Timestamp,
 };
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ use crate::terminal::safe::{clean, clean_line as clean_line_of};
 use crate::terminal::{Console, Happened};
 
 use super::Handled;
-use super::menu::{Choice, batch_menu, menu, parse_choice, result_text};
+use super::menu::{Choice, batch_menu, decided_together, menu, parse_choice, result_text};
 
 /// Shows holds to a person and records what they decide, or applies the fail-closed default
 /// when no one is there.
@@ -55,10 +55,7 @@ impl Decider<'_> {
             }
             return Ok(Handled::Done);
         }
-        let approvals: Vec<&Hold> = holds
-            .iter()
-            .filter(|h| h.kind() == HoldKind::Approval)
-            .collect();
+        let approvals: Vec<&Hold> = holds.iter().filter(|h| decided_together(h)).collect();
         let mut rest = holds.clone();
         if approvals.len() > 1 {
             match self.decide_all(&approvals).await? {
@@ -173,7 +170,10 @@ impl Decider<'_> {
         let card = self.card(hold, clock::now()).await;
         println!("\n{card}");
         let items = menu(hold);
-        let several = matches!(&hold.spec, HoldSpec::Question(q) if q.multiple);
+        let several = match &hold.spec {
+            HoldSpec::Approval(_) => false,
+            HoldSpec::Question(q) => q.multiple,
+        };
         loop {
             for (i, c) in items.iter().enumerate() {
                 println!("  {}) {}", i + 1, c.label(hold));
@@ -303,8 +303,9 @@ impl Decider<'_> {
     /// New arguments: in `$VISUAL` or `$EDITOR` on the JSON when one is set, else typed on
     /// one line. `None` when nothing usable came back.
     async fn new_arguments(&mut self, hold: &Hold) -> Result<Option<Value>, Failure> {
-        let HoldSpec::Approval(a) = &hold.spec else {
-            return Ok(None);
+        let a = match &hold.spec {
+            HoldSpec::Approval(a) => a,
+            HoldSpec::Question(_) => return Ok(None),
         };
         let text = match std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")) {
             Ok(editor) if !editor.trim().is_empty() => {
