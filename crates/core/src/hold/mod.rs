@@ -4,7 +4,7 @@
 //! grants that go with it. The engine commits a transition at the version it read, so two
 //! racing changes cannot both apply.
 //!
-//! Each kind of hold is a module of its own ([`approval`], [`question`]): what its request
+//! Each kind of hold is a module of its own (`approval.rs`, `question.rs`): what its request
 //! must be, the hold it raises and the decisions it offers, what each decision does, and what
 //! applies when nobody decides. The shared code reaches them through exhaustive matches on
 //! `HoldSpec`, `HoldRequest` and `HoldKind`, so a new kind does not compile until every place
