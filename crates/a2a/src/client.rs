@@ -207,12 +207,14 @@ impl Client {
         parse_card(&url, &card)
     }
 
-    /// Sends a message and reads the answer until the task ends or waits for input.
+    /// Sends a message and reads the answer until the task ends or waits for input;
+    /// `on_task` is told the task's id as soon as it is known (to cancel it meanwhile).
     pub async fn send(
         &self,
         card: &Card,
         remote: &Remote,
         message: &Outgoing,
+        on_task: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Reply, ClientError> {
         let url = &card.endpoint;
         let (method, message) = match card.version {
@@ -233,7 +235,7 @@ impl Client {
             .json(&body);
         within(url, remote.timeout, async {
             let response = send(url, request).await?;
-            read_stream(url, response).await
+            read_stream(url, response, on_task).await
         })
         .await
     }
@@ -485,7 +487,11 @@ fn rpc_error(answer: &Value) -> Option<ClientError> {
 }
 
 /// Reads a streamed answer (or a plain JSON-RPC answer, which some servers send instead).
-async fn read_stream(url: &str, response: reqwest::Response) -> Result<Reply, ClientError> {
+async fn read_stream(
+    url: &str,
+    response: reqwest::Response,
+    on_task: &(dyn Fn(&str) + Send + Sync),
+) -> Result<Reply, ClientError> {
     let event_stream = response
         .headers()
         .get("content-type")
@@ -518,6 +524,9 @@ async fn read_stream(url: &str, response: reqwest::Response) -> Result<Reply, Cl
             if line.is_empty() {
                 if !data.is_empty() {
                     reader.event(&std::mem::take(&mut data))?;
+                    if let Some(task) = &reader.reply.task_id {
+                        on_task(task);
+                    }
                     if reader.reply.state.stops() {
                         return reader.finish();
                     }

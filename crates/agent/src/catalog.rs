@@ -75,6 +75,7 @@ fn check_mcp_servers(servers: &BTreeMap<String, UpstreamConfig>) -> Result<(), R
 fn shown(world: &World) -> World {
     let mut world = world.clone();
     holdpoint_core::mcp::hide_all_secrets(&mut world.mcp_servers);
+    crate::tools::remote::hide_secrets(&mut world.a2a_agents);
     world
 }
 
@@ -115,18 +116,26 @@ fn check_llm(llm: &LlmSettings) -> Result<(), RuntimeError> {
 /// Headers sent to the LLM with every request: a header's name is an HTTP token, and its
 /// value has no control character (a line break would end the header and start another).
 fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), RuntimeError> {
+    check_headers_at("llm.headers", headers)
+}
+
+/// Headers sent with every request, named in errors under `field`.
+pub(crate) fn check_headers_at(
+    field: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<(), RuntimeError> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     for (name, value) in headers {
         if name.is_empty() || name.len() > 100 || !name.chars().all(token) {
             return Err(RuntimeError::invalid(
-                "llm.headers",
+                field,
                 format!(
                     "{:?} is not a header name: use 1 to 100 letters, digits or !#$%&'*+-.^_`|~",
                     truncate(name)
                 ),
             ));
         }
-        let field = format!("llm.headers.{name}");
+        let field = format!("{field}.{name}");
         if value.chars().any(char::is_control) {
             return Err(RuntimeError::invalid(
                 &field,
@@ -172,11 +181,13 @@ impl Runtime {
             4096,
         )?;
         check_mcp_servers(&new.mcp_servers)?;
+        crate::tools::remote::check(&new.a2a_agents)?;
         let world = World {
             id: WorldId::random(),
             name: new.name,
             description: new.description,
             mcp_servers: new.mcp_servers,
+            a2a_agents: new.a2a_agents,
             created_at: self.now(),
             version: 1,
         };
@@ -256,6 +267,15 @@ impl Runtime {
                 };
             }
             check_mcp_servers(&world.mcp_servers)?;
+        }
+        if let Some(agents) = changes.a2a_agents {
+            for (name, remote) in agents {
+                match remote {
+                    Some(remote) => world.a2a_agents.insert(name, remote),
+                    None => world.a2a_agents.remove(&name),
+                };
+            }
+            crate::tools::remote::check(&world.a2a_agents)?;
         }
         if world == before {
             return Ok(world);
@@ -412,7 +432,9 @@ impl Runtime {
         agent: &Agent,
     ) -> Result<Vec<holdpoint_llm::ToolSpec>, RuntimeError> {
         let external = crate::tools::external(self, agent).await?;
-        Ok(crate::tools::specs(agent, &external))
+        let mut specs = crate::tools::specs(agent, &external);
+        specs.extend(crate::tools::remote::specs(self, agent).await?);
+        Ok(specs)
     }
 
     /// An agent of `world`, by id or name.
@@ -679,7 +701,7 @@ impl Runtime {
     }
 }
 
-/// The writes that remove a chat's messages, turns and session grants.
+/// The writes that remove a chat's messages, turns, session grants and remote contexts.
 fn chat_removal(chat: ChatId) -> Vec<Write> {
     let parent: Uuid = *chat.as_uuid();
     vec![
@@ -693,6 +715,10 @@ fn chat_removal(chat: ChatId) -> Vec<Write> {
         },
         Write::DeleteRecords {
             kind: RecordKind::SkillSession,
+            parent,
+        },
+        Write::DeleteRecords {
+            kind: RecordKind::A2aContext,
             parent,
         },
     ]

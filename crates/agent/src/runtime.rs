@@ -93,6 +93,8 @@ pub(crate) struct Inner {
     pub(crate) running: Mutex<HashMap<TurnId, Driving>>,
     /// Who asked to cancel a turn, until the turn's end is recorded in their name.
     pub(crate) cancelers: Mutex<HashMap<TurnId, Actor>>,
+    /// Remote A2A agents: the client, and the cards read lately.
+    pub(crate) remote: crate::tools::remote::Remotes,
 }
 
 /// Who an agent of the runtime is when it acts (gates, creates agents). Named by id, stable
@@ -127,6 +129,7 @@ impl Runtime {
                 config,
                 running: Mutex::new(HashMap::new()),
                 cancelers: Mutex::new(HashMap::new()),
+                remote: Default::default(),
             }),
         };
         runtime.take_over_turns().await?;

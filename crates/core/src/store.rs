@@ -231,6 +231,10 @@ pub enum RecordKind {
     Attendance,
     /// The marker of the worlds directory every node must share (one record).
     Workspace,
+    /// Where a chat's conversation with a remote A2A agent stands (its context, and a task
+    /// waiting for input), keyed by the remote agent's name, under the chat: a second call of
+    /// `a2a__NAME` in the chat goes on with it.
+    A2aContext,
 }
 
 impl RecordKind {
@@ -640,6 +644,7 @@ mod tests {
                 "policy_history",
                 "attendance",
                 "workspace",
+                "a2a_context",
             ]
         );
     }

@@ -14,6 +14,7 @@ mod mcp;
 mod policy;
 mod principal;
 mod query;
+mod remote_agent;
 mod request;
 mod runtime;
 mod schema;
@@ -53,6 +54,7 @@ pub use query::{
     EventsParams, HoldCount, HoldCounts, HoldQuery, HoldsParams, LoginParams, Order, Page,
     PageParams, SignInForm, StatusFilter, StatusFilterName, StreamParams, WaitParams,
 };
+pub use remote_agent::RemoteAgentConfig;
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, Timestamp, TurnId,
-    UpstreamConfig, WorldId,
+    Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, RemoteAgentConfig,
+    Timestamp, TurnId, UpstreamConfig, WorldId,
 };
 
 /// A workspace: its agents, chats, skills and a working directory for tools.
@@ -25,6 +25,10 @@ pub struct World {
     /// `headers` read `(hidden)`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, UpstreamConfig>,
+    /// Remote A2A agents by name, offered to the world's agents as the tools `a2a__NAME`. As
+    /// the API shows them, the values of `headers` read `(hidden)`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub a2a_agents: BTreeMap<String, RemoteAgentConfig>,
     pub created_at: Timestamp,
     pub version: u64,
 }
@@ -313,6 +317,9 @@ pub struct NewWorld {
     /// The world's own MCP servers by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, UpstreamConfig>,
+    /// Remote A2A agents by name (1 to 40 letters, digits, - and _, without `__`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub a2a_agents: BTreeMap<String, RemoteAgentConfig>,
 }
 
 /// Changes to a world; what is left out stays.
@@ -331,6 +338,11 @@ pub struct WorldChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, UpstreamConfig>>)]
     pub mcp_servers: Option<BTreeMap<String, Option<UpstreamConfig>>>,
+    /// Remote A2A agents to add or replace (each named one as a whole), or to remove (a name
+    /// given `null`); the world's others stay as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BTreeMap<String, RemoteAgentConfig>>)]
+    pub a2a_agents: Option<BTreeMap<String, Option<RemoteAgentConfig>>>,
 }
 
 /// A new agent.

@@ -3,6 +3,7 @@
 
 mod external;
 pub(crate) mod fs;
+pub(crate) mod remote;
 mod shell;
 
 use std::path::Path;
@@ -19,6 +20,7 @@ use crate::runtime::Runtime;
 
 pub use external::ExternalTools;
 pub use fs::FileNow;
+pub use remote::hide_secrets as hide_remote_secrets;
 
 /// Every built-in tool's name.
 pub const BUILT_IN_TOOLS: &[&str] = &[
@@ -211,7 +213,7 @@ pub(crate) fn find(agent: &Agent, name: &str) -> Option<&'static ToolDef> {
         .filter(|t| allowed(agent, t.name))
 }
 
-fn allowed(agent: &Agent, tool: &str) -> bool {
+pub(crate) fn allowed(agent: &Agent, tool: &str) -> bool {
     match &agent.tools {
         None => true,
         Some(patterns) => patterns

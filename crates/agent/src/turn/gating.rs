@@ -102,9 +102,48 @@ impl Driver<'_> {
         self.save(vec![], events).await
     }
 
+    /// Call `i` of a remote A2A agent's tool (`a2a__NAME`): policy decides it as any tool,
+    /// before the message is sent. `None` for a name that is no remote agent's.
+    async fn gate_remote(&mut self, i: usize) -> Result<Option<Gated>, Stop> {
+        let world = self.rt.world(self.agent.world).await?;
+        let rec = &mut self.turn.calls[i];
+        let Some((name, _)) = tools::remote::find(&world, &self.agent, &rec.call.name) else {
+            return Ok(None);
+        };
+        let args: Value = match serde_json::from_str(&rec.call.arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return Ok(Some(Gated::Done(ToolResult::InvalidArguments {
+                    error: "the arguments must be a JSON object: {\"message\": \"…\"}".into(),
+                })));
+            }
+        };
+        rec.arguments = Some(args.clone());
+        Ok(Some(Gated::Ask(
+            HoldRequest::Approval(ApprovalRequest {
+                tool_call_id: Some(rec.call.id.clone()),
+                tool: rec.call.name.clone(),
+                arguments: args,
+                schema: Some(tools::remote::schema()),
+                annotations: None,
+                description: Some(format!("A message to the remote A2A agent {name:?}")),
+                deadline: None,
+                always_ask: false,
+                offers: None,
+                mcp: None,
+            }),
+            None,
+        )))
+    }
+
     /// What call `i` comes to before the engine is asked.
     async fn gate_item(&mut self, i: usize, chat: ChatId) -> Result<Gated, Stop> {
         let def = tools::find(&self.agent, &self.turn.calls[i].call.name);
+        if def.is_none()
+            && let Some(gated) = self.gate_remote(i).await?
+        {
+            return Ok(gated);
+        }
         let external = match def {
             Some(_) => None,
             None => {
@@ -113,9 +152,17 @@ impl Driver<'_> {
                 match offered.iter().find(|t| &t.name == name) {
                     Some(tool) => Some(tool.clone()),
                     None => {
+                        let world = self.rt.world(self.agent.world).await?;
                         let names: Vec<String> = tools::specs(&self.agent, &offered)
                             .into_iter()
                             .map(|t| t.name)
+                            .chain(
+                                world
+                                    .a2a_agents
+                                    .keys()
+                                    .map(|n| format!("{}{n}", tools::remote::PREFIX))
+                                    .filter(|t| tools::allowed(&self.agent, t)),
+                            )
                             .collect();
                         return Ok(Gated::Done(ToolResult::InvalidArguments {
                             error: format!(

@@ -24,6 +24,7 @@ mod driver;
 mod gating;
 mod lease;
 mod outcome;
+mod remote;
 mod running;
 mod thinking;
 mod waiting;

@@ -21,13 +21,20 @@ impl Driver<'_> {
         // Recorded before it runs: a crash from here on reports the call as interrupted.
         self.save(vec![], vec![started]).await?;
         let args = self.turn.calls[i].arguments.clone().unwrap_or(Value::Null);
-        let ctx = ToolContext {
-            runtime: self.rt,
-            agent: &self.agent,
-            dir: &self.dir,
-            cancel: &self.cancel,
+        let output = if name.starts_with(tools::remote::PREFIX)
+            && tools::find(&self.agent, &name).is_none()
+        {
+            // A remote A2A agent: it may raise holds in this chat while it runs.
+            self.run_remote(i, &name, &args).await?
+        } else {
+            let ctx = ToolContext {
+                runtime: self.rt,
+                agent: &self.agent,
+                dir: &self.dir,
+                cancel: &self.cancel,
+            };
+            tools::run(&ctx, &name, &args).await
         };
-        let output = tools::run(&ctx, &name, &args).await;
         let turn = self.turn.id;
         let rec = &mut self.turn.calls[i];
         let result = match output {

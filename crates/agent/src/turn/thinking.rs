@@ -23,7 +23,8 @@ impl Driver<'_> {
         }
         let history = self.rt.history(self.turn.chat).await?;
         let external = tools::external(self.rt, &self.agent).await?;
-        let specs = tools::specs(&self.agent, &external);
+        let mut specs = tools::specs(&self.agent, &external);
+        specs.extend(tools::remote::specs(self.rt, &self.agent).await?);
         let request = ChatRequest {
             settings: &self.agent.llm,
             system: &self.agent.system_prompt,

@@ -17,9 +17,11 @@ use crate::error::ApiError;
 use crate::extract::{Body, Params};
 use crate::service::chats as service;
 
-/// A world as the API shows it: the values of its MCP servers' `env` and `headers` hidden.
+/// A world as the API shows it: the values of its MCP servers' `env` and `headers`, and of
+/// its remote A2A agents' `headers`, hidden.
 fn shown(mut world: World) -> World {
     holdpoint_core::mcp::hide_all_secrets(&mut world.mcp_servers);
+    holdpoint_agent::hide_remote_secrets(&mut world.a2a_agents);
     world
 }
 
