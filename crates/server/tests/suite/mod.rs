@@ -18,6 +18,7 @@ mod ops;
 mod policies;
 mod postgres;
 mod refusals;
+mod remote_agents;
 mod revocation;
 mod turns;
 mod ui;
