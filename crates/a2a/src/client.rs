@@ -31,7 +31,7 @@ pub const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 pub enum ClientError {
     #[error("could not reach {url}: {message}")]
     Unreachable { url: String, message: String },
-    #[error("{url} did not answer within {}", humantime(*waited))]
+    #[error("{url} did not answer within {waited:?}")]
     Timeout { url: String, waited: Duration },
     #[error("{url} answered HTTP {status}: {body}")]
     Status {
@@ -47,14 +47,6 @@ pub enum ClientError {
     Remote { code: i64, message: String },
     #[error("a header cannot be sent: {0}")]
     Header(String),
-}
-
-fn humantime(d: Duration) -> String {
-    if d.as_millis() % 1000 == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
 }
 
 /// What Holdpoint needs of an Agent Card.

@@ -122,11 +122,14 @@ pub fn hide_secrets(agents: &mut BTreeMap<String, RemoteAgentConfig>) {
     }
 }
 
+/// A card read, or why it could not be, and when.
+type CardRead = (Instant, Result<Card, String>);
+
 /// The client, and the cards read lately.
 #[derive(Default)]
 pub(crate) struct Remotes {
     pub(crate) client: Client,
-    cards: Mutex<HashMap<String, (Instant, Result<Card, String>)>>,
+    cards: Mutex<HashMap<String, CardRead>>,
 }
 
 /// How a remote agent is reached.
