@@ -260,3 +260,258 @@ async fn remote_agents_are_checked_and_their_headers_hidden() {
         .expect(200);
     assert!(removed.get("a2a_agents").is_none(), "{removed}");
 }
+
+/// How a fake remote agent answers `SendStreamingMessage`.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// A task that completes, saying what it heard and in which context.
+    Echo,
+    /// A task that starts, then nothing more.
+    Hang,
+    /// Something that is not JSON.
+    Garbage,
+}
+
+/// A remote A2A agent (1.0) on loopback, recording the JSON-RPC requests it gets.
+struct Fake {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Fake {
+    async fn start(mode: Mode) -> Fake {
+        use axum::routing::{get, post};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+        let card = json!({
+            "name": "fake", "description": "A fake agent for tests",
+            "supportedInterfaces": [{"url": format!("{url}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "skills": [{"id": "echo", "name": "echo", "description": "says what it heard"}],
+        });
+        let seen = requests.clone();
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/agent-card.json",
+                get(move || async move { axum::Json(card) }),
+            )
+            .route(
+                "/rpc",
+                post(move |axum::Json(body): axum::Json<Value>| {
+                    let seen = seen.clone();
+                    async move { answer(mode, &seen, body) }
+                }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Fake { url, requests }
+    }
+
+    fn requests(&self, method: &str) -> Vec<Value> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == method)
+            .cloned()
+            .collect()
+    }
+}
+
+fn answer(
+    mode: Mode,
+    seen: &std::sync::Mutex<Vec<Value>>,
+    body: Value,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let id = body["id"].clone();
+    let n = {
+        let mut seen = seen.lock().unwrap();
+        seen.push(body.clone());
+        seen.len()
+    };
+    if body["method"] == "CancelTask" {
+        let task = body["params"]["id"].clone();
+        return axum::Json(json!({"jsonrpc": "2.0", "id": id,
+            "result": {"id": task, "status": {"state": "TASK_STATE_CANCELED"}}}))
+        .into_response();
+    }
+    let message = &body["params"]["message"];
+    let context = message["contextId"].as_str().unwrap_or("ctx-1").to_owned();
+    let task = format!("task-{n}");
+    let event = |result: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        )
+    };
+    let started = event(json!({"task": {"id": task, "contextId": context,
+        "status": {"state": "TASK_STATE_SUBMITTED"}}}));
+    let sse =
+        |body: axum::body::Body| ([("content-type", "text/event-stream")], body).into_response();
+    match mode {
+        Mode::Echo => {
+            let heard = message["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            let text = format!(
+                "{started}{}{}",
+                event(
+                    json!({"artifactUpdate": {"taskId": task, "contextId": context,
+                    "artifact": {"artifactId": "a", "parts": [{"text": format!("heard {heard} in {context}")}]}}})
+                ),
+                event(
+                    json!({"statusUpdate": {"taskId": task, "contextId": context,
+                    "status": {"state": "TASK_STATE_COMPLETED"}}})
+                ),
+            );
+            sse(axum::body::Body::from(text))
+        }
+        Mode::Hang => {
+            use futures_util::StreamExt;
+            let first = futures_util::stream::once(async move {
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(started))
+            });
+            sse(axum::body::Body::from_stream(
+                first.chain(futures_util::stream::pending()),
+            ))
+        }
+        Mode::Garbage => sse(axum::body::Body::from("data: this is not json\n\n")),
+    }
+}
+
+/// A server whose world `lab` has the fake agents, and a chat whose agent may call them all.
+async fn lab_with(agents: Value, llm: &ScriptedLlm) -> (TestServer, String) {
+    let policy = "mode = \"manual\"\n[[rules]]\nname = \"remote agents\"\ntools = [\"a2a__*\"]\naction = \"allow\"\n";
+    let t = TestServer::with(policy, |_| {}).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
+    t.api
+        .patch("/api/v1/worlds/lab", json!({ "a2a_agents": agents }))
+        .await
+        .expect(200);
+    (t, chat)
+}
+
+async fn say(t: &TestServer, chat: &str, text: &str) -> String {
+    t.api
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({ "text": text }),
+        )
+        .await
+        .expect(202)["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_remote_conversation_goes_on_in_the_same_context_within_a_chat() {
+    let echo = Fake::start(Mode::Echo).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__echo", json!({"message": "one"}))]),
+        Step::text("Said one."),
+        Step::calls(vec![call("c2", "a2a__echo", json!({"message": "two"}))]),
+        Step::text("Said two."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"echo": {"url": echo.url}}), &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Say one").await;
+    stream.next_of("turn.finished").await;
+    say(&t, &chat, "Say two").await;
+    stream.next_of("turn.finished").await;
+
+    let tools = &llm.requests()[0].body["tools"];
+    let echo_tool = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "a2a__echo")
+        .unwrap_or_else(|| panic!("{tools}"));
+    let description = echo_tool["function"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("A fake agent for tests")
+            && description.contains("says what it heard"),
+        "{description}"
+    );
+    let sent = echo.requests("SendStreamingMessage");
+    assert_eq!(sent.len(), 2);
+    assert!(sent[0]["params"]["message"].get("contextId").is_none());
+    assert_eq!(sent[1]["params"]["message"]["contextId"], "ctx-1");
+    let first = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(first["output"]["text"], "heard one in ctx-1", "{first}");
+    let second = llm.requests()[3].tool_result("c2").unwrap();
+    assert_eq!(second["output"]["text"], "heard two in ctx-1", "{second}");
+}
+
+#[tokio::test]
+async fn a_remote_agent_that_hangs_or_sends_garbage_is_a_tool_error() {
+    let slow = Fake::start(Mode::Hang).await;
+    let junk = Fake::start(Mode::Garbage).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![
+            call("c1", "a2a__slow", json!({"message": "hello"})),
+            call("c2", "a2a__junk", json!({"message": "hello"})),
+        ]),
+        Step::text("Both failed."),
+    ])
+    .await;
+    let agents = json!({"slow": {"url": slow.url, "timeout": "1s"}, "junk": {"url": junk.url}});
+    let (t, chat) = lab_with(agents, &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Ask both").await;
+    stream.next_of("turn.finished").await;
+
+    let slow_result = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(slow_result["status"], "failed", "{slow_result}");
+    assert!(
+        slow_result.to_string().contains("did not answer within 1s"),
+        "{slow_result}"
+    );
+    // Nothing is left running over there.
+    let canceled = slow.requests("CancelTask");
+    assert_eq!(canceled.len(), 1, "{canceled:?}");
+    assert_eq!(canceled[0]["params"]["id"], "task-1");
+    let junk_result = llm.requests()[1].tool_result("c2").unwrap();
+    assert_eq!(junk_result["status"], "failed", "{junk_result}");
+    assert!(
+        junk_result.to_string().contains("not JSON"),
+        "{junk_result}"
+    );
+}
+
+#[tokio::test]
+async fn canceling_the_turn_cancels_the_remote_task() {
+    let slow = Fake::start(Mode::Hang).await;
+    let llm = ScriptedLlm::start(vec![Step::calls(vec![call(
+        "c1",
+        "a2a__slow",
+        json!({"message": "take your time"}),
+    )])])
+    .await;
+    let (t, chat) = lab_with(json!({"slow": {"url": slow.url}}), &llm).await;
+    let turn = say(&t, &chat, "Go").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while slow.requests("SendStreamingMessage").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the message is never sent"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The task's first event is read before the cancel.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let canceled = t
+        .api
+        .post(
+            &format!("/api/v1/worlds/lab/turns/{turn}/cancel"),
+            json!({}),
+        )
+        .await
+        .expect(200);
+    assert_eq!(canceled["status"], "canceled");
+    let cancels = slow.requests("CancelTask");
+    assert_eq!(cancels.len(), 1, "{cancels:?}");
+    assert_eq!(cancels[0]["params"]["id"], "task-1");
+}
