@@ -13,6 +13,7 @@ mod auth;
 pub mod config;
 mod connections;
 mod datadir;
+mod delivery;
 mod error;
 mod extract;
 mod headers;

@@ -15,7 +15,7 @@
 //!
 //! Where several nodes share a database, one of them sends: the node holding the `webhooks`
 //! lease, renewed as often as turn leases. Another takes over once it ends, from the stored
-//! cursor, resending what was pending.
+//! cursor, resending what was pending (`crate::delivery`, shared with email notices).
 
 use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_core::record::put;
@@ -28,9 +28,10 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use holdpoint_agent::Runtime;
-use holdpoint_core::lease::WorkLease;
 use holdpoint_core::record::Records;
 use tokio_util::sync::CancellationToken;
+
+use crate::delivery::{Cursor, Sender, back_off};
 
 use crate::config::WebhookSettings;
 use crate::error::ApiError;
@@ -62,7 +63,7 @@ pub(crate) struct Subscription {
 /// `world.deleted`), so each event is matched against the subscriptions made before it
 /// without a read of its own.
 #[derive(Default)]
-struct Subscribed(std::collections::HashMap<WorldId, Vec<Subscription>>);
+pub(crate) struct Subscribed(std::collections::HashMap<WorldId, Vec<Subscription>>);
 
 impl Subscribed {
     fn add(&mut self, world: WorldId, sub: Subscription) {
@@ -263,134 +264,18 @@ impl Webhooks {
         Ok(forgotten)
     }
 
-    /// Starts delivering on whichever node holds the `webhooks` lease: this one at once if
-    /// it is free (always, on a store no other node uses), else once the holder stops
-    /// renewing it. Delivering stops here when the lease is lost, and starts again when it is
-    /// taken back.
+    /// Starts delivering on whichever node holds the `webhooks` lease (`delivery::start`).
     pub async fn start(&self) -> Result<(), ApiError> {
-        let node = self.runtime.node();
-        let lease = WorkLease::new(self.records().clone(), CURSOR, node);
-        let mut sending = None;
-        if lease.hold(self.now()).await? {
-            sending = Some(self.deliver().await?);
-        }
-        let webhooks = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = webhooks.shutdown.cancelled() => return,
-                    () = tokio::time::sleep(node.renew_every()) => {}
-                }
-                sending = webhooks.keep_sending(&lease, sending).await;
-            }
-        });
-        Ok(())
-    }
-
-    /// Renews or takes the lease, and starts or stops delivering accordingly; the token that
-    /// stops delivering when it runs here.
-    async fn keep_sending(
-        &self,
-        lease: &WorkLease,
-        sending: Option<CancellationToken>,
-    ) -> Option<CancellationToken> {
-        // A follower that stopped (the database went away) is started again.
-        let sending = sending.filter(|t| !t.is_cancelled());
-        let held = lease.hold(self.now()).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "could not renew the webhooks lease");
-            false
-        });
-        match (held, sending) {
-            (true, Some(t)) => Some(t),
-            (true, None) => self.deliver().await.map_or_else(
-                |e| {
-                    tracing::warn!(error = %e.message, "could not start delivering webhooks");
-                    None
-                },
-                Some,
-            ),
-            (false, Some(t)) => {
-                t.cancel();
-                None
-            }
-            (false, None) => None,
-        }
-    }
-
-    /// Delivers from here: resends what was pending, then follows the log from the cursor.
-    /// Returns the token that stops it (cancelled by itself should the log become unreadable).
-    async fn deliver(&self) -> Result<CancellationToken, ApiError> {
-        let stop = self.shutdown.child_token();
-        let webhooks = Webhooks {
-            shutdown: stop.clone(),
-            ..self.clone()
-        };
-        let cursor = self
-            .records()
-            .by_key::<u64>(RecordKind::Cursor, None, CURSOR)
-            .await?
-            .map(|k| (k.id, k.version, k.value));
-        // On the very first start, only what happens from now on is delivered.
-        let from = match &cursor {
-            Some((_, _, seq)) => *seq,
-            None => self
-                .records()
-                .store()
-                .audit_head()
-                .await?
-                .map_or(0, |h| h.seq),
-        };
-        let mut known = Subscribed::default();
-        for world in self.runtime.worlds().await.map_err(ApiError::from)? {
-            for sub in self.subscriptions(world.id).await? {
-                for d in self.stored(sub.webhook.id).await? {
-                    if d.delivery.status == DeliveryStatus::Pending {
-                        tokio::spawn(webhooks.clone().send(sub.clone(), d));
-                    }
-                }
-                known.add(world.id, sub);
-            }
-        }
-        let mut events = self
-            .runtime
-            .engine()
-            .events(Some(from), EventFilter::default())
-            .await?;
-        let mut cursor = cursor.map_or_else(
-            || (uuid::Uuid::now_v7(), 0),
-            |(id, version, _)| (id, version),
-        );
-        tokio::spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    () = webhooks.shutdown.cancelled() => return,
-                    e = events.next() => match e {
-                        Ok(e) => e,
-                        Err(e) => {
-                            tracing::error!(error = %e, "webhooks stopped following the log");
-                            webhooks.shutdown.cancel();
-                            return;
-                        }
-                    },
-                };
-                if let Err(e) = webhooks.schedule(&event, &mut cursor, &mut known).await {
-                    // Started again shortly from the stored cursor, this event included.
-                    tracing::warn!(seq = event.seq, error = %e.message, "could not schedule webhook deliveries");
-                    webhooks.shutdown.cancel();
-                    return;
-                }
-            }
-        });
-        Ok(stop)
+        crate::delivery::start(self).await
     }
 
     /// Records the deliveries an event calls for (with the new cursor), then sends them.
     /// `known` is the subscriptions as of the event, kept up to date from the log itself.
-    async fn schedule(
+    async fn schedule_event(
         &self,
         event: &Event,
-        cursor: &mut (uuid::Uuid, u64),
         known: &mut Subscribed,
+        cursor: &mut Cursor,
     ) -> Result<(), ApiError> {
         let world = event
             .world
@@ -449,16 +334,9 @@ impl Webhooks {
             )?);
             scheduled.push((sub, d));
         }
-        writes.push(put(
-            RecordKind::Cursor,
-            cursor.0,
-            None,
-            Some(CURSOR.into()),
-            cursor.1 + 1,
-            &event.seq,
-        )?);
+        writes.push(cursor.to(event.seq)?);
         self.records().commit(writes, vec![]).await?;
-        cursor.1 += 1;
+        cursor.moved();
         for (sub, d) in scheduled {
             tokio::spawn(self.clone().send(sub, d));
         }
@@ -490,12 +368,8 @@ impl Webhooks {
             return;
         };
         while d.delivery.attempts < settings.attempts {
-            if d.delivery.attempts > 0 {
-                let wait = settings.backoff * 2u32.saturating_pow(d.delivery.attempts - 1);
-                tokio::select! {
-                    () = self.shutdown.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
-                }
+            if !back_off(&self.shutdown, settings.backoff, d.delivery.attempts).await {
+                return;
             }
             let timestamp = self.now().as_millis().max(0) as u64 / 1000;
             let response = self
@@ -558,6 +432,52 @@ impl Webhooks {
                 return;
             }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sender for Webhooks {
+    const NAME: &'static str = CURSOR;
+    type State = Subscribed;
+
+    fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    fn stopping_with(&self, stop: CancellationToken) -> Self {
+        Webhooks {
+            shutdown: stop,
+            ..self.clone()
+        }
+    }
+
+    /// Resends what was pending; the subscriptions as they are now.
+    async fn resume(&self) -> Result<Subscribed, ApiError> {
+        let mut known = Subscribed::default();
+        for world in self.runtime.worlds().await.map_err(ApiError::from)? {
+            for sub in self.subscriptions(world.id).await? {
+                for d in self.stored(sub.webhook.id).await? {
+                    if d.delivery.status == DeliveryStatus::Pending {
+                        tokio::spawn(self.clone().send(sub.clone(), d));
+                    }
+                }
+                known.add(world.id, sub);
+            }
+        }
+        Ok(known)
+    }
+
+    async fn schedule(
+        &self,
+        event: &Event,
+        known: &mut Subscribed,
+        cursor: &mut Cursor,
+    ) -> Result<(), ApiError> {
+        self.schedule_event(event, known, cursor).await
     }
 }
 
