@@ -235,6 +235,8 @@ pub enum RecordKind {
     /// waiting for input), keyed by the remote agent's name, under the chat: a second call of
     /// `a2a__NAME` in the chat goes on with it.
     A2aContext,
+    /// A hold's notice to a person over a channel (email) and its delivery, under the hold.
+    Notice,
 }
 
 impl RecordKind {
@@ -645,6 +647,7 @@ mod tests {
                 "attendance",
                 "workspace",
                 "a2a_context",
+                "notice",
             ]
         );
     }

@@ -11,6 +11,7 @@ mod hold;
 mod ids;
 mod markdown;
 mod mcp;
+mod notice;
 mod policy;
 mod principal;
 mod query;
@@ -45,6 +46,7 @@ pub use ids::{
 };
 pub use markdown::{MarkdownNode, MarkdownNodeType};
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
+pub use notice::{Notice, NoticesPage};
 pub use policy::{
     PolicyLayer, PolicyReloaded, PolicyVersion, ReplayChange, ReplayExample, ReplayReport,
     ReplayRequest, SetPolicy, SuggestedRule, WorldPolicy, WorldPolicyState,

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attendance::Attendance;
 use crate::auth::{Caller, Credentials, Guard};
+use crate::channels::Channels;
 use crate::config::{LimitSettings, Settings, WebhookSettings};
 use crate::error::ApiError;
 use crate::housekeeping::Housekeeping;
@@ -92,6 +93,7 @@ struct Inner {
     config: ServerConfig,
     metrics: Arc<Metrics>,
     webhooks: Webhooks,
+    channels: Channels,
     mcp: McpServers,
     limiter: Arc<Limiter>,
     attendance: Attendance,
@@ -104,6 +106,7 @@ impl App {
         runtime: Runtime,
         config: ServerConfig,
         mcp: McpServers,
+        channels: Channels,
         shutdown: CancellationToken,
     ) -> Self {
         let webhooks = Webhooks::new(runtime.clone(), config.webhooks.clone(), shutdown.clone());
@@ -119,6 +122,7 @@ impl App {
                 config,
                 metrics: Arc::default(),
                 webhooks,
+                channels,
                 mcp,
                 limiter,
                 attendance,
@@ -195,6 +199,11 @@ impl App {
         &self.inner.webhooks
     }
 
+    /// Notices of holds by email, and their decision links.
+    pub(crate) fn channels(&self) -> &Channels {
+        &self.inner.channels
+    }
+
     /// The MCP servers behind the gateway, and the gateway's HTTP sessions.
     pub(crate) fn mcp(&self) -> &McpServers {
         &self.inner.mcp
@@ -252,6 +261,7 @@ impl App {
             .follow(self.engine(), self.shutdown().clone())
             .await?;
         self.webhooks().start().await?;
+        self.inner.channels.start().await?;
         self.attendance().start(
             self.engine().clone(),
             self.records().clone(),

@@ -38,6 +38,10 @@ pub struct Settings {
     /// environment variables.
     #[serde(skip_serializing_if = "McpSettings::is_empty")]
     pub mcp: McpSettings,
+    /// Reaching people: `[channels.email]` and `[[channels.routes]]` (docs/channels.md). File
+    /// only: no environment variables (the SMTP credentials are read from the variables it names).
+    #[serde(skip_serializing_if = "crate::channels::ChannelSettings::is_empty")]
+    pub channels: crate::channels::ChannelSettings,
 }
 
 /// The shortest time anything is kept for (housekeeping runs hourly). Shorter idempotency
@@ -505,6 +509,13 @@ impl Settings {
             origin: None,
             message: p.message,
         })?;
+        self.channels
+            .check()
+            .map_err(|(key, message)| ConfigError {
+                key,
+                origin: None,
+                message,
+            })?;
         Ok(())
     }
 
@@ -566,7 +577,7 @@ fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
 }
 
 /// Durations as people write them: `30s`, `2m`, `1h 30m`.
-mod duration {
+pub(crate) mod duration {
     use super::*;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

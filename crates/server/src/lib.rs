@@ -10,6 +10,7 @@ mod a2a;
 mod app;
 mod attendance;
 mod auth;
+pub mod channels;
 pub mod config;
 mod connections;
 mod datadir;

@@ -68,6 +68,12 @@ pub fn config(cmd: ConfigCommand) -> Result<(), Failure> {
     if let Some(policy) = &settings.policy.file {
         load_policy(policy).map_err(|e| Failure::Usage(e.to_string()))?;
     }
+    if let Some(email) = &settings.channels.email {
+        // A wrong host or refused credentials are said now, not when the first hold is mailed.
+        runtime()?
+            .block_on(email.test_connection())
+            .map_err(|e| Failure::Usage(format!("channels.email: {e}")))?;
+    }
     let mcp = if args.mcp {
         runtime()?.block_on(check_mcp(&settings.mcp))?
     } else {

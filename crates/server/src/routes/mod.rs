@@ -7,6 +7,7 @@ mod catalog;
 mod grants;
 mod holds;
 mod hooks;
+mod links;
 mod live;
 mod mcp;
 mod ops;
@@ -117,6 +118,8 @@ fn declare() -> Routes {
         .add(Roles(AGENTS), routes!(mcp::post, mcp::get, mcp::delete))
         .add(Signed, routes!(a2a::post))
         .add(Signed, routes!(a2a::card))
+        .add(Public, routes!(links::open, links::confirm))
+        .add(Roles(PEOPLE), routes!(links::notices))
 }
 
 /// The size of a page a log-like listing is asked for: `limit`, by the one rule the engine

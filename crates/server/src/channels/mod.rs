@@ -1,0 +1,618 @@
+//! Reaching people where they are: a hold's notice by email to the people its routes name,
+//! with signed one-time decision links (docs/channels.md).
+//!
+//! - `email.rs` `[channels.email]`, the SMTP transport and the message;
+//! - `route.rs` `[[channels.routes]]`, who a hold is mailed to;
+//! - `links.rs` the links' signatures and the key they are signed with;
+//! - `page.rs` the page a link opens.
+//!
+//! Notices are durable as webhook deliveries are (`crate::delivery`): one node sends, under
+//! the `email` lease; each `hold.created` event's notices are recorded (one per hold and
+//! recipient, `RecordKind::Notice` under the hold) with the cursor's next position before any
+//! is sent, every attempt is recorded, and what was pending is sent again after a restart or
+//! a takeover: at least once, never again once one succeeded.
+
+pub mod email;
+pub mod links;
+pub mod page;
+pub mod route;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use holdpoint_agent::Runtime;
+use holdpoint_core::Scope;
+use holdpoint_core::record::put;
+use holdpoint_core::store::RecordKind;
+use holdpoint_protocol::{
+    ApproveScope, DecideOutcome, Decision, DecisionKind, DeliveryStatus, Event, EventPayload, Hold,
+    HoldId, HoldQuery, HoldSpec, Notice, Principal, Role, Timestamp,
+};
+use lettre::{AsyncSmtpTransport, Tokio1Executor};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::{Cursor, Sender, back_off};
+use crate::error::ApiError;
+use email::EmailSettings;
+use links::{Claims, LinkKey};
+use route::{Route, Routes};
+
+/// `[channels]`: the email channel and the routes to people.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<EmailSettings>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<Route>,
+}
+
+impl ChannelSettings {
+    pub fn is_empty(&self) -> bool {
+        self.email.is_none() && self.routes.is_empty()
+    }
+
+    /// What can be checked without connecting: the key at fault and what is wrong.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        if let Some(email) = &self.email {
+            email.check()?;
+        }
+        Routes::new(&self.routes)?;
+        if self.email.is_none() && !self.routes.is_empty() {
+            return Err((
+                "channels.routes".into(),
+                "routes mail people: they need [channels.email]".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The name of the channel, as notices and decisions (`via`) record it.
+const EMAIL: &str = "email";
+
+#[derive(Serialize, Deserialize, Clone)]
+struct Stored {
+    notice: Notice,
+    version: u64,
+}
+
+struct Email {
+    settings: EmailSettings,
+    routes: Routes,
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    key: LinkKey,
+}
+
+/// Notices and decision links. Cheap to clone.
+#[derive(Clone)]
+pub struct Channels {
+    runtime: Runtime,
+    email: Option<Arc<Email>>,
+    shutdown: CancellationToken,
+}
+
+impl Channels {
+    /// The channels `settings` configure; the link key is read from `data_dir` (made there at
+    /// first start).
+    pub fn new(
+        runtime: Runtime,
+        settings: &ChannelSettings,
+        data_dir: &Path,
+        shutdown: CancellationToken,
+    ) -> Result<Channels, String> {
+        let email = match &settings.email {
+            None => None,
+            Some(s) => {
+                let routes = Routes::new(&settings.routes).map_err(|(k, m)| format!("{k}: {m}"))?;
+                if routes.is_empty() {
+                    tracing::warn!(
+                        "[channels.email] is set but no [[channels.routes]]: no hold is mailed"
+                    );
+                }
+                let key = LinkKey::open(data_dir).map_err(|e| {
+                    format!(
+                        "cannot read or make the link key in {}: {e}",
+                        data_dir.display()
+                    )
+                })?;
+                Some(Arc::new(Email {
+                    settings: s.clone(),
+                    routes,
+                    transport: s.transport().map_err(|e| format!("channels.email: {e}"))?,
+                    key,
+                }))
+            }
+        };
+        Ok(Channels {
+            runtime,
+            email,
+            shutdown,
+        })
+    }
+
+    fn now(&self) -> Timestamp {
+        self.runtime.engine().clock().now()
+    }
+
+    /// Starts sending notices (when email is configured).
+    pub async fn start(&self) -> Result<(), ApiError> {
+        if self.email.is_some() {
+            crate::delivery::start(self).await?;
+        }
+        Ok(())
+    }
+
+    /// Every notice of hold `id`, oldest first.
+    pub async fn notices(&self, id: HoldId) -> Result<Vec<Notice>, ApiError> {
+        Ok(self
+            .stored(id)
+            .await?
+            .into_iter()
+            .map(|s| s.notice)
+            .collect())
+    }
+
+    async fn stored(&self, id: HoldId) -> Result<Vec<Stored>, ApiError> {
+        Ok(self
+            .runtime
+            .records()
+            .all(RecordKind::Notice, Some(*id.as_uuid()))
+            .await?)
+    }
+
+    async fn save(&self, s: &Stored) -> Result<(), ApiError> {
+        let w = put(
+            RecordKind::Notice,
+            s.notice.id,
+            Some(*s.notice.hold.as_uuid()),
+            None,
+            s.version,
+            s,
+        )?;
+        self.runtime.records().commit(vec![w], vec![]).await?;
+        Ok(())
+    }
+
+    async fn world_name(&self, hold: &Hold) -> String {
+        self.runtime
+            .find_world(&hold.world)
+            .await
+            .map_or_else(|_| hold.world.clone(), |w| w.name)
+    }
+
+    /// Sends notice `s` until it is delivered, its attempts run out, or its hold is decided.
+    async fn send(self, mut s: Stored) {
+        let Some(email) = self.email.clone() else {
+            return;
+        };
+        let settings = &email.settings;
+        while s.notice.attempts < settings.attempts {
+            if !back_off(&self.shutdown, settings.backoff, s.notice.attempts).await {
+                return;
+            }
+            let hold = match self
+                .runtime
+                .engine()
+                .hold(s.notice.hold, &Scope::default())
+                .await
+            {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(notice = %s.notice.id, error = %e, "could not read a hold to notify of");
+                    return;
+                }
+            };
+            let result = if hold.is_open() {
+                let world = self.world_name(&hold).await;
+                let links = self.links(&email, &s.notice, &hold);
+                match email::message(
+                    settings,
+                    s.notice.id,
+                    &s.notice.recipient,
+                    &hold,
+                    &world,
+                    &links,
+                ) {
+                    Ok(m) => email::send(&email.transport, m).await,
+                    Err(e) => Err(e),
+                }
+            } else {
+                Err("not sent: the hold was decided first".into())
+            };
+            s.notice.attempts += 1;
+            let decided = !hold.is_open();
+            match result {
+                Ok(()) => {
+                    s.notice.status = DeliveryStatus::Delivered;
+                    s.notice.last_error = None;
+                    s.notice.sent_at = Some(self.now());
+                }
+                Err(e) => s.notice.last_error = Some(e),
+            }
+            if s.notice.status == DeliveryStatus::Pending
+                && (decided || s.notice.attempts >= settings.attempts)
+            {
+                s.notice.status = DeliveryStatus::Failed;
+            }
+            s.notice.updated_at = self.now();
+            s.version += 1;
+            if let Err(e) = self.save(&s).await {
+                tracing::warn!(notice = %s.notice.id, error = %e.message, "could not record a notice's attempt");
+                return;
+            }
+            if s.notice.status != DeliveryStatus::Pending {
+                return;
+            }
+        }
+    }
+
+    /// A link per decision the hold offers that a link can make.
+    fn links(&self, email: &Email, notice: &Notice, hold: &Hold) -> Vec<email::Link> {
+        let mut decisions = Vec::new();
+        match &hold.spec {
+            HoldSpec::Approval(_) => {
+                for (kind, name) in [
+                    (DecisionKind::ApproveOnce, "approve_once"),
+                    (DecisionKind::Deny, "deny"),
+                ] {
+                    if hold.offers.contains(&kind) {
+                        decisions.push(name.to_owned());
+                    }
+                }
+            }
+            HoldSpec::Question(q) => {
+                if hold.offers.contains(&DecisionKind::Answer) && !q.confirm {
+                    decisions.extend(q.options.iter().map(|o| format!("answer:{}", o.id)));
+                }
+            }
+        }
+        let lifetime = i64::try_from(email.settings.link_lifetime.as_millis()).unwrap_or(i64::MAX);
+        let latest = notice.created_at.as_millis().saturating_add(lifetime);
+        let expires = hold.deadline.map_or(latest, |d| d.as_millis().min(latest));
+        let base = email.settings.public_url.trim_end_matches('/');
+        decisions
+            .into_iter()
+            .map(|decision| {
+                let label = page::label(hold, &decision);
+                let token = email.key.sign(&Claims {
+                    notice: notice.id,
+                    hold: hold.id,
+                    digest: hold.digest().map(str::to_owned),
+                    decision,
+                    to: notice.recipient.clone(),
+                    decides_as: notice.decides_as.clone(),
+                    expires,
+                });
+                email::Link {
+                    label,
+                    url: format!("{base}/d/{token}"),
+                }
+            })
+            .collect()
+    }
+
+    /// The link `token`, checked: its claims, its hold and its notice; else the page refusing it.
+    async fn checked(&self, token: &str) -> Result<Checked, (StatusCode, String)> {
+        let refused = |status, title: &str, text: &str| (status, page::notice(title, text));
+        let not_found = || {
+            refused(
+                StatusCode::NOT_FOUND,
+                "No such link",
+                "This link names nothing this server knows. Nothing was decided.",
+            )
+        };
+        let Some(email) = self.email.clone() else {
+            return Err(not_found());
+        };
+        let claims = email.key.verify(token).map_err(|_| {
+            refused(
+                StatusCode::FORBIDDEN,
+                "This link is not valid",
+                "It was changed, or it is not one of this server's links. Nothing was decided.",
+            )
+        })?;
+        let hold = self
+            .runtime
+            .engine()
+            .hold(claims.hold, &Scope::default())
+            .await
+            .map_err(|_| not_found())?;
+        let stored = self
+            .runtime
+            .records()
+            .get::<Stored>(RecordKind::Notice, claims.notice)
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(not_found)?;
+        let n = &stored.notice;
+        if n.hold != claims.hold
+            || n.recipient != claims.to
+            || n.decides_as != claims.decides_as
+            || hold.digest().map(str::to_owned) != claims.digest
+        {
+            return Err(refused(
+                StatusCode::FORBIDDEN,
+                "This link is not valid",
+                "It does not match the hold it names. Nothing was decided.",
+            ));
+        }
+        let world = self.world_name(&hold).await;
+        Ok(Checked {
+            email,
+            claims,
+            hold,
+            stored,
+            world,
+        })
+    }
+
+    /// What the link's page says when the link can no longer decide; `None` while it can.
+    fn spent(&self, c: &Checked) -> Option<(StatusCode, String)> {
+        // Another link of the same mail, once its hold is decided: how, and by whom.
+        let other_link = c
+            .stored
+            .notice
+            .used
+            .as_ref()
+            .is_some_and(|u| *u != c.claims.decision);
+        if other_link && !c.hold.is_open() {
+            return Some((StatusCode::CONFLICT, decided_page(&c.hold)));
+        }
+        if let Some(used) = &c.stored.notice.used {
+            return Some((
+                StatusCode::CONFLICT,
+                page::notice(
+                    "Already used",
+                    &format!(
+                        "This link was already used: {} (recorded as {} via email). It works once.",
+                        page::label(&c.hold, used),
+                        c.stored.notice.decides_as
+                    ),
+                ),
+            ));
+        }
+        if !c.hold.is_open() {
+            return Some((StatusCode::CONFLICT, decided_page(&c.hold)));
+        }
+        if self.now().as_millis() > c.claims.expires {
+            return Some((
+                StatusCode::GONE,
+                page::notice("This link has expired", "Nothing was decided."),
+            ));
+        }
+        None
+    }
+
+    /// `GET /d/{token}`: the hold's card and a button to confirm; decides nothing.
+    pub async fn open(&self, token: &str) -> (StatusCode, String) {
+        let c = match self.checked(token).await {
+            Ok(c) => c,
+            Err(page) => return page,
+        };
+        if let Some(page) = self.spent(&c) {
+            return page;
+        }
+        let csrf = c.email.key.csrf(token);
+        (
+            StatusCode::OK,
+            page::confirm(
+                &c.hold,
+                &c.world,
+                &c.claims.decision,
+                &c.claims.decides_as,
+                &csrf,
+            ),
+        )
+    }
+
+    /// `POST /d/{token}`: decides the link's hold the link's way, as its recipient via email.
+    pub async fn confirm(&self, token: &str, csrf: &str) -> (StatusCode, String) {
+        let mut c = match self.checked(token).await {
+            Ok(c) => c,
+            Err(page) => return page,
+        };
+        if !c.email.key.csrf_ok(token, csrf) {
+            return (
+                StatusCode::FORBIDDEN,
+                page::notice(
+                    "Not confirmed",
+                    "The form did not come from this link's page. Open the link again. Nothing was decided.",
+                ),
+            );
+        }
+        if let Some(page) = self.spent(&c) {
+            return page;
+        }
+        let decision = match c.claims.decision.as_str() {
+            "approve_once" => Decision::Approve {
+                scope: ApproveScope::Once,
+                expires_in: None,
+                digest: c.claims.digest.clone(),
+                reason: None,
+            },
+            "deny" => Decision::Deny { reason: None },
+            d => match d.strip_prefix("answer:") {
+                Some(option) => Decision::Answer {
+                    options: vec![option.to_owned()],
+                },
+                None => {
+                    return (
+                        StatusCode::FORBIDDEN,
+                        page::notice("This link is not valid", "Nothing was decided."),
+                    );
+                }
+            },
+        };
+        let who =
+            Principal::new(c.claims.decides_as.clone(), Role::Approver).via(Some(EMAIL.to_owned()));
+        let decided = self
+            .runtime
+            .engine()
+            .decide(&who, c.hold.id, decision, &Scope::default(), None)
+            .await;
+        match decided {
+            Ok(result) => {
+                c.stored.notice.used = Some(c.claims.decision.clone());
+                c.stored.notice.updated_at = self.now();
+                c.stored.version += 1;
+                if let Err(e) = self.save(&c.stored).await {
+                    tracing::warn!(notice = %c.stored.notice.id, error = %e.message, "could not mark a link used");
+                }
+                let what = page::label(&c.hold, &c.claims.decision);
+                let text = match result.result {
+                    DecideOutcome::VoteRecorded => format!(
+                        "{what}: your approval is counted; the hold waits for more approvers."
+                    ),
+                    _ => format!("{what}: recorded as {} via email.", c.claims.decides_as),
+                };
+                (StatusCode::OK, page::notice("Decided", &text))
+            }
+            Err(e) => {
+                let e = ApiError::from(e);
+                // Decided meanwhile by someone else: say by whom.
+                if let Ok(hold) = self
+                    .runtime
+                    .engine()
+                    .hold(c.hold.id, &Scope::default())
+                    .await
+                    && !hold.is_open()
+                {
+                    return (StatusCode::CONFLICT, decided_page(&hold));
+                }
+                (e.status, page::notice("Not decided", &e.message))
+            }
+        }
+    }
+
+    /// Every open hold's pending notices, sent again.
+    async fn resend_pending(&self) -> Result<(), ApiError> {
+        let mut query = HoldQuery::default();
+        loop {
+            let page = self.runtime.engine().holds(&query).await?;
+            for hold in &page.items {
+                for s in self.stored(hold.id).await? {
+                    if s.notice.status == DeliveryStatus::Pending {
+                        tokio::spawn(self.clone().send(s));
+                    }
+                }
+            }
+            match page.next {
+                Some(next) => query.cursor = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+struct Checked {
+    email: Arc<Email>,
+    claims: Claims,
+    hold: Hold,
+    stored: Stored,
+    world: String,
+}
+
+/// The page for a link whose hold was decided: how, and by whom.
+fn decided_page(hold: &Hold) -> String {
+    let (status, by) = match &hold.outcome {
+        Some(o) => (
+            format!("{:?}", o.status).to_lowercase(),
+            if o.decided_by.is_empty() {
+                format!("{:?}", o.source).to_lowercase()
+            } else {
+                o.decided_by.join(", ")
+            },
+        ),
+        None => (format!("{:?}", hold.status).to_lowercase(), String::new()),
+    };
+    let text = if by.is_empty() {
+        format!("This hold was already decided: {status}. Nothing more was decided.")
+    } else {
+        format!("This hold was already decided: {status}, by {by}. Nothing more was decided.")
+    };
+    page::notice("Already decided", &text)
+}
+
+#[async_trait::async_trait]
+impl Sender for Channels {
+    const NAME: &'static str = EMAIL;
+    type State = ();
+
+    fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    fn stopping_with(&self, stop: CancellationToken) -> Self {
+        Channels {
+            shutdown: stop,
+            ..self.clone()
+        }
+    }
+
+    async fn resume(&self) -> Result<(), ApiError> {
+        self.resend_pending().await
+    }
+
+    async fn schedule(
+        &self,
+        event: &Event,
+        _: &mut (),
+        cursor: &mut Cursor,
+    ) -> Result<(), ApiError> {
+        let (EventPayload::HoldCreated { hold }, Some(email)) = (&event.payload, &self.email)
+        else {
+            return Ok(());
+        };
+        let world = self.world_name(hold).await;
+        let recipients = email.routes.recipients(hold, &world);
+        if recipients.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let mut writes = Vec::new();
+        let mut scheduled = Vec::new();
+        for r in recipients {
+            let s = Stored {
+                notice: Notice {
+                    id: uuid::Uuid::now_v7(),
+                    hold: hold.id,
+                    channel: EMAIL.into(),
+                    recipient: r.address,
+                    decides_as: r.decides_as,
+                    status: DeliveryStatus::Pending,
+                    attempts: 0,
+                    last_error: None,
+                    created_at: now,
+                    updated_at: now,
+                    sent_at: None,
+                    used: None,
+                },
+                version: 1,
+            };
+            writes.push(put(
+                RecordKind::Notice,
+                s.notice.id,
+                Some(*hold.id.as_uuid()),
+                None,
+                1,
+                &s,
+            )?);
+            scheduled.push(s);
+        }
+        writes.push(cursor.to(event.seq)?);
+        self.runtime.records().commit(writes, vec![]).await?;
+        cursor.moved();
+        for s in scheduled {
+            tokio::spawn(self.clone().send(s));
+        }
+        Ok(())
+    }
+}

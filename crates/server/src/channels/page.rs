@@ -1,0 +1,118 @@
+//! The page a decision link opens: small, phone-first, drawn on the server with every value
+//! escaped (no script: the CSP allows none), showing the hold's card and one confirm button.
+
+use holdpoint_protocol::{Hold, HoldSpec};
+
+/// `text` safe inside an element or a quoted attribute.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The hold's card as plain text: the tool and its arguments pretty-printed, or the question
+/// and its options.
+pub fn card_text(hold: &Hold) -> String {
+    match &hold.spec {
+        HoldSpec::Approval(a) => {
+            let args = serde_json::to_string_pretty(&a.arguments).unwrap_or_default();
+            let mut s = format!("Tool: {}\nArguments:\n{args}", a.tool);
+            if let Some(d) = &a.description {
+                s.push_str(&format!("\nWhy (as the agent says): {d}"));
+            }
+            if let Some(agent) = &hold.agent {
+                s.push_str(&format!("\nAgent: {agent}"));
+            }
+            s
+        }
+        HoldSpec::Question(q) => {
+            let mut s = format!("Question: {}", q.question);
+            for o in &q.options {
+                s.push_str(&format!("\n- {} ({})", o.label, o.id));
+            }
+            s
+        }
+    }
+}
+
+/// What a link's decision is called on its button and in the mail.
+pub fn label(hold: &Hold, decision: &str) -> String {
+    match decision {
+        "approve_once" => "Approve once".into(),
+        "deny" => "Deny".into(),
+        "deny_stop" => "Deny and stop".into(),
+        "cancel" => "Cancel the question".into(),
+        d => match (d.strip_prefix("answer:"), &hold.spec) {
+            (Some(id), HoldSpec::Question(q)) => {
+                let label = q
+                    .options
+                    .iter()
+                    .find(|o| o.id == id)
+                    .map_or(id, |o| o.label.as_str());
+                format!("Answer: {label}")
+            }
+            _ => d.to_owned(),
+        },
+    }
+}
+
+/// A whole page: `title`, then `body` (already HTML).
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<meta name=\"robots\" content=\"noindex\"><title>{t} · Holdpoint</title>\
+<link rel=\"stylesheet\" href=\"/ui/app.css\"></head>\
+<body><main class=\"signin\" style=\"max-width:36rem;margin:0 auto;padding:1rem\">\
+<h1>{t}</h1>{body}</main></body></html>",
+        t = escape(title)
+    )
+}
+
+/// The confirm page: the card, and a form that posts `decision` back with `csrf`.
+pub fn confirm(hold: &Hold, world: &str, decision: &str, decides_as: &str, csrf: &str) -> String {
+    let button = label(hold, decision);
+    page(
+        &button,
+        &format!(
+            "<p>World <b>{world}</b>. You decide as <b>{who}</b>.</p>\
+<pre style=\"white-space:pre-wrap;word-break:break-word\">{card}</pre>\
+<form method=\"post\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+<button type=\"submit\" style=\"width:100%;padding:1rem;font-size:1.1rem\">{label}</button></form>\
+<p>Nothing is decided until you press the button.</p>",
+            world = escape(world),
+            who = escape(decides_as),
+            card = escape(&card_text(hold)),
+            csrf = escape(csrf),
+            label = escape(&button),
+        ),
+    )
+}
+
+/// A page that only says something.
+pub fn notice(title: &str, text: &str) -> String {
+    page(title, &format!("<p role=\"status\">{}</p>", escape(text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert!(notice("<b>", "<script>").contains("&lt;script&gt;"));
+    }
+}
