@@ -270,6 +270,10 @@ enum Mode {
     Hang,
     /// Something that is not JSON.
     Garbage,
+    /// Input-required with words the first time; then, in that task, as `Echo`.
+    Ask,
+    /// As `Echo`, in A2A 0.3 (a card with a top-level `url`, `kind`ed events).
+    Echo03,
 }
 
 /// A remote A2A agent (1.0) on loopback, recording the JSON-RPC requests it gets.
@@ -284,11 +288,16 @@ impl Fake {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
-        let card = json!({
-            "name": "fake", "description": "A fake agent for tests",
-            "supportedInterfaces": [{"url": format!("{url}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-            "skills": [{"id": "echo", "name": "echo", "description": "says what it heard"}],
-        });
+        let card = if mode == Mode::Echo03 {
+            json!({"name": "fake03", "description": "A 0.3 agent", "url": format!("{url}/rpc"),
+                   "protocolVersion": "0.3.0", "preferredTransport": "JSONRPC"})
+        } else {
+            json!({
+                "name": "fake", "description": "A fake agent for tests",
+                "supportedInterfaces": [{"url": format!("{url}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+                "skills": [{"id": "echo", "name": "echo", "description": "says what it heard"}],
+            })
+        };
         let seen = requests.clone();
         let app = axum::Router::new()
             .route(
@@ -348,12 +357,41 @@ fn answer(
         "status": {"state": "TASK_STATE_SUBMITTED"}}}));
     let sse =
         |body: axum::body::Body| ([("content-type", "text/event-stream")], body).into_response();
+    let heard = message["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     match mode {
-        Mode::Echo => {
-            let heard = message["parts"][0]["text"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned();
+        Mode::Ask if message.get("taskId").is_none() => {
+            let text = format!(
+                "{started}{}",
+                event(
+                    json!({"statusUpdate": {"taskId": task, "contextId": context,
+                    "status": {"state": "TASK_STATE_INPUT_REQUIRED",
+                        "message": {"role": "ROLE_AGENT", "parts": [{"text": "Which account?"}]}}}})
+                ),
+            );
+            sse(axum::body::Body::from(text))
+        }
+        Mode::Echo03 => {
+            let text = format!(
+                "{}{}{}",
+                event(
+                    json!({"kind": "task", "id": task, "contextId": context, "status": {"state": "submitted"}})
+                ),
+                event(
+                    json!({"kind": "artifact-update", "taskId": task, "contextId": context,
+                    "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": format!("heard {heard} in {context}")}]}})
+                ),
+                event(
+                    json!({"kind": "status-update", "taskId": task, "contextId": context, "final": true,
+                    "status": {"state": "completed"}})
+                ),
+            );
+            sse(axum::body::Body::from(text))
+        }
+        Mode::Echo | Mode::Ask => {
+            let task = message["taskId"].as_str().map_or(task, str::to_owned);
             let text = format!(
                 "{started}{}{}",
                 event(
@@ -514,4 +552,55 @@ async fn canceling_the_turn_cancels_the_remote_task() {
     let cancels = slow.requests("CancelTask");
     assert_eq!(cancels.len(), 1, "{cancels:?}");
     assert_eq!(cancels[0]["params"]["id"], "task-1");
+}
+
+#[tokio::test]
+async fn a_remote_question_in_words_is_the_tools_result_and_the_next_call_answers_it() {
+    let ask = Fake::start(Mode::Ask).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__ask", json!({"message": "pay"}))]),
+        Step::text("It asks which account."),
+        Step::calls(vec![call("c2", "a2a__ask", json!({"message": "savings"}))]),
+        Step::text("Paid."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"ask": {"url": ask.url}}), &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Pay").await;
+    stream.next_of("turn.finished").await;
+    let first = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(first["output"]["state"], "input-required", "{first}");
+    assert_eq!(first["output"]["text"], "Which account?", "{first}");
+
+    say(&t, &chat, "From savings").await;
+    stream.next_of("turn.finished").await;
+    let sent = ask.requests("SendStreamingMessage");
+    assert_eq!(sent[1]["params"]["message"]["taskId"], "task-1");
+    assert_eq!(sent[1]["params"]["message"]["contextId"], "ctx-1");
+    let second = llm.requests()[3].tool_result("c2").unwrap();
+    assert_eq!(second["output"]["state"], "completed", "{second}");
+    assert_eq!(
+        second["output"]["text"], "heard savings in ctx-1",
+        "{second}"
+    );
+}
+
+#[tokio::test]
+async fn a_remote_agent_of_a2a_0_3_is_spoken_to_in_0_3() {
+    let old = Fake::start(Mode::Echo03).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__old", json!({"message": "hi"}))]),
+        Step::text("Done."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"old": {"url": old.url}}), &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Say hi").await;
+    stream.next_of("turn.finished").await;
+    let sent = old.requests("message/stream");
+    assert_eq!(sent.len(), 1, "{:?}", old.requests.lock().unwrap());
+    assert_eq!(sent[0]["params"]["message"]["kind"], "message");
+    assert_eq!(sent[0]["params"]["message"]["role"], "user");
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(result["output"]["text"], "heard hi in ctx-1", "{result}");
 }
