@@ -114,8 +114,8 @@ impl Adk {
 }
 
 /// A server whose world `lab` has the ADK agent as `bank`, and a chat whose agent calls it.
-async fn lab_with_bank(adk: &Adk, llm: &ScriptedLlm) -> (TestServer, String) {
-    let t = TestServer::with(POLICY, |_| {}).await;
+async fn lab_with_bank(adk: &Adk, llm: &ScriptedLlm, policy: &str) -> (TestServer, String) {
+    let t = TestServer::with(policy, |_| {}).await;
     let chat = lab_chat(&t, &llm.base_url(), None).await;
     let world = t
         .api
@@ -165,7 +165,7 @@ async fn an_adk_confirmation_is_a_hold_in_the_chat_and_its_approval_runs_the_too
     let Some(python) = python() else { return };
     let adk = Adk::start(&python).await;
     let llm = ScriptedLlm::start(steps()).await;
-    let (t, chat) = lab_with_bank(&adk, &llm).await;
+    let (t, chat) = lab_with_bank(&adk, &llm, POLICY).await;
     let (mut stream, hold) = until_confirmation(&t, &chat).await;
     assert_eq!(adk.runs(), 0, "nothing runs before a person approves");
 
@@ -191,7 +191,7 @@ async fn a_denied_adk_confirmation_never_runs_the_tool() {
     let Some(python) = python() else { return };
     let adk = Adk::start(&python).await;
     let llm = ScriptedLlm::start(steps()).await;
-    let (t, chat) = lab_with_bank(&adk, &llm).await;
+    let (t, chat) = lab_with_bank(&adk, &llm, POLICY).await;
     let (mut stream, hold) = until_confirmation(&t, &chat).await;
 
     t.api
@@ -203,6 +203,21 @@ async fn a_denied_adk_confirmation_never_runs_the_tool() {
         .expect(200);
     stream.next_of("turn.finished").await;
     assert_eq!(adk.runs(), 0, "a denied ADK tool never runs");
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert!(result.to_string().contains("rejected"), "{result}");
+}
+
+#[tokio::test]
+async fn an_adk_confirmation_nobody_decides_is_refused_at_its_deadline() {
+    let Some(python) = python() else { return };
+    let adk = Adk::start(&python).await;
+    let llm = ScriptedLlm::start(steps()).await;
+    let policy = format!("default_deadline = \"2s\"\n{POLICY}");
+    let (t, chat) = lab_with_bank(&adk, &llm, &policy).await;
+    let (mut stream, hold) = until_confirmation(&t, &chat).await;
+    assert_eq!(hold["on_timeout"]["action"], "deny", "{hold}");
+    stream.next_of("turn.finished").await;
+    assert_eq!(adk.runs(), 0, "a confirmation nobody gave runs nothing");
     let result = llm.requests()[1].tool_result("c1").unwrap();
     assert!(result.to_string().contains("rejected"), "{result}");
 }
