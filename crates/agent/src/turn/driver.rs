@@ -178,6 +178,19 @@ impl<'a> Driver<'a> {
         if events.is_empty() {
             return Ok(());
         }
+        // Waiting while a call ran: a remote agent's confirmation, raised from inside that call
+        // (turn/remote.rs). Its answer can no longer reach the remote agent: withdrawn.
+        let held = self.turn.calls.iter().any(|c| c.state == CallState::Held);
+        if self.turn.status == TurnStatus::Waiting && !held {
+            if let Some(batch) = self.turn.batch.take() {
+                let reason = "Holdpoint stopped while the call that asked for it ran";
+                let by = Actor::of(Source::System);
+                if let Err(e) = self.rt.engine().withdraw_batch(batch, &by, reason).await {
+                    tracing::warn!(turn = %self.turn.id, error = %e, "could not withdraw a remote agent's confirmation");
+                }
+            }
+            self.turn.status = TurnStatus::Running;
+        }
         let events = events.into_iter().map(|p| self.event(p)).collect();
         self.save(vec![], events).await
     }
