@@ -11,6 +11,7 @@ pub mod http;
 pub mod llm;
 pub mod pg;
 pub mod serve;
+pub mod smtp;
 pub mod tmpfs;
 
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 mod audit;
 mod catalog;
+mod channels;
 mod chaos;
 mod cluster;
 mod connections;

@@ -6,6 +6,7 @@ mod audit_log;
 mod audit_state;
 mod browser;
 mod catalog;
+mod channels;
 mod client;
 mod events;
 mod external;
