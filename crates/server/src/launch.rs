@@ -165,9 +165,13 @@ impl Server {
 
         let config = ServerConfig::new(addr, settings);
         // Email notices of holds; their links' key is kept in the data directory.
-        let channels =
-            crate::channels::Channels::new(runtime.clone(), &settings.channels, data_dir, shutdown.clone())
-                .map_err(LaunchError::Start)?;
+        let channels = crate::channels::Channels::new(
+            runtime.clone(),
+            &settings.channels,
+            data_dir,
+            shutdown.clone(),
+        )
+        .map_err(LaunchError::Start)?;
         let app = App::new(runtime, config, mcp, channels, shutdown);
         let admin_token_file = data_dir.join(ADMIN_TOKEN_FILE);
         let admin_token = app
