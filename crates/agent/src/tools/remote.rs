@@ -31,6 +31,9 @@ const TIMEOUTS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_s
 /// How long a card read is used before it is read again; a card that could not be read.
 const CARD_FRESH: Duration = Duration::from_secs(300);
 const CARD_FAILED: Duration = Duration::from_secs(10);
+/// The longest a card may take (less when `timeout` is less): every step of a turn that offers
+/// the tool describes it from the card, so a remote agent that hangs must not hold the turn.
+const CARD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a secret's value is shown as.
 const HIDDEN: &str = "(hidden)";
@@ -155,11 +158,13 @@ impl Runtime {
                 return card.clone();
             }
         }
+        let mut reach = reach(remote);
+        reach.timeout = reach.timeout.min(CARD_TIMEOUT);
         let card = self
             .inner
             .remote
             .client
-            .card(remote.url.trim(), &reach(remote))
+            .card(remote.url.trim(), &reach)
             .await
             .map_err(|e| e.to_string());
         let mut cards = self.inner.remote.cards.lock();
