@@ -22,7 +22,7 @@ use super::{ASK_ALL, Api, TestServer, approval, held, raise};
 const PUBLIC_URL: &str = "https://holdpoint.example.com";
 
 /// Email to the SMTP server on `port`; holds of world `lab` go to alice.
-fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
+pub(super) fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
     move |s: &mut Settings| {
         s.channels = ChannelSettings {
             email: Some(EmailSettings {
@@ -50,7 +50,7 @@ fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
 }
 
 /// A world `lab`, and an agent's client there.
-async fn lab(t: &TestServer) -> Api {
+pub(super) async fn lab(t: &TestServer) -> Api {
     t.world("lab").await;
     t.caller("bot", "agent", None).await
 }
@@ -68,7 +68,7 @@ fn links(mail: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn link(mail: &Value, label: &str) -> String {
+pub(super) fn link(mail: &Value, label: &str) -> String {
     links(mail)
         .into_iter()
         .find(|(l, _)| l == label)
@@ -111,7 +111,7 @@ async fn confirm(api: &Api, path: &str, csrf: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
-async fn status(t: &TestServer, hold: &str) -> Value {
+pub(super) async fn status(t: &TestServer, hold: &str) -> Value {
     t.api
         .get(&format!("/api/v1/holds/{hold}"))
         .await

@@ -9,6 +9,7 @@
 
 mod accessibility;
 mod chat;
+mod email_link;
 mod hold;
 mod inbox;
 mod live;
