@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use holdpoint_protocol::HoldKind;
 use holdpoint_server::Settings;
 use holdpoint_server::channels::ChannelSettings;
 use holdpoint_server::channels::email::{EmailSettings, Security};
@@ -16,7 +17,7 @@ use holdpoint_test_support::{PATIENCE, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{ASK_ALL, Api, TestServer, approval, held, raise};
+use super::{ASK_ALL, Api, TestServer, approval, held, question, raise};
 
 /// Where links point; the tests open their paths on the test server.
 const PUBLIC_URL: &str = "https://holdpoint.example.com";
@@ -38,13 +39,22 @@ pub(super) fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
                 backoff: Duration::from_millis(100),
                 timeout: Duration::from_secs(5),
             }),
-            routes: vec![Route {
-                world: Some("lab".into()),
-                tool: Some("shell_*".into()),
-                kind: None,
-                to: vec!["alice@example.com".into()],
-                decides_as: Some("alice".into()),
-            }],
+            routes: vec![
+                Route {
+                    world: Some("lab".into()),
+                    tool: Some("shell_*".into()),
+                    kind: None,
+                    to: vec!["alice@example.com".into()],
+                    decides_as: Some("alice".into()),
+                },
+                Route {
+                    world: None,
+                    tool: None,
+                    kind: Some(HoldKind::Question),
+                    to: vec!["bob@example.com".into()],
+                    decides_as: None,
+                },
+            ],
         };
     }
 }
@@ -390,4 +400,47 @@ async fn notices_are_retried_while_the_mail_server_is_down_and_after_a_restart()
     // And not again.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sink.messages().len(), 1);
+}
+
+#[tokio::test]
+async fn a_question_is_answered_from_its_mail() {
+    let Some(python) = python() else { return };
+    let sink = Sink::start(&python, 0).await;
+    let t = TestServer::with(ASK_ALL, mail_to(sink.port)).await;
+    let bot = lab(&t).await;
+    let hold = held(
+        &raise(&bot, "lab", vec![question("Deploy now?", &["yes", "no"])]).await,
+        0,
+    );
+    let mail = sink.nth(1).await;
+    // The question's route, not the shell commands' one: bob, deciding as his address.
+    assert_eq!(mail["rcpt_tos"], json!(["bob@example.com"]));
+    assert!(
+        mail["text"]
+            .as_str()
+            .unwrap()
+            .contains("Question: Deploy now?")
+    );
+    let labels: Vec<String> = links(&mail).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(labels, ["Answer: yes", "Answer: no"]);
+    let yes = link(&mail, "Answer: yes");
+    let (code, page) = open(&t.api, &yes).await;
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(status(&t, &hold).await, "pending");
+    let (code, page) = confirm(&t.api, &yes, &csrf(&page)).await;
+    assert_eq!(code, 200, "{page}");
+    let detail = t
+        .api
+        .get(&format!("/api/v1/holds/{hold}"))
+        .await
+        .expect(200);
+    assert_eq!(detail["hold"]["status"], "answered");
+    assert_eq!(
+        detail["hold"]["outcome"]["decided_by"],
+        json!(["bob@example.com"])
+    );
+    assert_eq!(
+        detail["hold"]["outcome"]["options"],
+        json!([{"id": "yes", "label": "yes"}])
+    );
 }
