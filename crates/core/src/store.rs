@@ -246,6 +246,31 @@ impl RecordKind {
     }
 }
 
+/// What the engine keeps in memory of an open hold: who raised it where (the pending limits'
+/// counts) and its timers (the deadline, and the reminder while it is due).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenMark {
+    pub id: HoldId,
+    pub world: String,
+    pub requested_by: String,
+    pub deadline: Option<Timestamp>,
+    /// The reminder's time, unless the reminder was sent.
+    pub remind_at: Option<Timestamp>,
+}
+
+impl OpenMark {
+    /// The mark of an open hold, as a store reads it from the hold's columns.
+    pub fn of(hold: &Hold) -> OpenMark {
+        OpenMark {
+            id: hold.id,
+            world: hold.world.clone(),
+            requested_by: hold.requested_by.clone(),
+            deadline: hold.deadline,
+            remind_at: hold.remind_at.filter(|_| !hold.reminded),
+        }
+    }
+}
+
 /// One stored record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
@@ -469,25 +494,6 @@ where
     }
 }
 
-/// Every hold whose status is in `status`, oldest first, a page at a time ([`each_page`]).
-pub async fn each_hold(
-    store: &dyn Store,
-    status: StatusSet,
-    visit: impl FnMut(Vec<Positioned<Hold>>),
-) -> Result<(), StoreError> {
-    let read = |after, limit| {
-        let filter = HoldFilter {
-            status,
-            order: Order::Oldest,
-            limit,
-            after,
-            ..HoldFilter::default()
-        };
-        async move { store.holds(&filter).await }
-    };
-    each_page(read, visit).await
-}
-
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies `tx` atomically and durably, then publishes its events. Returns them committed.
@@ -502,6 +508,9 @@ pub trait Store: Send + Sync + 'static {
     async fn open_hold_counts(&self, world: Option<&str>) -> Result<Vec<HoldCount>, StoreError>;
     /// Whether the chat has an open hold (the composer lock).
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
+    /// What the engine keeps in memory of every open hold, read once at start from the
+    /// holds' columns in one pass, without reading (and parsing) the holds themselves.
+    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError>;
 
     /// Grants not revoked, of one world or of all.
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;

@@ -13,8 +13,8 @@ use holdpoint_core::audit::EventDraft;
 use holdpoint_core::hold::{HoldContext, question_hold, validate_question};
 use holdpoint_core::limits::Limits;
 use holdpoint_core::store::{
-    CommitError, Conflict, EventFilter, HoldFilter, PreparedEvent, Record, RecordKind, StatusSet,
-    Store, Transaction, Write,
+    CommitError, Conflict, EventFilter, HoldFilter, OpenMark, PreparedEvent, Record, RecordKind,
+    StatusSet, Store, Transaction, Write,
 };
 use holdpoint_core::verify;
 use holdpoint_protocol::{
@@ -47,6 +47,7 @@ macro_rules! store_contract {
             urgent_order_pages_by_deadline,
             finds_open_holds_in_a_chat,
             counts_open_holds_by_world_and_kind,
+            marks_every_open_hold_from_its_columns,
             grants_are_listed_until_revoked,
             idempotency_keys_are_recorded_once,
             idempotency_records_are_forgotten_oldest_first,
@@ -640,6 +641,34 @@ pub async fn counts_open_holds_by_world_and_kind(store: Arc<dyn Store>) {
         vec![count("w2", HoldKind::Approval, 1)]
     );
     assert_eq!(store.open_hold_counts(Some("w3")).await.unwrap(), vec![]);
+}
+
+/// What the engine reads of each open hold at start equals what the hold itself says: its
+/// world, raiser, deadline, and the reminder while it is due; resolved holds are left out.
+pub async fn marks_every_open_hold_from_its_columns(store: Arc<dyn Store>) {
+    assert_eq!(store.open_marks().await.unwrap(), vec![]);
+    let mut a = hold_of("w1", None, Some("shell"));
+    a.requested_by = "bot-a".into();
+    a.deadline = Some(Timestamp::from_millis(START.as_millis() + 60_000));
+    a.remind_at = Some(Timestamp::from_millis(START.as_millis() + 30_000));
+    let mut b = hold_of("w2", None, None);
+    b.requested_by = "bot-b".into();
+    b.remind_at = Some(Timestamp::from_millis(START.as_millis() + 30_000));
+    b.reminded = true;
+    let c = hold_of("w1", None, None);
+    for h in [&a, &b, &c] {
+        store.commit(insert(h)).await.unwrap();
+    }
+    store
+        .commit(Transaction {
+            writes: vec![Write::UpdateHold(Arc::new(resolved(&c)))],
+            events: vec![],
+        })
+        .await
+        .unwrap();
+    let marks = store.open_marks().await.unwrap();
+    assert_eq!(marks, vec![OpenMark::of(&a), OpenMark::of(&b)]);
+    assert_eq!(marks[1].remind_at, None, "a reminder sent is not due again");
 }
 
 pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {

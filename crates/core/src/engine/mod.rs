@@ -38,7 +38,7 @@ pub use verify::verify;
 use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
 use crate::policy::{Layers, Policy};
-use crate::store::{CommitError, StatusSet, Store, StoreError, Transaction, Write, each_hold};
+use crate::store::{CommitError, Store, StoreError, Transaction, Write};
 use timers::TimerQueue;
 
 /// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine
@@ -165,16 +165,13 @@ impl EngineBuilder {
         for g in self.store.grants(None).await? {
             grant_index.insert(g);
         }
-        // The open holds, a page at a time: counted, and their timers set.
+        // The open holds, read once from their columns: counted, and their timers set.
         let mut queue = TimerQueue::default();
         let mut open_holds = open::OpenHolds::default();
-        each_hold(&*self.store, StatusSet::Open, |page| {
-            for h in &page {
-                open_holds.opened(&h.item);
-                queue.track(&h.item);
-            }
-        })
-        .await?;
+        for mark in self.store.open_marks().await? {
+            open_holds.opened_by(mark.id, &mark.world, &mark.requested_by);
+            queue.track_mark(&mark);
+        }
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,

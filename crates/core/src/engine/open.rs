@@ -34,14 +34,19 @@ pub(crate) struct OpenHolds {
 
 impl OpenHolds {
     pub(crate) fn opened(&mut self, hold: &Hold) {
-        if self.holds.contains_key(&hold.id) {
+        self.opened_by(hold.id, &hold.world, &hold.requested_by);
+    }
+
+    /// Counts open hold `id` of `world`, raised by `raiser` (once, however often it is told).
+    pub(crate) fn opened_by(&mut self, id: HoldId, world: &str, raiser: &str) {
+        if self.holds.contains_key(&id) {
             return;
         }
-        let world = self.intern_world(&hold.world);
-        let raiser = self.intern_raiser(&hold.requested_by);
+        let world = self.intern_world(world);
+        let raiser = self.intern_raiser(raiser);
         *self.by_world.entry(world.clone()).or_default() += 1;
         *self.by_raiser.entry(raiser.clone()).or_default() += 1;
-        self.holds.insert(hold.id, (world, raiser));
+        self.holds.insert(id, (world, raiser));
     }
 
     pub(crate) fn closed(&mut self, id: HoldId) {

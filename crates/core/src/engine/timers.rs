@@ -9,6 +9,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use holdpoint_protocol::{Hold, HoldId, Timestamp};
 
+use crate::store::OpenMark;
+
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub(crate) enum TimerKind {
     Remind,
@@ -40,11 +42,16 @@ impl TimerQueue {
 
     /// Schedules the timers `hold` has left: its deadline, and its reminder unless sent.
     pub(crate) fn track(&mut self, hold: &Hold) {
-        if let Some(at) = hold.deadline {
-            self.set(hold.id, TimerKind::Deadline, at);
+        self.track_mark(&OpenMark::of(hold));
+    }
+
+    /// Sets the timers of the open hold `mark` describes.
+    pub(crate) fn track_mark(&mut self, mark: &OpenMark) {
+        if let Some(at) = mark.deadline {
+            self.set(mark.id, TimerKind::Deadline, at);
         }
-        if let Some(at) = hold.remind_at.filter(|_| !hold.reminded) {
-            self.set(hold.id, TimerKind::Remind, at);
+        if let Some(at) = mark.remind_at {
+            self.set(mark.id, TimerKind::Remind, at);
         }
     }
 

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
-    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
-    RecordKind, Store, StoreError, StoredHold, Transaction,
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenMark, Positioned,
+    Record, RecordKind, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
 use parking_lot::Mutex;
@@ -226,6 +226,10 @@ impl Store for PgStore {
 
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError> {
         reader::chat_has_open_hold(&*self.conn().await?, world, chat).await
+    }
+
+    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError> {
+        reader::open_marks(&*self.conn().await?).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
-    StoreError, StoredHold,
+    EventFilter, EventPage, HoldColumns, HoldFilter, OpenMark, Positioned, Record, RecordKind,
+    StatusSet, StoreError, StoredHold,
 };
 use holdpoint_protocol::{
     BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
@@ -218,6 +218,29 @@ pub(super) async fn chat_has_open_hold(
 
 /// The open holds by world and kind: a count over the open holds' partial index, never a
 /// read of the holds themselves.
+/// Every open hold's mark, in one query over the open holds: the columns, and the raiser from
+/// the JSON.
+pub(super) async fn open_marks(conn: &Conn) -> Result<Vec<OpenMark>, StoreError> {
+    let rows = conn
+        .query(
+            "SELECT id, world, (data::json)->>'requested_by', deadline, remind_at \
+             FROM holds WHERE open ORDER BY position",
+            &[],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| OpenMark {
+            id: HoldId::from_uuid(r.get(0)),
+            world: r.get(1),
+            requested_by: r.get::<_, Option<String>>(2).unwrap_or_default(),
+            deadline: r.get::<_, Option<i64>>(3).map(Timestamp::from_millis),
+            remind_at: r.get::<_, Option<i64>>(4).map(Timestamp::from_millis),
+        })
+        .collect())
+}
+
 pub(super) async fn open_hold_counts(
     conn: &Conn,
     world: Option<&str>,

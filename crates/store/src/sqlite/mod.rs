@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
-    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, Positioned, Record,
-    RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
+    CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenMark, Positioned,
+    Record, RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
 use parking_lot::Mutex;
@@ -311,6 +311,10 @@ impl Store for SqliteStore {
         let (world, chat) = (world.to_owned(), chat.to_owned());
         self.lookup(move |c| reader::chat_has_open_hold(c, &world, &chat))
             .await
+    }
+
+    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError> {
+        self.read(reader::open_marks).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldColumns, HoldFilter, Positioned, Record, RecordKind, StatusSet,
-    StoreError, StoredHold,
+    EventFilter, EventPage, HoldColumns, HoldFilter, OpenMark, Positioned, Record, RecordKind,
+    StatusSet, StoreError, StoredHold,
 };
 use holdpoint_protocol::{
     BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
@@ -98,6 +98,40 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
         .and_then(|mut s| s.query_row([key(id.as_uuid())], |r| r.get(0)).optional())
         .map_err(sql_error)?;
     data.map(|d| parse("hold", &d)).transpose()
+}
+
+/// Every open hold's mark, in one pass over the open holds' index: the columns, and the raiser
+/// from the JSON (SQLite's parser, without building the hold).
+pub(super) fn open_marks(conn: &Connection) -> Result<Vec<OpenMark>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, world, json_extract(data, '$.requested_by'), deadline, remind_at \
+             FROM holds INDEXED BY holds_open WHERE open = 1 ORDER BY position",
+        )
+        .map_err(sql_error)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, Option<i64>>(4)?,
+            ))
+        })
+        .map_err(sql_error)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, world, raiser, deadline, remind_at) = row.map_err(sql_error)?;
+        out.push(OpenMark {
+            id: HoldId::from_uuid(stored_id(&id)?),
+            world,
+            requested_by: raiser.unwrap_or_default(),
+            deadline: deadline.map(Timestamp::from_millis),
+            remind_at: remind_at.map(Timestamp::from_millis),
+        });
+    }
+    Ok(out)
 }
 
 /// Holds' stored rows by position (the primary key: no index the check is about is used).
