@@ -311,7 +311,9 @@ async fn the_python_sdk_with_an_agents_token_is_refused_and_the_hold_waits() {
     let refused = line(&lines, "refused");
     // The SDK raises the error its code names, with the reason among its details.
     assert!(
-        refused["sdk_data"].to_string().contains("agents_never_decide"),
+        refused["sdk_data"]
+            .to_string()
+            .contains("agents_never_decide"),
         "the SDK does not see why: {refused:#}"
     );
     assert_eq!(refused["error"], "UnsupportedOperationError", "{refused:#}");

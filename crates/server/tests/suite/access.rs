@@ -672,7 +672,11 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/mcp/{world}", "agent"),
     ("DELETE", "/mcp/{world}", "agent"),
     ("POST", "/a2a/{world}/{agent}", "signed"),
-    ("GET", "/a2a/{world}/{agent}/.well-known/agent-card.json", "signed"),
+    (
+        "GET",
+        "/a2a/{world}/{agent}/.well-known/agent-card.json",
+        "signed",
+    ),
 ];
 
 #[tokio::test]
