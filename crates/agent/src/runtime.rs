@@ -15,28 +15,9 @@ use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Ti
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
-use crate::tools::ExternalTools;
+pub use crate::tools::ShellLimits;
+use crate::tools::{ExternalTools, Host};
 use crate::turn::Driving;
-
-/// Bounds on `shell_cmd`.
-#[derive(Clone, Debug)]
-pub struct ShellLimits {
-    /// When the agent names no timeout.
-    pub default_timeout: Duration,
-    pub max_timeout: Duration,
-    /// Bytes of stdout and of stderr kept (the rest is cut, and the result says so).
-    pub max_output: usize,
-}
-
-impl Default for ShellLimits {
-    fn default() -> Self {
-        ShellLimits {
-            default_timeout: Duration::from_secs(30),
-            max_timeout: Duration::from_secs(600),
-            max_output: 64 * 1024,
-        }
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
@@ -234,5 +215,41 @@ impl Runtime {
         path: &str,
     ) -> Result<crate::tools::FileNow, String> {
         crate::tools::fs::file_now(&self.world_dir(world), path, self.inner.config.max_file)
+    }
+}
+
+/// What the tools ask of the runtime they run in.
+#[async_trait::async_trait]
+impl Host for Runtime {
+    fn max_file(&self) -> usize {
+        self.inner.config.max_file
+    }
+
+    fn shell(&self) -> &ShellLimits {
+        &self.inner.config.shell
+    }
+
+    fn external_tools(&self) -> Option<&Arc<dyn ExternalTools>> {
+        self.inner.config.external_tools.as_ref()
+    }
+
+    fn remotes(&self) -> &crate::tools::remote::Remotes {
+        &self.inner.remote
+    }
+
+    async fn world(
+        &self,
+        id: holdpoint_protocol::WorldId,
+    ) -> Result<holdpoint_protocol::World, RuntimeError> {
+        Runtime::world(self, id).await
+    }
+
+    async fn create_agent(
+        &self,
+        parent: &Agent,
+        new: holdpoint_protocol::NewAgent,
+    ) -> Result<Agent, RuntimeError> {
+        let by = holdpoint_core::roles::actor_of(&agent_principal(parent));
+        Runtime::create_agent(self, &by, parent.world, new).await
     }
 }

@@ -7,20 +7,22 @@ pub(crate) mod remote;
 mod shell;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use globset::Glob;
-use holdpoint_core::roles;
 use holdpoint_llm::ToolSpec;
-use holdpoint_protocol::{Agent, McpToolInfo, NewAgent, QuestionOption, QuestionRequest};
+use holdpoint_protocol::{
+    Agent, McpToolInfo, NewAgent, QuestionOption, QuestionRequest, World, WorldId,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
-use crate::runtime::Runtime;
 
 pub use external::ExternalTools;
 pub use fs::FileNow;
 pub use remote::hide_secrets as hide_remote_secrets;
+pub use shell::ShellLimits;
 
 /// Every built-in tool's name.
 pub const BUILT_IN_TOOLS: &[&str] = &[
@@ -226,13 +228,13 @@ pub(crate) fn allowed(agent: &Agent, tool: &str) -> bool {
 /// may call: all of them when its `tools` is unset, else those its names or globs match
 /// (`fs__read_text_file`, `fs__*`).
 pub(crate) async fn external(
-    rt: &Runtime,
+    host: &dyn Host,
     agent: &Agent,
 ) -> Result<Vec<McpToolInfo>, RuntimeError> {
-    let Some(source) = &rt.inner.config.external_tools else {
+    let Some(source) = host.external_tools() else {
         return Ok(Vec::new());
     };
-    let world = rt.world(agent.world).await?;
+    let world = host.world(agent.world).await?;
     let mut tools = source.tools(&world).await;
     tools.retain(|t| allowed(agent, &t.name));
     Ok(tools)
@@ -337,9 +339,25 @@ pub(crate) fn skill_question(
     Ok((name, q))
 }
 
+/// What the tools ask of the runtime they run in, which implements it: so the tools know
+/// nothing of the runtime itself, and the runtime depends on them, not they on it.
+#[async_trait::async_trait]
+pub(crate) trait Host: Send + Sync {
+    /// The most bytes a file tool reads or writes.
+    fn max_file(&self) -> usize;
+    fn shell(&self) -> &ShellLimits;
+    /// The world's MCP tools, when the server plugged them in.
+    fn external_tools(&self) -> Option<&Arc<dyn ExternalTools>>;
+    /// The client of remote A2A agents, and their cards.
+    fn remotes(&self) -> &remote::Remotes;
+    async fn world(&self, id: WorldId) -> Result<World, RuntimeError>;
+    /// Creates an agent in `parent`'s world, as `parent`.
+    async fn create_agent(&self, parent: &Agent, new: NewAgent) -> Result<Agent, RuntimeError>;
+}
+
 /// Everything a tool may need while it runs.
 pub(crate) struct ToolContext<'a> {
-    pub(crate) runtime: &'a Runtime,
+    pub(crate) host: &'a dyn Host,
     pub(crate) agent: &'a Agent,
     pub(crate) dir: &'a Path,
     pub(crate) cancel: &'a CancellationToken,
@@ -347,9 +365,9 @@ pub(crate) struct ToolContext<'a> {
 
 /// Runs an allowed call: its output, or what went wrong.
 pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Result<Value, String> {
-    let max_file = ctx.runtime.inner.config.max_file;
+    let max_file = ctx.host.max_file();
     match name {
-        "shell_cmd" => shell::run(ctx.dir, args, &ctx.runtime.inner.config.shell, ctx.cancel).await,
+        "shell_cmd" => shell::run(ctx.dir, args, ctx.host.shell(), ctx.cancel).await,
         "read_file" => fs::read_file(ctx.dir, args, max_file),
         "write_file" => fs::write_file(ctx.dir, args, max_file),
         "list_files" => fs::list_files(ctx.dir, args),
@@ -380,12 +398,8 @@ pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Resu
                 max_steps: None,
             };
             let agent = ctx
-                .runtime
-                .create_agent(
-                    &roles::actor_of(&crate::runtime::agent_principal(ctx.agent)),
-                    ctx.agent.world,
-                    new,
-                )
+                .host
+                .create_agent(ctx.agent, new)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(json!({ "agent": { "id": agent.id, "name": agent.name } }))
@@ -397,11 +411,11 @@ pub(crate) async fn run(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Resu
 /// Calls a tool of one of the world's MCP servers with exactly `args`; its output is the
 /// server's result (content and `isError`).
 async fn run_external(ctx: &ToolContext<'_>, name: &str, args: &Value) -> Result<Value, String> {
-    let Some(source) = &ctx.runtime.inner.config.external_tools else {
+    let Some(source) = ctx.host.external_tools() else {
         return Err(format!("{name} cannot be run directly"));
     };
     let world = ctx
-        .runtime
+        .host
         .world(ctx.agent.world)
         .await
         .map_err(|e| e.to_string())?;

@@ -13,8 +13,8 @@ use holdpoint_protocol::{Agent, RemoteAgentConfig, World};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::Host;
 use crate::error::RuntimeError;
-use crate::runtime::Runtime;
 
 /// What the tools' names start with: `a2a__bank`.
 pub(crate) const PREFIX: &str = "a2a__";
@@ -143,12 +143,12 @@ pub(crate) fn reach(remote: &RemoteAgentConfig) -> Remote {
     }
 }
 
-impl Runtime {
+impl Remotes {
     /// The remote agent's card: read again once it is old, or soon when it could not be read.
-    pub(crate) async fn remote_card(&self, remote: &RemoteAgentConfig) -> Result<Card, String> {
+    pub(crate) async fn card(&self, remote: &RemoteAgentConfig) -> Result<Card, String> {
         // The headers are part of the key: other credentials may be shown another card.
         let key = serde_json::to_string(remote).unwrap_or_default();
-        if let Some((at, card)) = self.inner.remote.cards.lock().get(&key) {
+        if let Some((at, card)) = self.cards.lock().get(&key) {
             let fresh = if card.is_ok() {
                 CARD_FRESH
             } else {
@@ -161,13 +161,11 @@ impl Runtime {
         let mut reach = reach(remote);
         reach.timeout = reach.timeout.min(CARD_TIMEOUT);
         let card = self
-            .inner
-            .remote
             .client
             .card(remote.url.trim(), &reach)
             .await
             .map_err(|e| e.to_string());
-        let mut cards = self.inner.remote.cards.lock();
+        let mut cards = self.cards.lock();
         cards.retain(|_, (at, _)| at.elapsed() < CARD_FRESH);
         cards.insert(key, (Instant::now(), card.clone()));
         card
@@ -197,15 +195,15 @@ pub(crate) fn schema() -> Value {
 }
 
 /// The tools of the world's remote agents `agent` may call, described from their cards.
-pub(crate) async fn specs(rt: &Runtime, agent: &Agent) -> Result<Vec<ToolSpec>, RuntimeError> {
-    let world = rt.world(agent.world).await?;
+pub(crate) async fn specs(host: &dyn Host, agent: &Agent) -> Result<Vec<ToolSpec>, RuntimeError> {
+    let world = host.world(agent.world).await?;
     let mut specs = Vec::new();
     for (name, remote) in &world.a2a_agents {
         let tool = format!("{PREFIX}{name}");
         if !super::allowed(agent, &tool) {
             continue;
         }
-        let description = match rt.remote_card(remote).await {
+        let description = match host.remotes().card(remote).await {
             Ok(card) => describe(name, &card),
             Err(e) => format!(
                 "The remote A2A agent {name:?}. (Its Agent Card could not be read just now: {e}.)"

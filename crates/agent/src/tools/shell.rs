@@ -16,7 +16,26 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::fs::confine;
-use crate::runtime::ShellLimits;
+
+/// Bounds on `shell_cmd`.
+#[derive(Clone, Debug)]
+pub struct ShellLimits {
+    /// When the agent names no timeout.
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    /// Bytes of stdout and of stderr kept (the rest is cut, and the result says so).
+    pub max_output: usize,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(600),
+            max_output: 64 * 1024,
+        }
+    }
+}
 
 /// Reads a stream to its end, keeping the first `max` bytes.
 async fn capped(mut r: impl AsyncRead + Unpin, max: usize) -> (Vec<u8>, bool) {

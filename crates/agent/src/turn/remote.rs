@@ -75,7 +75,7 @@ impl Driver<'_> {
         let Some(message) = args.get("message").and_then(Value::as_str) else {
             return Ok(Err("`message` (a string) is required".into()));
         };
-        let card = match self.rt.remote_card(&settings).await {
+        let card = match self.rt.inner.remote.card(&settings).await {
             Ok(card) => card,
             Err(e) => return Ok(Err(e)),
         };

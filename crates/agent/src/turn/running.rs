@@ -28,7 +28,7 @@ impl Driver<'_> {
             self.run_remote(i, &name, &args).await?
         } else {
             let ctx = ToolContext {
-                runtime: self.rt,
+                host: self.rt,
                 agent: &self.agent,
                 dir: &self.dir,
                 cancel: &self.cancel,
