@@ -16,7 +16,9 @@
 //! the engine's rules apply to whoever sent the reply.
 
 use holdpoint_protocol::a2a::Part;
-use holdpoint_protocol::{ApproveScope, Decision, Hold, HoldId, HoldSpec};
+use holdpoint_protocol::{
+    ApprovalSpec, ApproveScope, Decision, Hold, HoldId, HoldSpec, QuestionSpec,
+};
 use serde_json::{Map, Value, json};
 
 /// The prefix of the ids of ADK confirmation requests: `adk-<hold id>`.
@@ -27,14 +29,8 @@ const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 /// update that carries them.
 pub fn held_parts(holds: &[Hold]) -> (Vec<Part>, Map<String, Value>) {
     let mut parts = vec![Part::text(summary(holds))];
-    let approvals: Vec<&Hold> = holds
-        .iter()
-        .filter(|h| matches!(h.spec, HoldSpec::Approval(_)))
-        .collect();
-    for hold in &approvals {
-        let HoldSpec::Approval(a) = &hold.spec else {
-            continue;
-        };
+    let approvals = calls(holds);
+    for (hold, a) in &approvals {
         let mut metadata = Map::new();
         metadata.insert("adk_type".into(), "function_call".into());
         metadata.insert("adk_is_long_running".into(), true.into());
@@ -61,13 +57,12 @@ pub fn held_parts(holds: &[Hold]) -> (Vec<Part>, Map<String, Value>) {
     if !approvals.is_empty() {
         let requests: Vec<Value> = approvals
             .iter()
-            .filter_map(|h| match &h.spec {
-                HoldSpec::Approval(a) => Some(json!({
+            .map(|(h, a)| {
+                json!({
                     "name": a.tool,
                     "args": a.arguments,
                     "id": h.tool_call_id.clone().unwrap_or_else(|| h.id.to_string()),
-                })),
-                HoldSpec::Question(_) => None,
+                })
             })
             .collect();
         parts.push(Part::data(json!({
@@ -159,10 +154,7 @@ pub fn reply_decisions(
     if out.is_empty() {
         let text: Vec<&str> = parts.iter().filter_map(|p| p.text.as_deref()).collect();
         if let Some(decision) = words(&text.join(" ")) {
-            for hold in pending
-                .iter()
-                .filter(|h| matches!(h.spec, HoldSpec::Approval(_)))
-            {
+            for (hold, _) in calls(pending) {
                 out.push((Target::Hold(hold.id), bind(decision.clone(), hold)));
             }
         }
@@ -266,18 +258,12 @@ fn kagent(
         .map(str::to_owned);
     match kind.as_str() {
         Some("approve") => {
-            for hold in pending
-                .iter()
-                .filter(|h| matches!(h.spec, HoldSpec::Approval(_)))
-            {
+            for (hold, _) in calls(pending) {
                 out.push((Target::Hold(hold.id), bind(approve(None), hold)));
             }
         }
         Some("reject" | "deny") => {
-            for hold in pending
-                .iter()
-                .filter(|h| matches!(h.spec, HoldSpec::Approval(_)))
-            {
+            for (hold, _) in calls(pending) {
                 out.push((
                     Target::Hold(hold.id),
                     Decision::Deny {
@@ -339,10 +325,7 @@ fn answer_questions(
             "must be a list, one answer per question",
         ));
     };
-    let questions = pending
-        .iter()
-        .filter(|h| matches!(h.spec, HoldSpec::Question(_)));
-    for (i, (answer, hold)) in answers.iter().zip(questions).enumerate() {
+    for (i, (answer, (hold, q))) in answers.iter().zip(questions(pending)).enumerate() {
         let answer = answer.get("answer").unwrap_or(answer);
         let chosen: Vec<String> = match answer {
             Value::String(s) => vec![s.clone()],
@@ -356,9 +339,6 @@ fn answer_questions(
                     "must be an option or a list of options",
                 ));
             }
-        };
-        let HoldSpec::Question(q) = &hold.spec else {
-            continue;
         };
         // Options may be named by id or by label.
         let options = chosen
@@ -379,6 +359,29 @@ fn answer_questions(
         out.push((Target::Hold(hold.id), Decision::Answer { options }));
     }
     Ok(())
+}
+
+/// The approvals among `holds` (the held tool calls, which ADK's and kagent's shapes carry),
+/// with their specs. Every kind says here whether it is one.
+fn calls(holds: &[Hold]) -> Vec<(&Hold, &ApprovalSpec)> {
+    holds
+        .iter()
+        .filter_map(|h| match &h.spec {
+            HoldSpec::Approval(a) => Some((h, a)),
+            HoldSpec::Question(_) => None,
+        })
+        .collect()
+}
+
+/// The questions among `holds`, with their specs.
+fn questions(holds: &[Hold]) -> Vec<(&Hold, &QuestionSpec)> {
+    holds
+        .iter()
+        .filter_map(|h| match &h.spec {
+            HoldSpec::Question(q) => Some((h, q)),
+            HoldSpec::Approval(_) => None,
+        })
+        .collect()
 }
 
 fn find<'a>(pending: &'a [Hold], id: &str) -> Option<&'a Hold> {

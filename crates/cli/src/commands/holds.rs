@@ -71,8 +71,8 @@ pub struct ListArgs {
     /// `pending` (open holds), `resolved`, `any`, or one status such as `approved`.
     #[arg(long, default_value = "pending")]
     status: String,
-    #[arg(long, value_enum)]
-    kind: Option<Kind>,
+    #[arg(long, value_parser = hold_kind())]
+    kind: Option<HoldKind>,
     /// Only holds of this agent (a runtime agent's id, or the agent an outside program named).
     #[arg(long, value_name = "AGENT")]
     agent: Option<String>,
@@ -92,20 +92,13 @@ pub struct ListArgs {
     common: Common,
 }
 
-/// A hold's kind as `--kind` names it: the protocol's `HoldKind`, spelt as on the wire.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Kind {
-    Approval,
-    Question,
-}
-
-impl From<Kind> for HoldKind {
-    fn from(kind: Kind) -> HoldKind {
-        match kind {
-            Kind::Approval => HoldKind::Approval,
-            Kind::Question => HoldKind::Question,
-        }
-    }
+/// `--kind`: a hold's kind as the wire spells it, the names taken from `HoldKind` itself, so a
+/// new kind is offered without a change here.
+fn hold_kind() -> impl clap::builder::TypedValueParser<Value = HoldKind> {
+    use clap::builder::TypedValueParser;
+    use holdpoint_protocol::VariantArray;
+    clap::builder::PossibleValuesParser::new(HoldKind::VARIANTS.iter().map(|k| k.as_str()))
+        .try_map(|name| HoldKind::parse(&name).ok_or("not a kind of hold"))
 }
 
 #[derive(Args)]
@@ -242,7 +235,7 @@ async fn list(a: ListArgs) -> Result<(), Failure> {
         world: a.world,
         chat: a.chat,
         status: Some(a.status),
-        kind: a.kind.map(HoldKind::from),
+        kind: a.kind,
         agent: a.agent,
         tool: a.tool,
         order: a.urgent.then_some(Order::Urgent),
@@ -510,23 +503,21 @@ impl Watcher<'_> {
 
 #[cfg(test)]
 mod tests {
-    use clap::ValueEnum;
-
-    use super::{HoldKind, Kind};
+    use super::{HoldKind, hold_kind};
 
     #[test]
-    fn kind_names_every_hold_kind_as_the_wire_spells_it() {
-        let named: Vec<(String, HoldKind)> = Kind::value_variants()
-            .iter()
-            .map(|k| {
-                let value = k.to_possible_value().unwrap();
-                (value.get_name().to_owned(), HoldKind::from(*k))
-            })
-            .collect();
-        for (name, kind) in &named {
-            assert_eq!(name, kind.as_str());
+    fn kind_reads_every_hold_kind_as_the_wire_spells_it_and_names_them_when_wrong() {
+        use clap::builder::TypedValueParser;
+        use holdpoint_protocol::VariantArray;
+        let cmd = clap::Command::new("holds");
+        let parse = |text: &str| hold_kind().parse_ref(&cmd, None, std::ffi::OsStr::new(text));
+        for kind in HoldKind::VARIANTS {
+            assert_eq!(parse(kind.as_str()).unwrap(), *kind);
         }
-        let kinds: Vec<HoldKind> = named.iter().map(|(_, k)| *k).collect();
-        assert_eq!(kinds, [HoldKind::Approval, HoldKind::Question]);
+        let refused = parse("decision").unwrap_err().to_string();
+        assert!(
+            refused.contains("approval") && refused.contains("question"),
+            "{refused}"
+        );
     }
 }
