@@ -153,14 +153,26 @@ async fn follow<S: Sender>(sender: &S) -> Result<CancellationToken, ApiError> {
         .engine()
         .events(Some(from), EventFilter::default())
         .await?;
-    let (id, version) = stored.map_or_else(
-        || (uuid::Uuid::now_v7(), 0),
-        |(id, version, _)| (id, version),
-    );
-    let mut cursor = Cursor {
-        name: S::NAME,
-        id,
-        version,
+    let mut cursor = match stored {
+        Some((id, version, _)) => Cursor {
+            name: S::NAME,
+            id,
+            version,
+        },
+        None => {
+            // Recorded at once: a process killed after an event was committed but before it
+            // was scheduled resumes from here, not from a later head that has passed it.
+            let mut cursor = Cursor {
+                name: S::NAME,
+                id: uuid::Uuid::now_v7(),
+                version: 0,
+            };
+            records(&sender)
+                .commit(vec![cursor.to(from)?], vec![])
+                .await?;
+            cursor.moved();
+            cursor
+        }
     };
     tokio::spawn(async move {
         loop {
