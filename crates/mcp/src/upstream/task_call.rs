@@ -82,8 +82,12 @@ pub(super) async fn call(
     timeout: Duration,
 ) -> Result<CallToolResult, Failure> {
     let params = json!({"name": name, "arguments": arguments, "task": {}});
+    // The answer that creates the task is awaited even when the call is given up meanwhile:
+    // a task the server made is cancelled by its id, which only that answer gives (canceling
+    // the request itself would leave the task running).
+    let creating = CancellationToken::new();
     let (created, _following) =
-        ask(link, "tools/call", params, progress, canceled, timeout).await?;
+        ask(link, "tools/call", params, progress, &creating, timeout).await?;
     let created = match created {
         // A server that does not run it as a task after all answers as to a plain call.
         ServerResult::CallToolResult(result) => return Ok(result),
@@ -100,6 +104,10 @@ pub(super) async fn call(
         peer: link.peer.clone(),
         id: Some(id.to_owned()),
     };
+    if canceled.is_cancelled() {
+        // Dropping `running` cancels the task at the server.
+        return Err(Failure::Canceled);
+    }
     let mut poll = poll_interval(task).unwrap_or(DEFAULT_POLL);
     let mut status = status_of(task)?;
     while status == "working" {
