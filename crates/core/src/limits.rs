@@ -88,3 +88,25 @@ pub fn via(field: &str, via: &str) -> Result<(), EngineError> {
     }
     Ok(())
 }
+
+/// A duration written as text (`"120s"`, `"5m"`) within `min..=max`; the error says what was
+/// wrong and what is allowed, with `example` as the example.
+pub fn duration_within(
+    text: &str,
+    (min, max): (std::time::Duration, std::time::Duration),
+    example: &str,
+) -> Result<std::time::Duration, String> {
+    let allowed = || {
+        format!(
+            "give a duration from {} to {}, such as {example}",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        )
+    };
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration ({e}): {}", allowed()))?;
+    if d < min || d > max {
+        return Err(format!("{text:?} is out of range: {}", allowed()));
+    }
+    Ok(d)
+}

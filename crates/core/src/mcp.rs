@@ -193,20 +193,7 @@ pub fn max_message_size(server: &UpstreamConfig) -> usize {
 
 /// A `call_timeout`: a duration within [`CALL_TIMEOUTS`].
 fn parse_call_timeout(text: &str) -> Result<Duration, String> {
-    let (min, max) = CALL_TIMEOUTS;
-    let allowed = || {
-        format!(
-            "give a duration from {} to {}, such as \"60s\" or \"5m\"",
-            humantime::format_duration(min),
-            humantime::format_duration(max)
-        )
-    };
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?} is not a duration ({e}): {}", allowed()))?;
-    if d < min || d > max {
-        return Err(format!("{text:?} is out of range: {}", allowed()));
-    }
-    Ok(d)
+    crate::limits::duration_within(text, CALL_TIMEOUTS, "\"60s\" or \"5m\"")
 }
 
 /// A `max_message_size`: bytes, or a number of `KiB` or `MiB`, within [`MESSAGE_SIZES`].

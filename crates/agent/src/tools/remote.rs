@@ -91,20 +91,7 @@ pub(crate) fn check(agents: &BTreeMap<String, RemoteAgentConfig>) -> Result<(), 
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let (min, max) = TIMEOUTS;
-    let allowed = || {
-        format!(
-            "give a duration from {} to {}, such as \"120s\" or \"5m\"",
-            humantime::format_duration(min),
-            humantime::format_duration(max)
-        )
-    };
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("{text:?} is not a duration ({e}): {}", allowed()))?;
-    if d < min || d > max {
-        return Err(format!("{text:?} is out of range: {}", allowed()));
-    }
-    Ok(d)
+    holdpoint_core::limits::duration_within(text, TIMEOUTS, "\"120s\" or \"5m\"")
 }
 
 /// How long the remote agent may take over one request.
