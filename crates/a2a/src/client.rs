@@ -3,10 +3,13 @@
 //! `message/stream` for a card of 0.3's shape: a top-level `url` and no
 //! `supportedInterfaces`), answering Google ADK's confirmation requests, and cancelling a task.
 //!
-//! The answer is read as it streams and summed up in a [`Reply`]: the task and context, the
-//! state the task ended or stopped in, its text, and the tool calls it asks a person to confirm
-//! (ADK's `adk_request_confirmation`). Whatever cannot be read as A2A is a [`ClientError`]
-//! that says what came, so a broken agent is a clear error, never a wait.
+//! The answer is read as it streams: its text is told to the caller piece by piece as it comes
+//! ([`Progress`]), and the whole is summed up in a [`Reply`]: the task and context, the state
+//! the task ended or stopped in, its text, and the tool calls it asks its caller to confirm, in
+//! whichever of the three shapes it asked (Google ADK's `adk_request_confirmation`, kagent's
+//! `tool_approval` interrupt, Holdpoint's own holds), which is the shape the answer goes back
+//! in ([`Shape`]). Whatever cannot be read as A2A is a [`ClientError`] that says what came, so
+//! a broken agent is a clear error, never a wait.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,6 +17,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
+
+use holdpoint_protocol::{ApproveScope, Decision};
 
 use crate::jsonrpc::Version;
 
@@ -31,6 +36,8 @@ pub const ADK_CONFIRMATION: &str = "adk_request_confirmation";
 pub enum ClientError {
     #[error("could not reach {url}: {message}")]
     Unreachable { url: String, message: String },
+    #[error("{url} broke off its answer: {message}")]
+    Broken { url: String, message: String },
     #[error("{url} did not answer within {waited:?}")]
     Timeout { url: String, waited: Duration },
     #[error("{url} answered HTTP {status}: {body}")]
@@ -102,16 +109,53 @@ impl State {
     }
 }
 
-/// A tool call the remote agent asks its caller to confirm (ADK's `adk_request_confirmation`).
+/// The shape a remote agent asked for a confirmation in, which is the shape its answer takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Google ADK's `adk_request_confirmation` function call, answered by its function
+    /// response `{"confirmed": true|false}`.
+    Adk,
+    /// kagent's `{"interrupt_type": "tool_approval", "action_requests": [...]}`, answered by
+    /// `{"decision_type": "approve"}`, `{"decision_type": "reject", "rejection_reason"}`, or
+    /// for several calls `batch` with a decision per call.
+    Kagent,
+    /// Holdpoint's `{"holdpoint": {"holds": [...]}}`, answered by
+    /// `{"holdpoint": {"decisions": [{"hold", "decision"}]}}`, an approval bound to the digest
+    /// it showed.
+    Holdpoint,
+}
+
+/// A tool call the remote agent asks its caller to confirm.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Confirmation {
-    /// The confirmation's id (`adk-…`), which the answer must name.
+    /// What the answer must name: ADK's confirmation id (`adk-…`), kagent's call id,
+    /// Holdpoint's hold id.
     pub id: String,
     /// The remote tool and its arguments.
     pub tool: String,
     pub arguments: Value,
     /// What the remote agent says of it.
     pub hint: Option<String>,
+    pub shape: Shape,
+    /// Holdpoint's: the digest of the arguments it showed, which an approval is bound to.
+    pub digest: Option<String>,
+}
+
+/// The answer to a confirmation: whether it is given, and why not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub confirmed: bool,
+    pub reason: Option<String>,
+}
+
+/// What a stream tells as it comes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Progress<'a> {
+    /// The task's id, as soon as it is known (to cancel it meanwhile).
+    Task(&'a str),
+    /// A piece of the remote agent's text: an artifact's, a working status message's, or the
+    /// question of a task that waits for words.
+    Text(&'a str),
 }
 
 /// A message's answer, as far as it went.
@@ -133,8 +177,8 @@ pub struct Outgoing {
     pub context_id: Option<String>,
     pub task_id: Option<String>,
     pub text: Option<String>,
-    /// Answers to confirmations: the confirmation's id, and whether it is confirmed.
-    pub confirmations: Vec<(String, bool)>,
+    /// Answers to confirmations, each in the shape it was asked in.
+    pub confirmations: Vec<(Confirmation, Answer)>,
 }
 
 /// One remote agent, reached with its headers and its timeout.
@@ -200,13 +244,13 @@ impl Client {
     }
 
     /// Sends a message and reads the answer until the task ends or waits for input;
-    /// `on_task` is told the task's id as soon as it is known (to cancel it meanwhile).
+    /// `on_progress` is told the task's id and the text as they come.
     pub async fn send(
         &self,
         card: &Card,
         remote: &Remote,
         message: &Outgoing,
-        on_task: &(dyn Fn(&str) + Send + Sync),
+        on_progress: &(dyn Fn(Progress<'_>) + Send + Sync),
     ) -> Result<Reply, ClientError> {
         let url = &card.endpoint;
         let (method, message) = match card.version {
@@ -227,7 +271,7 @@ impl Client {
             .json(&body);
         within(url, remote.timeout, async {
             let response = send(url, request).await?;
-            read_stream(url, response, on_task).await
+            read_stream(url, response, on_progress).await
         })
         .await
     }
@@ -416,9 +460,7 @@ fn message_v1(m: &Outgoing) -> Value {
     if let Some(text) = &m.text {
         parts.push(json!({"text": text}));
     }
-    for (id, confirmed) in &m.confirmations {
-        parts.push(confirmation_part(id, *confirmed));
-    }
+    parts.extend(answer_parts(&m.confirmations));
     let mut message = json!({
         "messageId": uuid::Uuid::now_v7().to_string(),
         "role": "ROLE_USER",
@@ -433,8 +475,7 @@ fn message_v03(m: &Outgoing) -> Value {
     if let Some(text) = &m.text {
         parts.push(json!({"kind": "text", "text": text}));
     }
-    for (id, confirmed) in &m.confirmations {
-        let mut part = confirmation_part(id, *confirmed);
+    for mut part in answer_parts(&m.confirmations) {
         part["kind"] = json!("data");
         parts.push(part);
     }
@@ -448,13 +489,71 @@ fn message_v03(m: &Outgoing) -> Value {
     message
 }
 
-/// ADK's answer to a confirmation request: a function response, which ADK reads only with
-/// `metadata.adk_type` and in the task's own task and context.
-fn confirmation_part(id: &str, confirmed: bool) -> Value {
-    json!({
-        "data": {"name": ADK_CONFIRMATION, "id": id, "response": {"confirmed": confirmed}},
-        "metadata": {"adk_type": "function_response"},
-    })
+/// The data parts that answer confirmations, each shape its own way: ADK's one function
+/// response per confirmation (which ADK reads only with `metadata.adk_type`, in the task's own
+/// task and context), kagent's one decision (a batch for several calls), Holdpoint's one list
+/// of decisions per hold.
+fn answer_parts(answers: &[(Confirmation, Answer)]) -> Vec<Value> {
+    let mut parts = Vec::new();
+    let of = |shape: Shape| -> Vec<&(Confirmation, Answer)> {
+        answers.iter().filter(|(c, _)| c.shape == shape).collect()
+    };
+    for (c, a) in of(Shape::Adk) {
+        parts.push(json!({
+            "data": {"name": ADK_CONFIRMATION, "id": c.id, "response": {"confirmed": a.confirmed}},
+            "metadata": {"adk_type": "function_response"},
+        }));
+    }
+    let kagent = of(Shape::Kagent);
+    match kagent.as_slice() {
+        [] => {}
+        [(_, a)] if a.confirmed => parts.push(json!({"data": {"decision_type": "approve"}})),
+        [(_, a)] => {
+            let mut reject = json!({"decision_type": "reject"});
+            if let Some(reason) = &a.reason {
+                reject["rejection_reason"] = json!(reason);
+            }
+            parts.push(json!({ "data": reject }));
+        }
+        several => {
+            let mut decisions = serde_json::Map::new();
+            let mut reasons = serde_json::Map::new();
+            for (c, a) in several {
+                let verdict = if a.confirmed { "approve" } else { "reject" };
+                decisions.insert(c.id.clone(), json!(verdict));
+                if let (false, Some(reason)) = (a.confirmed, &a.reason) {
+                    reasons.insert(c.id.clone(), json!(reason));
+                }
+            }
+            parts.push(
+                json!({"data": {"decision_type": "batch", "decisions": decisions,
+                "rejection_reasons": reasons}}),
+            );
+        }
+    }
+    let holdpoint = of(Shape::Holdpoint);
+    if !holdpoint.is_empty() {
+        let decisions: Vec<Value> = holdpoint
+            .iter()
+            .map(|(c, a)| {
+                let decision = if a.confirmed {
+                    Decision::Approve {
+                        scope: ApproveScope::Once,
+                        expires_in: None,
+                        digest: c.digest.clone(),
+                        reason: None,
+                    }
+                } else {
+                    Decision::Deny {
+                        reason: a.reason.clone(),
+                    }
+                };
+                json!({"hold": c.id, "decision": decision})
+            })
+            .collect();
+        parts.push(json!({"data": {"holdpoint": {"decisions": decisions}}}));
+    }
+    parts
 }
 
 fn ids(message: &mut Value, m: &Outgoing) {
@@ -482,7 +581,7 @@ fn rpc_error(answer: &Value) -> Option<ClientError> {
 async fn read_stream(
     url: &str,
     response: reqwest::Response,
-    on_task: &(dyn Fn(&str) + Send + Sync),
+    on_progress: &(dyn Fn(Progress<'_>) + Send + Sync),
 ) -> Result<Reply, ClientError> {
     let event_stream = response
         .headers()
@@ -493,6 +592,7 @@ async fn read_stream(
     if !event_stream {
         let body = read_all(url, response).await?;
         reader.event(&String::from_utf8_lossy(&body))?;
+        reader.tell(on_progress);
         return reader.finish();
     }
     let mut body = response.bytes_stream();
@@ -500,7 +600,9 @@ async fn read_stream(
     let mut data = String::new();
     let mut read = 0usize;
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ClientError::Unreachable {
+        // The answer had begun: a failure now is the agent's (it crashed, or the connection
+        // was cut), not a wrong address.
+        let chunk = chunk.map_err(|e| ClientError::Broken {
             url: url.to_owned(),
             message: error_chain(&e),
         })?;
@@ -516,9 +618,7 @@ async fn read_stream(
             if line.is_empty() {
                 if !data.is_empty() {
                     reader.event(&std::mem::take(&mut data))?;
-                    if let Some(task) = &reader.reply.task_id {
-                        on_task(task);
-                    }
+                    reader.tell(on_progress);
                     if reader.reply.state.stops() {
                         return reader.finish();
                     }
@@ -533,6 +633,7 @@ async fn read_stream(
     }
     if !data.is_empty() {
         reader.event(&data)?;
+        reader.tell(on_progress);
     }
     reader.finish()
 }
@@ -549,6 +650,10 @@ struct Reader {
     status_text: String,
     /// The answer was a bare message.
     message: bool,
+    /// Text that came and was not told yet.
+    told: Vec<String>,
+    /// The task's id, as last told.
+    told_task: Option<String>,
 }
 
 impl Reader {
@@ -566,6 +671,21 @@ impl Reader {
             artifacts: Vec::new(),
             status_text: String::new(),
             message: false,
+            told: Vec::new(),
+            told_task: None,
+        }
+    }
+
+    /// Tells what came since the last time: the task's id when it is new, and the text.
+    fn tell(&mut self, on_progress: &(dyn Fn(Progress<'_>) + Send + Sync)) {
+        if self.reply.task_id != self.told_task {
+            self.told_task = self.reply.task_id.clone();
+            if let Some(task) = &self.told_task {
+                on_progress(Progress::Task(task));
+            }
+        }
+        for text in self.told.drain(..) {
+            on_progress(Progress::Text(&text));
         }
     }
 
@@ -619,11 +739,11 @@ impl Reader {
                 {
                     self.artifact(artifact, false);
                 }
-                self.status(body.get("status"))?;
+                self.status(body.get("status"), body.get("metadata"))?;
             }
             "statusUpdate" | "status-update" => {
                 ids(&mut self.reply, body.get("taskId"), body.get("contextId"));
-                self.status(body.get("status"))?;
+                self.status(body.get("status"), body.get("metadata"))?;
             }
             "artifactUpdate" | "artifact-update" => {
                 ids(&mut self.reply, body.get("taskId"), body.get("contextId"));
@@ -636,12 +756,20 @@ impl Reader {
             "message" => {
                 ids(&mut self.reply, body.get("taskId"), body.get("contextId"));
                 self.status_text = texts(body);
+                self.say(self.status_text.clone());
                 self.message = true;
                 self.reply.state = State::Completed;
             }
             other => return Err(self.garbage(format!("an event of kind {other:?}"))),
         }
         Ok(())
+    }
+
+    /// Keeps `text` to be told, when there is any.
+    fn say(&mut self, text: String) {
+        if !text.is_empty() {
+            self.told.push(text);
+        }
     }
 
     fn artifact(&mut self, artifact: &Value, append: bool) {
@@ -651,14 +779,33 @@ impl Reader {
             .unwrap_or("")
             .to_owned();
         let text = texts(artifact);
-        match self.artifacts.iter_mut().find(|(a, _)| *a == id) {
-            Some((_, t)) if append => t.push_str(&text),
-            Some((_, t)) => *t = text,
-            None => self.artifacts.push((id, text)),
-        }
+        // What is new: an appended piece, or what a replacement adds to the text it replaces.
+        let new = match self.artifacts.iter_mut().find(|(a, _)| *a == id) {
+            Some((_, t)) if append => {
+                t.push_str(&text);
+                text
+            }
+            Some((_, t)) => {
+                let new = match text.strip_prefix(t.as_str()) {
+                    Some(rest) => rest.to_owned(),
+                    None => format!("\n{text}"),
+                };
+                *t = text;
+                new
+            }
+            None => {
+                self.artifacts.push((id, text.clone()));
+                text
+            }
+        };
+        self.say(new);
     }
 
-    fn status(&mut self, status: Option<&Value>) -> Result<(), ClientError> {
+    fn status(
+        &mut self,
+        status: Option<&Value>,
+        metadata: Option<&Value>,
+    ) -> Result<(), ClientError> {
         let Some(state) = status.and_then(|s| s.get("state")).and_then(Value::as_str) else {
             return Err(self.garbage("a status without a state"));
         };
@@ -667,10 +814,17 @@ impl Reader {
         self.reply.confirmations.clear();
         if let Some(message) = message {
             let text = texts(message);
+            self.reply.confirmations = confirmations(message, metadata);
+            // Told: what the agent says while it works, and the question of a task waiting
+            // for words; not the text beside confirmations, which become holds of their own.
+            if matches!(self.reply.state, State::Working | State::Submitted)
+                || (self.reply.state == State::InputRequired && self.reply.confirmations.is_empty())
+            {
+                self.say(text.clone());
+            }
             if !text.is_empty() {
                 self.status_text = text;
             }
-            self.reply.confirmations = confirmations(message);
         }
         Ok(())
     }
@@ -712,28 +866,63 @@ fn texts(holder: &Value) -> String {
         .join("\n")
 }
 
-/// ADK's confirmation requests in a status message.
-fn confirmations(message: &Value) -> Vec<Confirmation> {
-    message
+/// The confirmations a status message asks for, in one shape: Holdpoint's holds when it
+/// carries them (a Holdpoint agent writes all three shapes, and its own is the one bound to
+/// digests); else kagent's, and else ADK's.
+///
+/// kagent (0.10.4) asks as ADK does, with `adk_request_confirmation` parts, but marks them
+/// `kagent_type` where ADK writes `adk_type`, and reads only its own answer: `decision_type`,
+/// a batch naming each call by the id of the original function call. The tool-approval summary
+/// `{"interrupt_type": "tool_approval", "action_requests": [{name, args, id}]}` (in a data part,
+/// or in the metadata of the message or of the update), which kagent's UI reads, is answered
+/// the same way.
+fn confirmations(message: &Value, metadata: Option<&Value>) -> Vec<Confirmation> {
+    let parts: Vec<&Value> = message
         .get("parts")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .collect();
+    let data: Vec<&Value> = parts.iter().filter_map(|p| p.get("data")).collect();
+    let holdpoint: Vec<Confirmation> = data
+        .iter()
+        .filter_map(|d| d.get("holdpoint")?.get("holds")?.as_array())
+        .flatten()
+        .filter(|h| h.get("kind").and_then(Value::as_str) == Some("approval"))
+        .filter_map(|h| {
+            Some(Confirmation {
+                id: h.get("id")?.as_str()?.to_owned(),
+                tool: text_of(h, "tool"),
+                arguments: h.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                hint: None,
+                shape: Shape::Holdpoint,
+                digest: h.get("digest").and_then(Value::as_str).map(str::to_owned),
+            })
+        })
+        .collect();
+    if !holdpoint.is_empty() {
+        return holdpoint;
+    }
+    let adk: Vec<Confirmation> = parts
+        .iter()
         .filter_map(|p| {
-            let data = p.get("data")?;
-            if data.get("name").and_then(Value::as_str) != Some(ADK_CONFIRMATION) {
+            let d = p.get("data")?;
+            if d.get("name").and_then(Value::as_str) != Some(ADK_CONFIRMATION) {
                 return None;
             }
-            let id = data.get("id")?.as_str()?.to_owned();
-            let args = data.get("args");
+            let args = d.get("args");
             let call = args.and_then(|a| a.get("originalFunctionCall"));
+            let kagent = p
+                .get("metadata")
+                .is_some_and(|m| m.get("kagent_type").is_some() && m.get("adk_type").is_none());
+            let id = if kagent {
+                call.and_then(|c| c.get("id"))?.as_str()?
+            } else {
+                d.get("id")?.as_str()?
+            };
             Some(Confirmation {
-                id,
-                tool: call
-                    .and_then(|c| c.get("name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
+                id: id.to_owned(),
+                tool: call.map(|c| text_of(c, "name")).unwrap_or_default(),
                 arguments: call
                     .and_then(|c| c.get("args"))
                     .cloned()
@@ -743,9 +932,43 @@ fn confirmations(message: &Value) -> Vec<Confirmation> {
                     .and_then(|t| t.get("hint"))
                     .and_then(Value::as_str)
                     .map(str::to_owned),
+                shape: if kagent { Shape::Kagent } else { Shape::Adk },
+                digest: None,
+            })
+        })
+        .collect();
+    if !adk.is_empty() {
+        return adk;
+    }
+    let holders = || {
+        data.iter()
+            .copied()
+            .chain(message.get("metadata"))
+            .chain(metadata)
+    };
+    if !holders().any(|d| d.get("interrupt_type").and_then(Value::as_str) == Some("tool_approval"))
+    {
+        return Vec::new();
+    }
+    holders()
+        .find_map(|d| d.get("action_requests")?.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            Some(Confirmation {
+                id: r.get("id")?.as_str()?.to_owned(),
+                tool: text_of(r, "name"),
+                arguments: r.get("args").cloned().unwrap_or_else(|| json!({})),
+                hint: None,
+                shape: Shape::Kagent,
+                digest: None,
             })
         })
         .collect()
+}
+
+fn text_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
 #[cfg(test)]
@@ -783,7 +1006,141 @@ mod tests {
                 tool: "transfer".into(),
                 arguments: json!({"amount": 5.0}),
                 hint: Some("Approve?".into()),
+                shape: Shape::Adk,
+                digest: None,
             }]
+        );
+    }
+
+    #[test]
+    fn kagents_and_holdpoints_requests_are_read_in_their_shapes() {
+        let status = |parts: Value, metadata: Value| {
+            read(&[json!({"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "metadata": metadata,
+                "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"parts": parts}}}}})])
+            .unwrap()
+            .confirmations
+        };
+        // kagent 0.10.4: ADK's request, marked kagent_type, named by the original call's id.
+        let kagent = status(
+            json!([{"data": {"id": "adk-9", "name": "adk_request_confirmation",
+                "args": {"originalFunctionCall": {"id": "call_1", "name": "delete", "args": {"path": "/x"}}}},
+                "metadata": {"kagent_type": "function_call", "kagent_is_long_running": true}}]),
+            json!({}),
+        );
+        assert_eq!(
+            (
+                kagent[0].shape,
+                kagent[0].id.as_str(),
+                kagent[0].tool.as_str()
+            ),
+            (Shape::Kagent, "call_1", "delete")
+        );
+        // The tool-approval summary, its requests in the update's metadata.
+        let summary = status(
+            json!([{"text": "Approve?"}]),
+            json!({"interrupt_type": "tool_approval", "action_requests": [{"name": "rm", "args": {"p": 1}, "id": "r1"}]}),
+        );
+        assert_eq!(
+            summary,
+            [Confirmation {
+                id: "r1".into(),
+                tool: "rm".into(),
+                arguments: json!({"p": 1}),
+                hint: None,
+                shape: Shape::Kagent,
+                digest: None,
+            }]
+        );
+        // Holdpoint's own holds win over the ADK and kagent shapes beside them.
+        let holdpoint = status(
+            json!([
+                {"data": {"id": "adk-h1", "name": "adk_request_confirmation", "args": {"originalFunctionCall": {"id": "c", "name": "x", "args": {}}}},
+                 "metadata": {"adk_type": "function_call"}},
+                {"data": {"holdpoint": {"holds": [
+                    {"id": "h1", "kind": "approval", "tool": "x", "arguments": {"a": 1}, "digest": "d1"},
+                    {"id": "h2", "kind": "question", "question": "?"}]}}},
+            ]),
+            json!({}),
+        );
+        assert_eq!(holdpoint.len(), 1, "{holdpoint:?}");
+        assert_eq!(
+            (
+                holdpoint[0].shape,
+                holdpoint[0].id.as_str(),
+                holdpoint[0].digest.as_deref()
+            ),
+            (Shape::Holdpoint, "h1", Some("d1"))
+        );
+    }
+
+    #[test]
+    fn answers_go_back_in_the_shape_they_were_asked_in() {
+        let asked = |id: &str, shape: Shape| Confirmation {
+            id: id.into(),
+            tool: "t".into(),
+            arguments: json!({}),
+            hint: None,
+            shape,
+            digest: Some("d".into()),
+        };
+        let yes = Answer {
+            confirmed: true,
+            reason: None,
+        };
+        let no = Answer {
+            confirmed: false,
+            reason: Some("not now".into()),
+        };
+        let parts = answer_parts(&[(asked("adk-1", Shape::Adk), yes.clone())]);
+        assert_eq!(parts[0]["data"]["response"], json!({"confirmed": true}));
+        assert_eq!(parts[0]["metadata"]["adk_type"], "function_response");
+        let parts = answer_parts(&[(asked("c1", Shape::Kagent), no.clone())]);
+        assert_eq!(
+            parts[0]["data"],
+            json!({"decision_type": "reject", "rejection_reason": "not now"})
+        );
+        let parts = answer_parts(&[
+            (asked("c1", Shape::Kagent), yes.clone()),
+            (asked("c2", Shape::Kagent), no.clone()),
+        ]);
+        assert_eq!(
+            parts[0]["data"],
+            json!({"decision_type": "batch", "decisions": {"c1": "approve", "c2": "reject"},
+                   "rejection_reasons": {"c2": "not now"}})
+        );
+        let parts = answer_parts(&[
+            (asked("h1", Shape::Holdpoint), yes),
+            (asked("h2", Shape::Holdpoint), no),
+        ]);
+        assert_eq!(
+            parts[0]["data"]["holdpoint"]["decisions"],
+            json!([{"hold": "h1", "decision": {"action": "approve", "scope": "once", "digest": "d"}},
+                   {"hold": "h2", "decision": {"action": "deny", "reason": "not now"}}])
+        );
+    }
+
+    #[test]
+    fn text_is_told_as_it_comes() {
+        let mut r = Reader::new("http://x/");
+        let told = std::sync::Mutex::new(Vec::<String>::new());
+        let on = |p: Progress<'_>| {
+            told.lock().unwrap().push(match p {
+                Progress::Task(t) => format!("task {t}"),
+                Progress::Text(t) => t.to_owned(),
+            })
+        };
+        for e in [
+            json!({"result": {"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING", "message": {"parts": [{"text": "Looking"}]}}}}}),
+            json!({"result": {"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a", "parts": [{"text": "Hel"}]}}}}),
+            json!({"result": {"artifactUpdate": {"taskId": "t", "append": true, "artifact": {"artifactId": "a", "parts": [{"text": "lo"}]}}}}),
+            json!({"result": {"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a", "parts": [{"text": "Hello!"}]}}}}),
+        ] {
+            r.event(&e.to_string()).unwrap();
+            r.tell(&on);
+        }
+        assert_eq!(
+            *told.lock().unwrap(),
+            ["task t", "Looking", "Hel", "lo", "!"]
         );
     }
 

@@ -187,6 +187,16 @@ pub enum EventPayload {
         call: String,
         name: String,
     },
+    /// Text a running tool call streams while it runs (a remote A2A agent's answer as it
+    /// comes, or its question), pieces in order. Shown to people; the LLM gets the call's
+    /// result (`turn.tool_finished`) only.
+    #[serde(rename = "turn.tool_text")]
+    #[strum_discriminants(strum(serialize = "turn.tool_text"))]
+    TurnToolText {
+        turn: TurnId,
+        call: String,
+        text: String,
+    },
     /// A tool call's result is final (whether or not it ran).
     #[serde(rename = "turn.tool_finished")]
     #[strum_discriminants(strum(serialize = "turn.tool_finished"))]

@@ -7,7 +7,7 @@
 // (`HoldKind.Approval === "approval"`); the typedef of the same name is the union of
 // those names, for the type check (`@param {import("./wire.js").HoldKind} kind`).
 
-/** @typedef {"hold.created" | "hold.reminded" | "hold.voted" | "hold.awaiting_confirm" | "hold.decided" | "hold.expired" | "hold.withdrawn" | "call.allowed" | "call.denied" | "grant.created" | "grant.revoked" | "policy.changed" | "world.created" | "world.updated" | "world.deleted" | "agent.created" | "agent.updated" | "agent.deleted" | "chat.created" | "chat.updated" | "chat.deleted" | "token.created" | "token.revoked" | "webhook.created" | "webhook.deleted" | "message.created" | "turn.started" | "turn.text" | "turn.tool_call" | "turn.tool_started" | "turn.tool_finished" | "turn.finished" | "turn.failed" | "turn.canceled" | "turn.stopped"} EventType */
+/** @typedef {"hold.created" | "hold.reminded" | "hold.voted" | "hold.awaiting_confirm" | "hold.decided" | "hold.expired" | "hold.withdrawn" | "call.allowed" | "call.denied" | "grant.created" | "grant.revoked" | "policy.changed" | "world.created" | "world.updated" | "world.deleted" | "agent.created" | "agent.updated" | "agent.deleted" | "chat.created" | "chat.updated" | "chat.deleted" | "token.created" | "token.revoked" | "webhook.created" | "webhook.deleted" | "message.created" | "turn.started" | "turn.text" | "turn.tool_call" | "turn.tool_started" | "turn.tool_text" | "turn.tool_finished" | "turn.finished" | "turn.failed" | "turn.canceled" | "turn.stopped"} EventType */
 /** An event's `type`. */
 export const EventType = Object.freeze({
   HoldCreated: "hold.created",
@@ -40,6 +40,7 @@ export const EventType = Object.freeze({
   TurnText: "turn.text",
   TurnToolCall: "turn.tool_call",
   TurnToolStarted: "turn.tool_started",
+  TurnToolText: "turn.tool_text",
   TurnToolFinished: "turn.tool_finished",
   TurnFinished: "turn.finished",
   TurnFailed: "turn.failed",
@@ -82,6 +83,7 @@ export const EVENT_TYPES = Object.freeze([
   "turn.text",
   "turn.tool_call",
   "turn.tool_started",
+  "turn.tool_text",
   "turn.tool_finished",
   "turn.finished",
   "turn.failed",

@@ -39,7 +39,7 @@ impl Driver<'_> {
             };
             llm.complete(request, &mut on_text).await
         };
-        let both = async { tokio::join!(complete, self.stream_text(rx)) };
+        let both = async { tokio::join!(complete, self.stream_text(rx, None)) };
         let (completion, ()) = tokio::select! {
             () = self.cancel.cancelled() => return Err(Stop::Canceled),
             both = both => both,
@@ -96,8 +96,13 @@ impl Driver<'_> {
         self.save(writes, events).await
     }
 
-    /// Records streamed text as `turn.text` events, a piece at most every `text_flush`.
-    async fn stream_text(&self, mut rx: mpsc::UnboundedReceiver<String>) {
+    /// Records streamed text as `turn.text` events (`turn.tool_text` for what the running call
+    /// `call` streams), a piece at most every `text_flush`.
+    pub(super) async fn stream_text(
+        &self,
+        mut rx: mpsc::UnboundedReceiver<String>,
+        call: Option<&str>,
+    ) {
         let every = self.rt.inner.config.text_flush;
         let mut buffer = String::new();
         let mut since = Instant::now();
@@ -108,7 +113,7 @@ impl Driver<'_> {
                 match tokio::time::timeout(every.saturating_sub(since.elapsed()), rx.recv()).await {
                     Ok(piece) => piece,
                     Err(_) => {
-                        self.emit_text(std::mem::take(&mut buffer)).await;
+                        self.emit_text(std::mem::take(&mut buffer), call).await;
                         since = Instant::now();
                         continue;
                     }
@@ -123,7 +128,7 @@ impl Driver<'_> {
                 }
                 None => {
                     if !buffer.is_empty() {
-                        self.emit_text(buffer).await;
+                        self.emit_text(buffer, call).await;
                     }
                     return;
                 }
@@ -131,10 +136,15 @@ impl Driver<'_> {
         }
     }
 
-    async fn emit_text(&self, text: String) {
-        let event = self.event(EventPayload::TurnText {
-            turn: self.turn.id,
-            text,
+    async fn emit_text(&self, text: String, call: Option<&str>) {
+        let turn = self.turn.id;
+        let event = self.event(match call {
+            None => EventPayload::TurnText { turn, text },
+            Some(call) => EventPayload::TurnToolText {
+                turn,
+                call: call.to_owned(),
+                text,
+            },
         });
         if let Err(e) = self.rt.commit(vec![], vec![event]).await {
             tracing::warn!(turn = %self.turn.id, error = %e, "could not record streamed text");

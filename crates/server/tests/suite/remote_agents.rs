@@ -289,12 +289,27 @@ enum Mode {
     Ask,
     /// As `Echo`, in A2A 0.3 (a card with a top-level `url`, `kind`ed events).
     Echo03,
+    /// A task that says "first piece", waits until the test releases it, then says the
+    /// rest and completes.
+    Stream,
+    /// A task that says "partial answer", then its connection breaks (the agent crashed).
+    Crash,
+    /// A task that starts, then sends something that is not JSON.
+    GarbageLater,
+    /// Input-required in kagent's shapes (ADK's requests marked `kagent_type`, one per
+    /// call: `calls` of them, ids `call_1`…; or, with `summary`, the tool-approval summary in
+    /// the update's metadata); then, in that task, completes saying what it got.
+    Kagent { calls: usize, summary: bool },
+    /// Input-required with an ADK confirmation; the answer's connection then breaks.
+    AskThenCrash,
 }
 
 /// A remote A2A agent (1.0) on loopback, recording the JSON-RPC requests it gets.
 struct Fake {
     url: String,
     requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    /// Lets a `Stream` task finish.
+    release: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Fake {
@@ -314,6 +329,8 @@ impl Fake {
             })
         };
         let seen = requests.clone();
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let gate = release.clone();
         let app = axum::Router::new()
             .route(
                 "/.well-known/agent-card.json",
@@ -323,11 +340,16 @@ impl Fake {
                 "/rpc",
                 post(move |axum::Json(body): axum::Json<Value>| {
                     let seen = seen.clone();
-                    async move { answer(mode, &seen, body) }
+                    let gate = gate.clone();
+                    async move { answer(mode, &seen, body, gate) }
                 }),
             );
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Fake { url, requests }
+        Fake {
+            url,
+            requests,
+            release,
+        }
     }
 
     fn requests(&self, method: &str) -> Vec<Value> {
@@ -345,6 +367,7 @@ fn answer(
     mode: Mode,
     seen: &std::sync::Mutex<Vec<Value>>,
     body: Value,
+    release: std::sync::Arc<tokio::sync::Notify>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let id = body["id"].clone();
@@ -430,7 +453,131 @@ fn answer(
             ))
         }
         Mode::Garbage => sse(axum::body::Body::from("data: this is not json\n\n")),
+        Mode::GarbageLater => sse(axum::body::Body::from(format!(
+            "{started}data: {{\"jsonrpc\": \"2.0\", \"result\": {{broken\n\n"
+        ))),
+        Mode::Stream => {
+            use futures_util::StreamExt;
+            let piece = |text: &str, append: bool| {
+                event(
+                    json!({"artifactUpdate": {"taskId": task, "contextId": context, "append": append,
+                    "artifact": {"artifactId": "a", "parts": [{"text": text}]}}}),
+                )
+            };
+            let first = format!("{started}{}", piece("first piece", false));
+            let rest = format!(
+                "{}{}",
+                piece(" and the rest", true),
+                event(
+                    json!({"statusUpdate": {"taskId": task, "contextId": context,
+                    "status": {"state": "TASK_STATE_COMPLETED"}}})
+                )
+            );
+            let body = futures_util::stream::once(async move {
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(first))
+            })
+            .chain(futures_util::stream::once(async move {
+                release.notified().await;
+                Ok(axum::body::Bytes::from(rest))
+            }));
+            sse(axum::body::Body::from_stream(body))
+        }
+        Mode::Crash => crash(
+            format!(
+                "{started}{}",
+                event(
+                    json!({"artifactUpdate": {"taskId": task, "contextId": context,
+                    "artifact": {"artifactId": "a", "parts": [{"text": "partial answer"}]}}})
+                )
+            ),
+            Some(release),
+        ),
+        Mode::AskThenCrash if message.get("taskId").is_some() => crash(String::new(), None),
+        Mode::AskThenCrash => sse(axum::body::Body::from(format!(
+            "{started}{}",
+            event(
+                json!({"statusUpdate": {"taskId": task, "contextId": context,
+                "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"role": "ROLE_AGENT", "parts": [
+                    {"data": {"id": "adk-1", "name": "adk_request_confirmation",
+                        "args": {"originalFunctionCall": {"id": "call_1", "name": "wipe", "args": {"disk": "d1"}}}},
+                     "metadata": {"adk_type": "function_call", "adk_is_long_running": true}}]}}}})
+            )
+        ))),
+        Mode::Kagent { .. } if message.get("taskId").is_some() => {
+            let got: Vec<Value> = message["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p.get("data").cloned())
+                .collect();
+            let task = message["taskId"].as_str().unwrap();
+            sse(axum::body::Body::from(format!(
+                "{}{}",
+                event(
+                    json!({"artifactUpdate": {"taskId": task, "contextId": context,
+                    "artifact": {"artifactId": "a", "parts": [{"text": format!("got {}", Value::Array(got))}]}}})
+                ),
+                event(
+                    json!({"statusUpdate": {"taskId": task, "contextId": context,
+                    "status": {"state": "TASK_STATE_COMPLETED"}}})
+                ),
+            )))
+        }
+        Mode::Kagent { calls, summary } => {
+            let ids: Vec<String> = (1..=calls).map(|n| format!("call_{n}")).collect();
+            let (parts, metadata) = if summary {
+                let requests: Vec<Value> = ids
+                    .iter()
+                    .map(|id| json!({"name": "delete_file", "args": {"path": format!("/tmp/{id}")}, "id": id}))
+                    .collect();
+                (
+                    json!([{"text": "Approval needed"}]),
+                    json!({"interrupt_type": "tool_approval", "action_requests": requests}),
+                )
+            } else {
+                let parts: Vec<Value> = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(n, id)| json!({"data": {"id": format!("adk-{n}"), "name": "adk_request_confirmation",
+                        "args": {"originalFunctionCall": {"id": id, "name": "delete_file", "args": {"path": format!("/tmp/{id}")}},
+                                 "toolConfirmation": {"hint": "Delete it?", "confirmed": false}}},
+                        "metadata": {"kagent_type": "function_call", "kagent_is_long_running": true}}))
+                    .collect();
+                (Value::Array(parts), json!({}))
+            };
+            sse(axum::body::Body::from(format!(
+                "{started}{}",
+                event(
+                    json!({"statusUpdate": {"taskId": task, "contextId": context, "metadata": metadata,
+                    "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"role": "ROLE_AGENT", "parts": parts}}}})
+                )
+            )))
+        }
     }
+}
+
+/// An event stream that sends `first`, then breaks off, as a crashed agent's does: once
+/// `after` is notified (when `first` was read), else at once (before the answer began).
+fn crash(
+    first: String,
+    after: Option<std::sync::Arc<tokio::sync::Notify>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+    let body = futures_util::stream::once(async move {
+        Ok::<_, std::io::Error>(axum::body::Bytes::from(first))
+    })
+    .chain(futures_util::stream::once(async move {
+        if let Some(after) = after {
+            after.notified().await;
+        }
+        Err(std::io::Error::other("the agent crashed"))
+    }));
+    (
+        [("content-type", "text/event-stream")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
 }
 
 /// A server whose world `lab` has the fake agents, and a chat whose agent may call them all.
@@ -570,32 +717,53 @@ async fn canceling_the_turn_cancels_the_remote_task() {
 }
 
 #[tokio::test]
-async fn a_remote_question_in_words_is_the_tools_result_and_the_next_call_answers_it() {
+async fn a_remote_question_in_words_is_shown_in_the_chat_and_the_persons_next_message_answers_it() {
     let ask = Fake::start(Mode::Ask).await;
     let llm = ScriptedLlm::start(vec![
         Step::calls(vec![call("c1", "a2a__ask", json!({"message": "pay"}))]),
-        Step::text("It asks which account."),
+        // The LLM may not answer for the person.
         Step::calls(vec![call("c2", "a2a__ask", json!({"message": "savings"}))]),
+        Step::text("It asks which account."),
+        Step::calls(vec![call(
+            "c3",
+            "a2a__ask",
+            json!({"message": "the answer"}),
+        )]),
         Step::text("Paid."),
     ])
     .await;
     let (t, chat) = lab_with(json!({"ask": {"url": ask.url}}), &llm).await;
     let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
     say(&t, &chat, "Pay").await;
+    let shown = stream.next_of("turn.tool_text").await;
+    assert_eq!(
+        (
+            &shown.data["payload"]["call"],
+            &shown.data["payload"]["text"]
+        ),
+        (&json!("c1"), &json!("Which account?"))
+    );
     stream.next_of("turn.finished").await;
     let first = llm.requests()[1].tool_result("c1").unwrap();
     assert_eq!(first["output"]["state"], "input-required", "{first}");
     assert_eq!(first["output"]["text"], "Which account?", "{first}");
+    let again = llm.requests()[2].tool_result("c2").unwrap();
+    assert_eq!(again["output"]["state"], "input-required", "{again}");
+    assert_eq!(ask.requests("SendStreamingMessage").len(), 1);
 
     say(&t, &chat, "From savings").await;
     stream.next_of("turn.finished").await;
     let sent = ask.requests("SendStreamingMessage");
-    assert_eq!(sent[1]["params"]["message"]["taskId"], "task-1");
-    assert_eq!(sent[1]["params"]["message"]["contextId"], "ctx-1");
-    let second = llm.requests()[3].tool_result("c2").unwrap();
+    assert_eq!(sent.len(), 2);
+    let answer = &sent[1]["params"]["message"];
+    assert_eq!(answer["taskId"], "task-1");
+    assert_eq!(answer["contextId"], "ctx-1");
+    // The person's own words, not the LLM's.
+    assert_eq!(answer["parts"], json!([{"text": "From savings"}]));
+    let second = llm.requests()[4].tool_result("c3").unwrap();
     assert_eq!(second["output"]["state"], "completed", "{second}");
     assert_eq!(
-        second["output"]["text"], "heard savings in ctx-1",
+        second["output"]["text"], "heard From savings in ctx-1",
         "{second}"
     );
 }
@@ -618,4 +786,259 @@ async fn a_remote_agent_of_a2a_0_3_is_spoken_to_in_0_3() {
     assert_eq!(sent[0]["params"]["message"]["role"], "user");
     let result = llm.requests()[1].tool_result("c1").unwrap();
     assert_eq!(result["output"]["text"], "heard hi in ctx-1", "{result}");
+}
+
+/// No hold is left pending in the world.
+async fn nothing_pending(t: &TestServer) {
+    let pending = t.api.get("/api/v1/holds?world=lab").await.expect(200);
+    assert_eq!(pending["items"], json!([]), "{pending}");
+}
+
+#[tokio::test]
+async fn a_remote_agent_that_crashes_or_breaks_its_stream_is_a_tool_error_and_the_turn_goes_on() {
+    let crashing = Fake::start(Mode::Crash).await;
+    let broken = Fake::start(Mode::GarbageLater).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![
+            call("c1", "a2a__crashing", json!({"message": "hello"})),
+            call("c2", "a2a__broken", json!({"message": "hello"})),
+        ]),
+        Step::text("Both failed."),
+    ])
+    .await;
+    let agents = json!({"crashing": {"url": crashing.url}, "broken": {"url": broken.url}});
+    let (t, chat) = lab_with(agents, &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Ask both").await;
+    // It crashes once what it said first has come.
+    let said = stream.next_of("turn.tool_text").await;
+    assert_eq!(said.data["payload"]["text"], "partial answer");
+    crashing.release.notify_one();
+    stream.next_of("turn.finished").await;
+
+    let crashed = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(crashed["status"], "failed", "{crashed}");
+    let error = crashed.to_string();
+    // What it said before it crashed is kept, in the error and in the chat's events.
+    assert!(
+        error.contains("broke off its answer") && error.contains("partial answer"),
+        "{crashed}"
+    );
+    let broke = llm.requests()[1].tool_result("c2").unwrap();
+    assert_eq!(broke["status"], "failed", "{broke}");
+    assert!(broke.to_string().contains("not JSON"), "{broke}");
+    // Their tasks are canceled, in case they run on.
+    assert_eq!(crashing.requests("CancelTask").len(), 1);
+    assert_eq!(broken.requests("CancelTask").len(), 1);
+    nothing_pending(&t).await;
+    let events = t
+        .api
+        .get(&format!(
+            "/api/v1/audit/events?world=lab&chat={chat}&type=turn.tool_text"
+        ))
+        .await
+        .expect(200);
+    let said: Vec<&Value> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["call"] == "c1")
+        .collect();
+    assert_eq!(said.len(), 1, "{events}");
+    assert_eq!(said[0]["payload"]["text"], "partial answer");
+}
+
+#[tokio::test]
+async fn a_remote_agent_that_crashes_after_a_confirmation_leaves_no_hold_and_the_turn_goes_on() {
+    let agent = Fake::start(Mode::AskThenCrash).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "a2a__wiper",
+            json!({"message": "wipe d1"}),
+        )]),
+        Step::text("It failed."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"wiper": {"url": agent.url}}), &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Wipe").await;
+    let created = stream.next_of("hold.created").await;
+    let hold = created.data["payload"]["hold"].clone();
+    assert_eq!(hold["spec"]["tool"], "a2a__wiper/wipe", "{hold}");
+    t.api
+        .post(
+            &format!("/api/v1/holds/{}/decision", hold["id"].as_str().unwrap()),
+            json!({"action": "approve"}),
+        )
+        .await
+        .expect(200);
+    stream.next_of("turn.finished").await;
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the remote agent \"wiper\" failed: "),
+        "{result}"
+    );
+    let sent = agent.requests("SendStreamingMessage");
+    assert_eq!(
+        sent[1]["params"]["message"]["parts"][0]["data"]["response"],
+        json!({"confirmed": true})
+    );
+    nothing_pending(&t).await;
+}
+
+#[tokio::test]
+async fn a_remote_agents_text_shows_in_the_chat_as_it_streams() {
+    let agent = Fake::start(Mode::Stream).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__writer", json!({"message": "write"}))]),
+        Step::text("Written."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"writer": {"url": agent.url}}), &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Write").await;
+    // The first piece is in the chat while the remote task still runs: it waits for the
+    // release below.
+    let first = stream.next_of("turn.tool_text").await;
+    assert_eq!(first.data["payload"]["call"], "c1", "{:?}", first.data);
+    assert_eq!(first.data["payload"]["text"], "first piece");
+    assert_eq!(first.data["chat"], chat.as_str());
+    agent.release.notify_one();
+    let mut rest = String::new();
+    loop {
+        let e = stream.next().await;
+        match e.event.as_str() {
+            "turn.tool_text" => rest.push_str(e.data["payload"]["text"].as_str().unwrap()),
+            "turn.tool_finished" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(rest, " and the rest");
+    stream.next_of("turn.finished").await;
+    // The LLM gets the result whole, as before, and no piece of it as text of its own.
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(
+        result["output"]["text"], "first piece and the rest",
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn kagents_confirmations_are_holds_and_the_decision_goes_back_in_kagents_shape() {
+    let one = Fake::start(Mode::Kagent {
+        calls: 1,
+        summary: false,
+    })
+    .await;
+    let two = Fake::start(Mode::Kagent {
+        calls: 2,
+        summary: true,
+    })
+    .await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__one", json!({"message": "clean"}))]),
+        Step::calls(vec![call(
+            "c2",
+            "a2a__two",
+            json!({"message": "clean more"}),
+        )]),
+        Step::text("Done."),
+    ])
+    .await;
+    let agents = json!({"one": {"url": one.url}, "two": {"url": two.url}});
+    let (t, chat) = lab_with(agents, &llm).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Clean").await;
+
+    // One call, marked kagent's: approved, kagent is told {"decision_type": "approve"}.
+    let hold = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    assert_eq!(hold["spec"]["tool"], "a2a__one/delete_file", "{hold}");
+    assert_eq!(hold["spec"]["arguments"], json!({"path": "/tmp/call_1"}));
+    t.api
+        .post(
+            &format!("/api/v1/holds/{}/decision", hold["id"].as_str().unwrap()),
+            json!({"action": "approve"}),
+        )
+        .await
+        .expect(200);
+    // Two calls in the summary's shape: one batch of two holds; one approved, one denied.
+    let first = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    let second = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    assert_eq!(first["batch"], second["batch"]);
+    let decide = |hold: &Value, body: Value| {
+        let path = format!("/api/v1/holds/{}/decision", hold["id"].as_str().unwrap());
+        let api = &t.api;
+        async move { api.post(&path, body).await.expect(200) }
+    };
+    let (approve, deny) = if first["spec"]["arguments"]["path"] == "/tmp/call_1" {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    decide(approve, json!({"action": "approve"})).await;
+    decide(deny, json!({"action": "deny", "reason": "keep that one"})).await;
+    stream.next_of("turn.finished").await;
+
+    let sent = one.requests("SendStreamingMessage");
+    assert_eq!(sent.len(), 2);
+    let reply = &sent[1]["params"]["message"];
+    assert_eq!(reply["taskId"], "task-1");
+    assert_eq!(
+        reply["parts"],
+        json!([{"data": {"decision_type": "approve"}}])
+    );
+    let sent = two.requests("SendStreamingMessage");
+    assert_eq!(
+        sent[1]["params"]["message"]["parts"][0]["data"],
+        json!({"decision_type": "batch", "decisions": {"call_1": "approve", "call_2": "reject"},
+               "rejection_reasons": {"call_2": "keep that one"}})
+    );
+    let result = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(result["output"]["state"], "completed", "{result}");
+    nothing_pending(&t).await;
+}
+
+#[tokio::test]
+async fn a_remote_confirmation_nobody_decides_is_refused_in_its_shape_at_the_deadline() {
+    let agent = Fake::start(Mode::Kagent {
+        calls: 1,
+        summary: true,
+    })
+    .await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "c1",
+            "a2a__cleaner",
+            json!({"message": "clean"}),
+        )]),
+        Step::text("Refused."),
+    ])
+    .await;
+    let policy = "mode = \"manual\"\ndefault_deadline = \"1s\"\n[[rules]]\nname = \"remote agents\"\ntools = [\"a2a__*\"]\naction = \"allow\"\n";
+    let t = TestServer::with(policy, |_| {}).await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
+    t.api
+        .patch(
+            "/api/v1/worlds/lab",
+            json!({"a2a_agents": {"cleaner": {"url": agent.url}}}),
+        )
+        .await
+        .expect(200);
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Clean").await;
+    let hold = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    assert_eq!(hold["on_timeout"]["action"], "deny", "{hold}");
+    stream.next_of("hold.expired").await;
+    stream.next_of("turn.finished").await;
+    let sent = agent.requests("SendStreamingMessage");
+    assert_eq!(
+        sent[1]["params"]["message"]["parts"][0]["data"],
+        json!({"decision_type": "reject", "rejection_reason": "nobody decided before the deadline"})
+    );
+    nothing_pending(&t).await;
 }
