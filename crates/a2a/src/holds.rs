@@ -87,6 +87,10 @@ fn hold_json(hold: &Hold) -> Value {
         "call_id": hold.tool_call_id,
         "agent": hold.agent,
     });
+    if !hold.lineage.is_empty() {
+        // A sub-agent's or a remote agent's call: the agents it came through.
+        out["lineage"] = json!(hold.lineage);
+    }
     match &hold.spec {
         HoldSpec::Approval(a) => {
             out["tool"] = a.tool.clone().into();

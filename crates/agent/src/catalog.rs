@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use holdpoint_core::record::put;
 use holdpoint_core::store::{HoldFilter, RecordKind, Write};
 use holdpoint_protocol::{
-    Actor, Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LlmSettings,
-    Message, NewAgent, NewChat, NewWorld, Turn, TurnId, UpstreamConfig, World, WorldChanges,
-    WorldId,
+    Actor, Agent, AgentChanges, AgentId, Chat, ChatChanges, ChatId, EventPayload, LineageStep,
+    LlmSettings, Message, MessageRole, NewAgent, NewChat, NewWorld, Turn, TurnId, TurnStatus,
+    UpstreamConfig, World, WorldChanges, WorldId,
 };
 use uuid::Uuid;
 
@@ -541,18 +541,70 @@ impl Runtime {
         let title = new
             .title
             .unwrap_or_else(|| format!("Chat with {}", agent.name));
+        self.new_chat(by, &agent, title, Vec::new()).await
+    }
+
+    /// A new chat with `agent`, started by `by`; a sub-agent's has the `lineage` of its callers.
+    pub(crate) async fn new_chat(
+        &self,
+        by: &Actor,
+        agent: &Agent,
+        title: String,
+        lineage: Vec<LineageStep>,
+    ) -> Result<Chat, RuntimeError> {
         check_title(&title)?;
         let chat = Chat {
             id: ChatId::random(),
-            world,
+            world: agent.world,
             agent: agent.id,
             title,
             created_at: self.now(),
             started_by: Some(by.clone()),
+            lineage,
             version: 1,
         };
         self.save_chat(by, &chat, true).await?;
         Ok(chat)
+    }
+
+    /// A sub-agent's chat, called again: with the lineage of the call it answers now.
+    pub(crate) async fn set_chat_lineage(
+        &self,
+        by: &Actor,
+        mut chat: Chat,
+        lineage: Vec<LineageStep>,
+    ) -> Result<Chat, RuntimeError> {
+        if chat.lineage != lineage {
+            chat.lineage = lineage;
+            chat.version += 1;
+            self.save_chat(by, &chat, false).await?;
+        }
+        Ok(chat)
+    }
+
+    /// The agent's last text in `turn`: its answer, once the turn finished.
+    pub async fn answer(&self, turn: &Turn) -> Result<Option<String>, RuntimeError> {
+        if turn.status != TurnStatus::Finished {
+            return Ok(None);
+        }
+        let mut after = None;
+        let mut answer = None;
+        loop {
+            let page = self.messages(turn.world, turn.chat, after, LISTING).await?;
+            let full = page.len() == LISTING;
+            after = page.last().map(|(p, _)| *p);
+            for (_, m) in page {
+                if m.turn == Some(turn.id)
+                    && m.role == MessageRole::Assistant
+                    && m.content.is_some()
+                {
+                    answer = m.content;
+                }
+            }
+            if !full {
+                return Ok(answer);
+            }
+        }
     }
 
     /// Stores a chat at its version, with the event that says so.

@@ -244,6 +244,14 @@ impl Host for Runtime {
         Runtime::world(self, id).await
     }
 
+    async fn find_agent(
+        &self,
+        world: holdpoint_protocol::WorldId,
+        id_or_name: &str,
+    ) -> Result<Agent, RuntimeError> {
+        Runtime::find_agent(self, world, id_or_name).await
+    }
+
     async fn create_agent(
         &self,
         parent: &Agent,

@@ -179,6 +179,12 @@ pub fn card(hold: &Hold, now: Timestamp, agents: &AgentNames) -> String {
         agents.raised_by(hold),
         hold.id
     ));
+    if !hold.lineage.is_empty() {
+        out.push(format!(
+            "  through agents: {}",
+            clean_line(&holdpoint_protocol::lineage_text(&hold.lineage))
+        ));
+    }
     out.push(deadline(hold, now));
     if !hold.approvers.is_empty() {
         out.push(format!(
@@ -342,6 +348,7 @@ mod tests {
             now: Timestamp::from_millis(0),
             remind_before: Duration::from_secs(60),
             policy: None,
+            lineage: &[],
         };
         let spec = validate_question(&req, &Limits::default()).unwrap();
         question_hold(&ctx, spec, None, Deadline::After(Duration::from_secs(600)))

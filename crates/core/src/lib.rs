@@ -20,7 +20,7 @@ pub mod roles;
 pub mod store;
 
 pub use engine::{
-    Engine, EngineBuilder, EventStream, HumanChannel, PendingLimit, PendingLimits, Scope,
+    AgentAsking, Engine, EngineBuilder, EventStream, HumanChannel, PendingLimit, PendingLimits, Scope,
     StartError, verify,
 };
 pub use error::{EngineError, ValidationError};

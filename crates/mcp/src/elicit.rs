@@ -377,6 +377,12 @@ fn approval(hold: &Hold, a: &ApprovalSpec) -> (String, Option<ElicitationSchema>
     if let Some(d) = &a.description {
         message.push_str(&format!("\nWhy: {d}"));
     }
+    if !hold.lineage.is_empty() {
+        message.push_str(&format!(
+            "\nThrough agents: {}",
+            holdpoint_protocol::lineage_text(&hold.lineage)
+        ));
+    }
     message.push_str(&format!(
         "\n(Hold {}; it can also be decided in Holdpoint.)",
         hold.id

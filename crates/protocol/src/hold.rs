@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    ApproveScope, BatchId, DecisionKind, HoldId, McpTool, PolicyLayer, PolicyVersion, Source,
-    Timestamp,
+    ApproveScope, BatchId, DecisionKind, HoldId, LineageStep, McpTool, PolicyLayer, PolicyVersion,
+    Source, Timestamp,
 };
 
 /// One hold: what is asked, of whom, until when, and (once decided) its outcome.
@@ -22,6 +22,11 @@ pub struct Hold {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Set when an agent called another to make this call: every agent from the one in
+    /// `chat` (the conversation a person follows, where the hold is shown) to the one whose
+    /// call is held (`agent`; a remote A2A agent has no id), outermost first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<LineageStep>,
     /// Name of the principal (agent credential or turn) that raised the hold.
     pub requested_by: String,
     pub created_at: Timestamp,
@@ -164,6 +169,19 @@ pub struct ToolAnnotations {
     pub idempotent: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_world: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// Whether a tool annotated `actual` has each annotation these require (each one given
+    /// here must be set there, and equal): how policy rules and channel routes match them.
+    pub fn required_of(&self, actual: Option<&ToolAnnotations>) -> bool {
+        let have = actual.copied().unwrap_or_default();
+        let ok = |w: Option<bool>, h: Option<bool>| w.is_none() || w == h;
+        ok(self.read_only, have.read_only)
+            && ok(self.destructive, have.destructive)
+            && ok(self.idempotent, have.idempotent)
+            && ok(self.open_world, have.open_world)
+    }
 }
 
 /// A multiple-choice question. Options only: there is no free-text answer.

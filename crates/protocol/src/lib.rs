@@ -9,6 +9,7 @@ mod event;
 mod grant;
 mod hold;
 mod ids;
+mod lineage;
 mod markdown;
 mod mcp;
 mod notice;
@@ -46,7 +47,7 @@ pub use ids::{
 };
 pub use markdown::{MarkdownNode, MarkdownNodeType};
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
-pub use notice::{Notice, NoticesPage};
+pub use notice::{Notice, NoticePurpose, NoticesPage, PostedMessage};
 pub use policy::{
     PolicyLayer, PolicyReloaded, PolicyVersion, ReplayChange, ReplayExample, ReplayReport,
     ReplayRequest, SetPolicy, SuggestedRule, WorldPolicy, WorldPolicyState,
@@ -56,6 +57,7 @@ pub use query::{
     EventsParams, HoldCount, HoldCounts, HoldQuery, HoldsParams, LoginParams, Order, Page,
     PageParams, SignInForm, StatusFilter, StatusFilterName, StreamParams, WaitParams,
 };
+pub use lineage::{LineageStep, lineage_text};
 pub use remote_agent::RemoteAgentConfig;
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,

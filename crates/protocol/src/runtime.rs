@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, OutcomeStatus, RemoteAgentConfig,
+    Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, LineageStep, OutcomeStatus,
+    RemoteAgentConfig,
     Timestamp, TurnId, UpstreamConfig, WorldId,
 };
 
@@ -88,6 +89,10 @@ pub struct Chat {
     /// go on only with the chats it started (over A2A).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_by: Option<Actor>,
+    /// A sub-agent's chat: the agents that called it, from the conversation a person follows
+    /// (the first step's chat, where its holds are shown) to the one whose call it answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<LineageStep>,
     pub version: u64,
 }
 

@@ -557,32 +557,7 @@ impl Endpoint {
 
     /// The agent's last text in the turn: its answer, once it has given one.
     async fn answer_text(&self, turn: &Turn) -> Option<String> {
-        if turn.status != TurnStatus::Finished {
-            return None;
-        }
-        let mut after = None;
-        let mut answer = None;
-        loop {
-            let page = self
-                .app
-                .runtime()
-                .messages(turn.world, turn.chat, after, 1000)
-                .await
-                .ok()?;
-            let full = page.len() == 1000;
-            after = page.last().map(|(p, _)| *p);
-            for (_, m) in page {
-                if m.turn == Some(turn.id)
-                    && m.role == MessageRole::Assistant
-                    && m.content.is_some()
-                {
-                    answer = m.content;
-                }
-            }
-            if !full {
-                return answer;
-            }
-        }
+        self.app.runtime().answer(turn).await.ok().flatten()
     }
 
     /// The holds open in `chat` (a turn raises a batch at a time: one page holds it).

@@ -283,8 +283,24 @@ function meta(hold, options) {
           (options.names && options.names(hold.chat)) || "in a chat"))
       : hold.chat ? h("span", { class: "external-chat" }, " · chat ", h("code", {}, hold.chat)) : null,
     h("span", {}, ` · asked by ${who}`),
+    lineage(hold),
     h("span", {}, " · "),
     h("time", { datetime: hold.created_at, title: when(hold.created_at) }, relative(hold.created_at)));
+}
+
+// A sub-agent's call, or a remote agent's: the agents it came through, outermost first
+// ("for helper → researcher"), each a Holdpoint agent's chat where it has one.
+function lineage(hold) {
+  const steps = hold.lineage || [];
+  if (!steps.length) return null;
+  const parts = [];
+  steps.forEach((step, i) => {
+    if (i) parts.push(" → ");
+    parts.push(step.chat
+      ? h("a", { href: `/worlds/${seg(hold.world)}/chats/${seg(step.chat)}` }, step.name)
+      : h("span", { class: "remote" }, step.name));
+  });
+  return h("span", { class: "lineage", title: "The agents this call came through, outermost first" }, " · through ", ...parts);
 }
 
 // Whether the hold is a call of a turn in one of Holdpoint's own chats: raised by the runtime

@@ -252,7 +252,10 @@ export async function inbox(main) {
     const pick = h("input", { type: "checkbox", class: "pick", "aria-label": `Select ${titleOf(hold)}`, tabindex: "-1" });
     pick.checked = picked.has(hold.id);
     pick.addEventListener("change", () => togglePick(hold.id, pick.checked));
-    const agent = (hold.agent && agentName(hold.agent)) || hold.agent || hold.requested_by;
+    // A sub-agent's (or a remote agent's) call names every agent it came through.
+    const agent = hold.lineage && hold.lineage.length
+      ? hold.lineage.map((step) => step.name).join(" → ")
+      : (hold.agent && agentName(hold.agent)) || hold.agent || hold.requested_by;
     replace(el,
       pick,
       h("span", { class: "what", title: titleOf(hold) }, what(hold)),

@@ -86,6 +86,7 @@ fn hold_in(world: &str, chat: Option<&str>, batch: BatchId, at: Timestamp) -> Ho
         now: at,
         remind_before: Duration::from_secs(60),
         policy: None,
+        lineage: &[],
     };
     let spec = validate_question(&question("Go?", &["yes", "no"]), &Limits::default()).unwrap();
     question_hold(&ctx, spec, None, Deadline::After(Duration::from_secs(600)))

@@ -351,6 +351,8 @@ pub(crate) trait Host: Send + Sync {
     /// The client of remote A2A agents, and their cards.
     fn remotes(&self) -> &remote::Remotes;
     async fn world(&self, id: WorldId) -> Result<World, RuntimeError>;
+    /// An agent of `world`, by name or id.
+    async fn find_agent(&self, world: WorldId, id_or_name: &str) -> Result<Agent, RuntimeError>;
     /// Creates an agent in `parent`'s world, as `parent`.
     async fn create_agent(&self, parent: &Agent, new: NewAgent) -> Result<Agent, RuntimeError>;
 }

@@ -69,23 +69,53 @@ pub(crate) fn check(agents: &BTreeMap<String, RemoteAgentConfig>) -> Result<(), 
                 ),
             ));
         }
-        let url = remote.url.trim();
-        if !(url.starts_with("http://") || url.starts_with("https://"))
-            || url.len() > MAX_URL
-            || url.chars().any(char::is_whitespace)
-        {
-            return Err(RuntimeError::invalid(
-                &at("url"),
-                format!(
-                    "{:?} is not an http:// or https:// URL (the Agent Card's, or the agent's base URL)",
-                    remote.url.chars().take(100).collect::<String>()
-                ),
-            ));
+        match (&remote.url, &remote.agent) {
+            (Some(url), None) => check_url(&at("url"), url)?,
+            (None, Some(agent)) => {
+                if agent.trim().is_empty() {
+                    return Err(RuntimeError::invalid(&at("agent"), "must not be empty"));
+                }
+                if !remote.headers.is_empty() {
+                    return Err(RuntimeError::invalid(
+                        &at("headers"),
+                        "an agent of the world is called without HTTP: headers apply only to a remote agent's url",
+                    ));
+                }
+            }
+            (Some(_), Some(_)) => {
+                return Err(RuntimeError::invalid(
+                    &at("agent"),
+                    "give either url (a remote A2A agent) or agent (an agent of this world), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(RuntimeError::invalid(
+                    &at("url"),
+                    "give url (a remote A2A agent's card or base URL) or agent (an agent of this world)",
+                ));
+            }
         }
         crate::catalog::check_headers_at(&at("headers"), &remote.headers)?;
         if let Some(t) = &remote.timeout {
             parse_timeout(t).map_err(|m| RuntimeError::invalid(&at("timeout"), m))?;
         }
+    }
+    Ok(())
+}
+
+fn check_url(field: &str, url: &str) -> Result<(), RuntimeError> {
+    let trimmed = url.trim();
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://"))
+        || trimmed.len() > MAX_URL
+        || trimmed.chars().any(char::is_whitespace)
+    {
+        return Err(RuntimeError::invalid(
+            field,
+            format!(
+                "{:?} is not an http:// or https:// URL (the Agent Card's, or the agent's base URL)",
+                url.chars().take(100).collect::<String>()
+            ),
+        ));
     }
     Ok(())
 }
@@ -132,7 +162,7 @@ pub(crate) fn reach(remote: &RemoteAgentConfig) -> Remote {
 
 impl Remotes {
     /// The remote agent's card: read again once it is old, or soon when it could not be read.
-    pub(crate) async fn card(&self, remote: &RemoteAgentConfig) -> Result<Card, String> {
+    pub(crate) async fn card(&self, url: &str, remote: &RemoteAgentConfig) -> Result<Card, String> {
         // The headers are part of the key: other credentials may be shown another card.
         let key = serde_json::to_string(remote).unwrap_or_default();
         if let Some((at, card)) = self.cards.lock().get(&key) {
@@ -149,7 +179,7 @@ impl Remotes {
         reach.timeout = reach.timeout.min(CARD_TIMEOUT);
         let card = self
             .client
-            .card(remote.url.trim(), &reach)
+            .card(url.trim(), &reach)
             .await
             .map_err(|e| e.to_string());
         let mut cards = self.cards.lock();
@@ -190,11 +220,20 @@ pub(crate) async fn specs(host: &dyn Host, agent: &Agent) -> Result<Vec<ToolSpec
         if !super::allowed(agent, &tool) {
             continue;
         }
-        let description = match host.remotes().card(remote).await {
-            Ok(card) => describe(name, &card),
-            Err(e) => format!(
-                "The remote A2A agent {name:?}. (Its Agent Card could not be read just now: {e}.)"
-            ),
+        let description = match (&remote.agent, &remote.url) {
+            (Some(sub), _) => match host.find_agent(agent.world, sub).await {
+                Ok(sub) => describe_sub_agent(name, &sub),
+                Err(e) => {
+                    format!("The agent {sub:?} of this world, which cannot be called now: {e}.")
+                }
+            },
+            (None, Some(url)) => match host.remotes().card(url, remote).await {
+                Ok(card) => describe(name, &card),
+                Err(e) => format!(
+                    "The remote A2A agent {name:?}. (Its Agent Card could not be read just now: {e}.)"
+                ),
+            },
+            (None, None) => continue,
         };
         specs.push(ToolSpec {
             name: tool,
@@ -203,6 +242,32 @@ pub(crate) async fn specs(host: &dyn Host, agent: &Agent) -> Result<Vec<ToolSpec
         });
     }
     Ok(specs)
+}
+
+/// A sub-agent's tool: its name, and what its instructions say first.
+fn describe_sub_agent(name: &str, sub: &Agent) -> String {
+    let mut text = format!("The agent {:?} of this world", sub.name);
+    if sub.name != name {
+        text.push_str(&format!(" (as {name:?})"));
+    }
+    let gist: String = sub
+        .system_prompt
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(300)
+        .collect();
+    if gist.is_empty() {
+        text.push('.');
+    } else {
+        text.push_str(&format!(", whose instructions begin: {gist:?}."));
+    }
+    text.push_str(
+        " Send it a message in words; it works on it in a chat of its own (its calls may wait for a person) and its answer is the result. A later call in this chat continues the same conversation.",
+    );
+    text
 }
 
 fn describe(name: &str, card: &Card) -> String {
@@ -261,7 +326,8 @@ mod tests {
     #[test]
     fn remote_agents_are_checked_naming_the_field() {
         let ok = RemoteAgentConfig {
-            url: "http://127.0.0.1:9200".into(),
+            url: Some("http://127.0.0.1:9200".into()),
+            agent: None,
             headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
             timeout: Some("30s".into()),
         };
@@ -271,7 +337,7 @@ mod tests {
             "a2a_agents.a__b"
         );
         let bad_url = RemoteAgentConfig {
-            url: "ftp://x".into(),
+            url: Some("ftp://x".into()),
             ..ok.clone()
         };
         assert_eq!(

@@ -10,8 +10,8 @@ use holdpoint_core::audit::EventDraft;
 use holdpoint_core::record::put;
 use holdpoint_core::store::{CommitError, Conflict, RecordKind, Write};
 use holdpoint_protocol::{
-    Actor, Agent, CallRecord, CallState, EventPayload, Message, MessageRole, Principal, Source,
-    ToolResult, Turn, TurnId, TurnStatus,
+    Actor, Agent, CallRecord, CallState, ChatId, EventPayload, LineageStep, Message, MessageRole,
+    Principal, Source, ToolResult, Turn, TurnId, TurnStatus,
 };
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -93,6 +93,8 @@ pub(super) struct Driver<'a> {
     pub(super) agent: Agent,
     pub(super) dir: PathBuf,
     pub(super) cancel: CancellationToken,
+    /// A sub-agent's chat's lineage: the agents that called it (`Chat::lineage`).
+    pub(super) callers: Vec<LineageStep>,
     /// Set once another node took the turn over: nothing more is saved from here.
     lost: Arc<AtomicBool>,
 }
@@ -106,18 +108,52 @@ impl<'a> Driver<'a> {
         let turn = rt.turn(id).await?;
         let agent = rt.find_agent(turn.world, &turn.agent.to_string()).await?;
         let dir = rt.world_dir(turn.world);
+        let callers = rt.chat(turn.world, turn.chat).await?.lineage;
         Ok(Driver {
             rt,
             turn,
             agent,
             dir,
             cancel,
+            callers,
             lost: Arc::new(AtomicBool::new(false)),
         })
     }
 
     pub(super) fn principal(&self) -> Principal {
         crate::runtime::agent_principal(&self.agent)
+    }
+
+    /// The chat of the conversation a person follows: this one, or for a sub-agent the chat
+    /// of the agent that called first. Its holds are raised there, and grants made "for this
+    /// chat" there cover its calls.
+    pub(super) fn conversation(&self) -> ChatId {
+        self.callers
+            .first()
+            .and_then(|s| s.chat)
+            .unwrap_or(self.turn.chat)
+    }
+
+    /// This agent's place in a lineage: its callers, then itself, with its `call` of the
+    /// next agent.
+    pub(super) fn lineage_through(&self, call: Option<&str>) -> Vec<LineageStep> {
+        let mut lineage = self.callers.clone();
+        lineage.push(LineageStep {
+            name: self.agent.name.clone(),
+            agent: Some(self.agent.id),
+            chat: Some(self.turn.chat),
+            tool_call_id: call.map(str::to_owned),
+        });
+        lineage
+    }
+
+    /// The lineage of the holds of this turn's own calls: none, unless an agent called it.
+    pub(super) fn hold_lineage(&self) -> Vec<LineageStep> {
+        if self.callers.is_empty() {
+            Vec::new()
+        } else {
+            self.lineage_through(None)
+        }
     }
 
     pub(super) fn event(&self, payload: EventPayload) -> EventDraft {

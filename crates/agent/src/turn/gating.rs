@@ -1,6 +1,7 @@
 //! The gate step: each proposed call is checked (a known tool, JSON arguments), then the
 //! engine's gate decides the rest in one batch: allowed, denied, held or invalid.
 
+use holdpoint_core::AgentAsking;
 use holdpoint_core::policy::Call;
 use holdpoint_core::store::RecordKind;
 use holdpoint_protocol::{
@@ -54,15 +55,20 @@ impl Driver<'_> {
         if !items.is_empty() {
             let request = GateRequest {
                 world: self.turn.world.to_string(),
-                chat: Some(chat.to_string()),
+                chat: Some(self.conversation().to_string()),
                 agent: Some(self.agent.id.to_string()),
                 items,
                 idempotency_key: Some(format!("turn:{}:step:{}", self.turn.id, self.turn.step)),
             };
+            let lineage = self.hold_lineage();
+            let asking = AgentAsking {
+                because: &because,
+                lineage: &lineage,
+            };
             let response = self
                 .rt
                 .engine()
-                .gate_because(&self.principal(), request, &because)
+                .gate_as_agent(&self.principal(), request, asking)
                 .await
                 .map_err(|e| Stop::Failed(e.to_string()))?;
             self.turn.batch = response.batch;

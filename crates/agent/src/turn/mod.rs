@@ -23,6 +23,7 @@ mod api;
 mod driver;
 mod gating;
 mod lease;
+mod nested;
 mod outcome;
 mod remote;
 mod running;

@@ -2,6 +2,7 @@ mod catalog;
 mod crash;
 mod failures;
 mod holds;
+mod nested;
 mod questions;
 mod tools;
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use holdpoint_protocol::{
     Actor, ApprovalRequest, AskInfo, BatchId, DecidedBy, EventPayload, Explanation, GateRequest,
-    GateResponse, GateResult, Hold, HoldRequest, MatchedRule, PolicyLayer, Principal, Source,
+    GateResponse, GateResult, Hold, HoldRequest, LineageStep, MatchedRule, PolicyLayer, Principal,
+    Source,
 };
 
 use super::Engine;
@@ -29,6 +30,17 @@ struct CallDecision {
     ask_rule: Option<usize>,
     /// Asked only because the request always asks: policy alone would allow it.
     forced: bool,
+}
+
+/// What Holdpoint's own agents say beside a gate request ([`Engine::gate_as_agent`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AgentAsking<'a> {
+    /// Item `i`'s reason to always ask (creating an agent always needs a person), shown on its
+    /// hold where policy alone would have allowed the call.
+    pub because: &'a [Option<String>],
+    /// A sub-agent's lineage, set on its holds (`Hold::lineage`); the request's chat is the
+    /// conversation's, the first step's.
+    pub lineage: &'a [LineageStep],
 }
 
 impl Engine {
@@ -140,19 +152,19 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, false, &[]).await
+        self.gate_items(who, req, false, AgentAsking::default())
+            .await
     }
 
-    /// Like [`Engine::gate`], for a caller that knows why it always asks for some of its
-    /// calls (Holdpoint's own agents: creating an agent always needs a person): `because[i]`
-    /// is item `i`'s reason, shown on its hold where policy alone would have allowed the call.
-    pub async fn gate_because(
+    /// Like [`Engine::gate`], for Holdpoint's own agents, with what only they may say (an API
+    /// caller cannot): why they always ask for some calls, and the lineage of a sub-agent.
+    pub async fn gate_as_agent(
         &self,
         who: &Principal,
         req: GateRequest,
-        because: &[Option<String>],
+        asking: AgentAsking<'_>,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, false, because).await
+        self.gate_items(who, req, false, asking).await
     }
 
     /// Like [`Engine::gate`], but all or nothing: when any item is malformed, nothing is
@@ -163,7 +175,8 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, true, &[]).await
+        self.gate_items(who, req, true, AgentAsking::default())
+            .await
     }
 
     async fn gate_items(
@@ -171,8 +184,9 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
         all_or_nothing: bool,
-        because: &[Option<String>],
+        asking: AgentAsking<'_>,
     ) -> Result<GateResponse, EngineError> {
+        let because = asking.because;
         let limits = &self.inner.limits;
         check_name("world", &req.world, limits.name)?;
         for (field, value) in [("chat", &req.chat), ("agent", &req.agent)] {
@@ -218,6 +232,7 @@ impl Engine {
             now,
             remind_before: policy.remind_before(),
             policy: Some(&version),
+            lineage: asking.lineage,
         };
         let mut tx = Transaction::default();
         let mut results = Vec::with_capacity(req.items.len());

@@ -31,6 +31,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 pub(crate) use crate::policy::GrantIndex;
+pub use gate::AgentAsking;
 pub use open::{PendingLimit, PendingLimits};
 pub use stream::EventStream;
 pub use verify::verify;

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use holdpoint_protocol::{
-    BatchId, Deadline, Hold, HoldId, HoldSpec, HoldStatus, OnTimeout, PolicyVersion, Timestamp,
+    BatchId, Deadline, Hold, HoldId, HoldSpec, HoldStatus, LineageStep, OnTimeout, PolicyVersion,
+    Timestamp,
 };
 
 /// Where a new hold belongs, who raised it, and when.
@@ -20,6 +21,8 @@ pub struct HoldContext<'a> {
     pub remind_before: Duration,
     /// The policy in force, recorded on the hold.
     pub policy: Option<&'a PolicyVersion>,
+    /// A sub-agent's lineage (`Hold::lineage`); empty for every other hold.
+    pub lineage: &'a [LineageStep],
 }
 
 impl HoldContext<'_> {
@@ -54,6 +57,7 @@ impl HoldContext<'_> {
             chat: self.chat.map(str::to_owned),
             agent: self.agent.map(str::to_owned),
             tool_call_id: tool_call_id.cloned(),
+            lineage: self.lineage.to_vec(),
             requested_by: self.requested_by.to_owned(),
             created_at: self.now,
             deadline,

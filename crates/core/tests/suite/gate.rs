@@ -1,5 +1,5 @@
 use holdpoint_core::policy::{Mode, Policy};
-use holdpoint_core::{Engine, StartError};
+use holdpoint_core::{AgentAsking, Engine, StartError};
 use holdpoint_protocol::{
     DecidedBy, EventPayload, GateResult, HoldRequest, HoldStatus, QuestionRequest,
 };
@@ -348,7 +348,14 @@ action = "ask"
     ];
     let res = t
         .engine
-        .gate_because(&agent("bot"), gate("w", Some("c"), items), &because)
+        .gate_as_agent(
+            &agent("bot"),
+            gate("w", Some("c"), items),
+            AgentAsking {
+                because: &because,
+                lineage: &[],
+            },
+        )
         .await
         .unwrap();
     let why: Vec<(Option<String>, Option<String>)> = res

@@ -41,6 +41,7 @@ async fn child_writer() {
                     now: START,
                     remind_before: Duration::from_secs(60),
                     policy: None,
+                    lineage: &[],
                 };
                 let hold = question_hold(&ctx, spec.clone(), None, Deadline::Never);
                 let event = holdpoint_core::audit::EventDraft {

@@ -24,6 +24,7 @@ fn ctx(chat: Option<&'static str>) -> HoldContext<'static> {
         now: T0,
         remind_before: Duration::from_secs(60),
         policy: None,
+        lineage: &[],
     }
 }
 
