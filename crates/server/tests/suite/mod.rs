@@ -20,6 +20,7 @@ mod policies;
 mod postgres;
 mod refusals;
 mod remote_agents;
+mod remote_holdpoint;
 mod revocation;
 mod turns;
 mod ui;
