@@ -15,6 +15,8 @@ mod inbox;
 mod live;
 mod manage;
 mod mcp_card;
+mod nested;
+mod notified;
 mod policy;
 mod signin;
 mod triage;
