@@ -5,6 +5,7 @@ mod chaos;
 mod cluster;
 mod connections;
 mod disk_full;
+mod escalation;
 mod holds;
 mod lab;
 mod mcp;

@@ -141,13 +141,7 @@ pub(crate) struct AnnotationMatcher(pub(crate) ToolAnnotations);
 
 impl AnnotationMatcher {
     pub(crate) fn matches(&self, actual: Option<&ToolAnnotations>) -> bool {
-        let want = &self.0;
-        let have = actual.copied().unwrap_or_default();
-        let ok = |w: Option<bool>, h: Option<bool>| w.is_none() || w == h;
-        ok(want.read_only, have.read_only)
-            && ok(want.destructive, have.destructive)
-            && ok(want.idempotent, have.idempotent)
-            && ok(want.open_world, have.open_world)
+        self.0.required_of(actual)
     }
 }
 

@@ -9,7 +9,7 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde::{Deserialize, Serialize};
 
 use super::page::{card_text, escape};
-use holdpoint_protocol::Hold;
+use holdpoint_protocol::{Hold, Notice};
 
 /// How the connection to the mail server is protected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -174,23 +174,24 @@ pub struct Link {
     pub url: String,
 }
 
-/// The message of a hold's notice to `to`, with its links.
+/// The message of notice `notice` of `hold`, with its links.
 pub fn message(
     settings: &EmailSettings,
-    notice: uuid::Uuid,
-    to: &str,
+    notice: &Notice,
     hold: &Hold,
     world: &str,
     links: &[Link],
 ) -> Result<Message, String> {
     let from: Mailbox = settings.from.parse().map_err(|e| format!("from: {e}"))?;
+    let to = &notice.recipient;
     let to: Mailbox = to.parse().map_err(|e| format!("{to:?}: {e}"))?;
+    let (why, intro) = super::schedule::intro(notice, hold, world);
     let subject = match hold.tool() {
-        Some(tool) => format!("[Holdpoint] {world}: approve {}?", one_line(tool, 60)),
-        None => format!("[Holdpoint] {world}: a question"),
+        Some(tool) => format!("[Holdpoint] {why}{world}: approve {}?", one_line(tool, 60)),
+        None => format!("[Holdpoint] {why}{world}: a question"),
     };
     let card = card_text(hold);
-    let mut text = format!("A hold in world {world} waits for you.\n\n{card}\n");
+    let mut text = format!("{intro}\n\n{card}\n");
     for l in links {
         text.push_str(&format!("\n{}:\n{}\n", l.label, l.url));
     }
@@ -200,9 +201,9 @@ pub fn message(
     );
     let mut html = format!(
         "<!doctype html><html><body style=\"font-family:sans-serif;max-width:40em\">\
-         <p>A hold in world <b>{}</b> waits for you.</p><pre style=\"white-space:pre-wrap;\
+         <p>{}</p><pre style=\"white-space:pre-wrap;\
          background:#f4f4f4;padding:.75em\">{}</pre><p>",
-        escape(world),
+        escape(&intro),
         escape(&card)
     );
     for l in links {
@@ -221,7 +222,7 @@ pub fn message(
         .from(from)
         .to(to)
         .subject(subject)
-        .message_id(Some(format!("<{notice}@holdpoint>")))
+        .message_id(Some(format!("<{}@holdpoint>", notice.id)))
         .multipart(MultiPart::alternative_plain_html(text, html))
         .map_err(|e| e.to_string())
 }

@@ -1,21 +1,25 @@
-//! Reaching people where they are: a hold's notice by email to the people its routes name,
-//! with signed one-time decision links (docs/channels.md).
+//! Reaching people where they are: a hold's notice to the people its routes name, by email
+//! with signed one-time decision links, or on Slack with buttons (docs/channels.md).
 //!
 //! - `email.rs` `[channels.email]`, the SMTP transport and the message;
-//! - `route.rs` `[[channels.routes]]`, who a hold is mailed to;
+//! - `slack.rs` `[channels.slack]`, the Web API, the Block Kit card and Slack's interactions;
+//! - `route.rs` `[[channels.routes]]`, who a hold is sent to;
 //! - `links.rs` the links' signatures and the key they are signed with;
 //! - `page.rs` the page a link opens.
 //!
-//! Notices are durable as webhook deliveries are (`crate::delivery`): one node sends, under
-//! the `email` lease; each `hold.created` event's notices are recorded (one per hold and
+//! Email and Slack are two transports of one sender: notices are durable as webhook deliveries
+//! are (`crate::delivery`): one node sends, under the `email` lease; each `hold.created` event's notices are recorded (one per hold and
 //! recipient, `RecordKind::Notice` under the hold) with the cursor's next position before any
 //! is sent, every attempt is recorded, and what was pending is sent again after a restart or
-//! a takeover: at least once, never again once one succeeded.
+//! a takeover: at least once, never again once one succeeded. The sender also follows the
+//! holds' resolutions, and updates the Slack messages of a hold decided anywhere to say so.
 
 pub mod email;
 pub mod links;
 pub mod page;
 pub mod route;
+pub mod schedule;
+pub mod slack;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,8 +30,9 @@ use holdpoint_core::Scope;
 use holdpoint_core::record::put;
 use holdpoint_core::store::RecordKind;
 use holdpoint_protocol::{
-    ApproveScope, DecideOutcome, Decision, DecisionKind, DeliveryStatus, Event, EventPayload, Hold,
-    HoldId, HoldQuery, HoldSpec, Notice, Principal, Role, Timestamp,
+    ApproveScope, DecideOutcome, DecideResult, Decision, DecisionKind, DeliveryStatus, Event,
+    EventPayload, Hold, HoldId, HoldQuery, HoldSpec, Notice, NoticePurpose, Principal, Role,
+    Timestamp,
 };
 use lettre::{AsyncSmtpTransport, Tokio1Executor};
 use serde::{Deserialize, Serialize};
@@ -38,20 +43,26 @@ use crate::error::ApiError;
 use email::EmailSettings;
 use links::{Claims, LinkKey};
 use route::{Route, Routes};
+use slack::{Slack, SlackSettings};
 
-/// `[channels]`: the email channel and the routes to people.
+/// `[channels]`: the email and Slack channels and the routes to people.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ChannelSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub email: Option<EmailSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackSettings>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub routes: Vec<Route>,
+    /// Groups of people routes name and escalate to (`oncall = ["a@x.com", …]`).
+    #[serde(skip_serializing_if = "route::Groups::is_empty")]
+    pub groups: route::Groups,
 }
 
 impl ChannelSettings {
     pub fn is_empty(&self) -> bool {
-        self.email.is_none() && self.routes.is_empty()
+        self.email.is_none() && self.slack.is_none() && self.routes.is_empty()
     }
 
     /// What can be checked without connecting: the key at fault and what is wrong.
@@ -59,11 +70,20 @@ impl ChannelSettings {
         if let Some(email) = &self.email {
             email.check()?;
         }
-        Routes::new(&self.routes)?;
-        if self.email.is_none() && !self.routes.is_empty() {
+        if let Some(slack) = &self.slack {
+            slack.check()?;
+        }
+        Routes::with_groups(&self.routes, &self.groups)?;
+        if self.email.is_none() && route::names(&self.routes, EMAIL) {
             return Err((
                 "channels.routes".into(),
                 "routes mail people: they need [channels.email]".into(),
+            ));
+        }
+        if self.slack.is_none() && route::names(&self.routes, SLACK) {
+            return Err((
+                "channels.routes".into(),
+                "routes name Slack members or channels: they need [channels.slack]".into(),
             ));
         }
         Ok(())
@@ -72,6 +92,7 @@ impl ChannelSettings {
 
 /// The name of the channel, as notices and decisions (`via`) record it.
 const EMAIL: &str = "email";
+const SLACK: &str = "slack";
 
 #[derive(Serialize, Deserialize, Clone)]
 struct Stored {
@@ -81,7 +102,6 @@ struct Stored {
 
 struct Email {
     settings: EmailSettings,
-    routes: Routes,
     transport: AsyncSmtpTransport<Tokio1Executor>,
     key: LinkKey,
 }
@@ -90,7 +110,9 @@ struct Email {
 #[derive(Clone)]
 pub struct Channels {
     runtime: Runtime,
+    routes: Arc<Routes>,
     email: Option<Arc<Email>>,
+    slack: Option<Arc<Slack>>,
     shutdown: CancellationToken,
 }
 
@@ -103,15 +125,21 @@ impl Channels {
         data_dir: &Path,
         shutdown: CancellationToken,
     ) -> Result<Channels, String> {
+        let routes = Routes::with_groups(&settings.routes, &settings.groups)
+            .map_err(|(k, m)| format!("{k}: {m}"))?;
+        if routes.is_empty() && (settings.email.is_some() || settings.slack.is_some()) {
+            tracing::warn!("[channels] are set but no [[channels.routes]]: no hold is sent");
+        }
+        let slack = match &settings.slack {
+            None => None,
+            Some(s) => Some(Arc::new(
+                // Its errors name their key.
+                Slack::new(s)?,
+            )),
+        };
         let email = match &settings.email {
             None => None,
             Some(s) => {
-                let routes = Routes::new(&settings.routes).map_err(|(k, m)| format!("{k}: {m}"))?;
-                if routes.is_empty() {
-                    tracing::warn!(
-                        "[channels.email] is set but no [[channels.routes]]: no hold is mailed"
-                    );
-                }
                 let key = LinkKey::open(data_dir).map_err(|e| {
                     format!(
                         "cannot read or make the link key in {}: {e}",
@@ -120,7 +148,6 @@ impl Channels {
                 })?;
                 Some(Arc::new(Email {
                     settings: s.clone(),
-                    routes,
                     transport: s.transport().map_err(|e| format!("channels.email: {e}"))?,
                     key,
                 }))
@@ -128,7 +155,9 @@ impl Channels {
         };
         Ok(Channels {
             runtime,
+            routes: Arc::new(routes),
             email,
+            slack,
             shutdown,
         })
     }
@@ -137,12 +166,66 @@ impl Channels {
         self.runtime.engine().clock().now()
     }
 
-    /// Starts sending notices (when email is configured).
+    /// Starts sending notices (when a channel is configured). Slack's token is tried first
+    /// (`auth.test`): a token Slack refuses can never work, so that stops the start with the
+    /// reason; Slack out of reach is only a loud warning, since notices wait and are retried,
+    /// and an approval server must not stay down because a chat service is.
     pub async fn start(&self) -> Result<(), ApiError> {
-        if self.email.is_some() {
+        if let Some(slack) = &self.slack {
+            match slack.auth_test().await {
+                Ok(bot) => tracing::info!(bot = %bot, "Slack accepted the bot token"),
+                Err(slack::CallError::Refused(e)) => {
+                    return Err(ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "slack_token_refused",
+                        format!(
+                            "channels.slack.bot_token_env: Slack refused the bot token (auth.test: {e})"
+                        ),
+                    ));
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "could not check the Slack bot token (auth.test): Slack notices wait until Slack answers"
+                ),
+            }
+        }
+        if self.email.is_some() || self.slack.is_some() {
+            schedule::warn_unreached(self).await;
             crate::delivery::start(self).await?;
         }
         Ok(())
+    }
+
+    /// How often and how patiently a notice over `channel` is tried.
+    fn retries(&self, channel: &str) -> Option<(u32, std::time::Duration)> {
+        match channel {
+            EMAIL => self
+                .email
+                .as_ref()
+                .map(|e| (e.settings.attempts, e.settings.backoff)),
+            SLACK => self
+                .slack
+                .as_ref()
+                .map(|s| (s.settings.attempts, s.settings.backoff)),
+            _ => None,
+        }
+    }
+
+    /// One attempt at sending notice `notice` of the open hold `hold`, over its channel.
+    async fn attempt(&self, notice: &mut Notice, hold: &Hold) -> Result<(), String> {
+        let world = self.world_name(hold).await;
+        match (notice.channel.as_str(), &self.email, &self.slack) {
+            (EMAIL, Some(email), _) => {
+                let links = self.links(email, notice, hold);
+                let m = email::message(&email.settings, notice, hold, &world, &links)?;
+                email::send(&email.transport, m).await
+            }
+            (SLACK, _, Some(slack)) => {
+                notice.message = Some(self.post(slack, &notice.recipient, hold, &world).await?);
+                Ok(())
+            }
+            (channel, _, _) => Err(format!("[channels.{channel}] is not configured")),
+        }
     }
 
     /// Every notice of hold `id`, oldest first.
@@ -185,12 +268,11 @@ impl Channels {
 
     /// Sends notice `s` until it is delivered, its attempts run out, or its hold is decided.
     async fn send(self, mut s: Stored) {
-        let Some(email) = self.email.clone() else {
+        let Some((attempts, backoff)) = self.retries(&s.notice.channel) else {
             return;
         };
-        let settings = &email.settings;
-        while s.notice.attempts < settings.attempts {
-            if !back_off(&self.shutdown, settings.backoff, s.notice.attempts).await {
+        while s.notice.attempts < attempts {
+            if !back_off(&self.shutdown, backoff, s.notice.attempts).await {
                 return;
             }
             let hold = match self
@@ -206,19 +288,7 @@ impl Channels {
                 }
             };
             let result = if hold.is_open() {
-                let world = self.world_name(&hold).await;
-                let links = self.links(&email, &s.notice, &hold);
-                match email::message(
-                    settings,
-                    s.notice.id,
-                    &s.notice.recipient,
-                    &hold,
-                    &world,
-                    &links,
-                ) {
-                    Ok(m) => email::send(&email.transport, m).await,
-                    Err(e) => Err(e),
-                }
+                self.attempt(&mut s.notice, &hold).await
             } else {
                 Err("not sent: the hold was decided first".into())
             };
@@ -233,7 +303,7 @@ impl Channels {
                 Err(e) => s.notice.last_error = Some(e),
             }
             if s.notice.status == DeliveryStatus::Pending
-                && (decided || s.notice.attempts >= settings.attempts)
+                && (decided || s.notice.attempts >= attempts)
             {
                 s.notice.status = DeliveryStatus::Failed;
             }
@@ -244,36 +314,43 @@ impl Channels {
                 return;
             }
             if s.notice.status != DeliveryStatus::Pending {
+                // Decided while the message was being posted: its resolution found no message
+                // to update, so it is updated now.
+                if s.notice.message.is_some()
+                    && let Ok(now) = self.runtime.engine().hold(hold.id, &Scope::default()).await
+                    && !now.is_open()
+                {
+                    self.clone().show_outcome(hold.id).await;
+                }
                 return;
             }
         }
     }
 
+    /// Decides hold `id` as the approver `name` through channel `via`: the engine's one decide,
+    /// which checks that `name` may decide it.
+    async fn decide_as(
+        &self,
+        name: &str,
+        via: &str,
+        id: HoldId,
+        decision: Decision,
+    ) -> Result<DecideResult, ApiError> {
+        let who = Principal::new(name.to_owned(), Role::Approver).via(Some(via.to_owned()));
+        Ok(self
+            .runtime
+            .engine()
+            .decide(&who, id, decision, &Scope::default(), None)
+            .await?)
+    }
+
     /// A link per decision the hold offers that a link can make.
     fn links(&self, email: &Email, notice: &Notice, hold: &Hold) -> Vec<email::Link> {
-        let mut decisions = Vec::new();
-        match &hold.spec {
-            HoldSpec::Approval(_) => {
-                for (kind, name) in [
-                    (DecisionKind::ApproveOnce, "approve_once"),
-                    (DecisionKind::Deny, "deny"),
-                ] {
-                    if hold.offers.contains(&kind) {
-                        decisions.push(name.to_owned());
-                    }
-                }
-            }
-            HoldSpec::Question(q) => {
-                if hold.offers.contains(&DecisionKind::Answer) && !q.confirm {
-                    decisions.extend(q.options.iter().map(|o| format!("answer:{}", o.id)));
-                }
-            }
-        }
         let lifetime = i64::try_from(email.settings.link_lifetime.as_millis()).unwrap_or(i64::MAX);
         let latest = notice.created_at.as_millis().saturating_add(lifetime);
         let expires = hold.deadline.map_or(latest, |d| d.as_millis().min(latest));
         let base = email.settings.public_url.trim_end_matches('/');
-        decisions
+        decisions(hold)
             .into_iter()
             .map(|decision| {
                 let label = page::label(hold, &decision);
@@ -427,32 +504,14 @@ impl Channels {
         if let Some(page) = self.spent(&c) {
             return page;
         }
-        let decision = match c.claims.decision.as_str() {
-            "approve_once" => Decision::Approve {
-                scope: ApproveScope::Once,
-                expires_in: None,
-                digest: c.claims.digest.clone(),
-                reason: None,
-            },
-            "deny" => Decision::Deny { reason: None },
-            d => match d.strip_prefix("answer:") {
-                Some(option) => Decision::Answer {
-                    options: vec![option.to_owned()],
-                },
-                None => {
-                    return (
-                        StatusCode::FORBIDDEN,
-                        page::notice("This link is not valid", "Nothing was decided."),
-                    );
-                }
-            },
+        let Some(decision) = decision_of(&c.claims.decision, c.claims.digest.clone()) else {
+            return (
+                StatusCode::FORBIDDEN,
+                page::notice("This link is not valid", "Nothing was decided."),
+            );
         };
-        let who =
-            Principal::new(c.claims.decides_as.clone(), Role::Approver).via(Some(EMAIL.to_owned()));
         let decided = self
-            .runtime
-            .engine()
-            .decide(&who, c.hold.id, decision, &Scope::default(), None)
+            .decide_as(&c.claims.decides_as, EMAIL, c.hold.id, decision)
             .await;
         match decided {
             Ok(result) => {
@@ -472,7 +531,6 @@ impl Channels {
                 (StatusCode::OK, page::notice("Decided", &text))
             }
             Err(e) => {
-                let e = ApiError::from(e);
                 // Decided meanwhile by someone else: say by whom.
                 if let Ok(hold) = self
                     .runtime
@@ -508,6 +566,47 @@ impl Channels {
     }
 }
 
+/// The decisions a notice offers for `hold` (a link or a button each), by name:
+/// `approve_once` and `deny` for approvals, `answer:OPTION` for a question without a confirm
+/// step.
+fn decisions(hold: &Hold) -> Vec<String> {
+    let mut decisions = Vec::new();
+    match &hold.spec {
+        HoldSpec::Approval(_) => {
+            for (kind, name) in [
+                (DecisionKind::ApproveOnce, "approve_once"),
+                (DecisionKind::Deny, "deny"),
+            ] {
+                if hold.offers.contains(&kind) {
+                    decisions.push(name.to_owned());
+                }
+            }
+        }
+        HoldSpec::Question(q) => {
+            if hold.offers.contains(&DecisionKind::Answer) && !q.confirm {
+                decisions.extend(q.options.iter().map(|o| format!("answer:{}", o.id)));
+            }
+        }
+    }
+    decisions
+}
+
+/// The decision named `name` (as `decisions` names them), an approval bound to `digest`.
+fn decision_of(name: &str, digest: Option<String>) -> Option<Decision> {
+    Some(match name {
+        "approve_once" => Decision::Approve {
+            scope: ApproveScope::Once,
+            expires_in: None,
+            digest,
+            reason: None,
+        },
+        "deny" => Decision::Deny { reason: None },
+        d => Decision::Answer {
+            options: vec![d.strip_prefix("answer:")?.to_owned()],
+        },
+    })
+}
+
 struct Checked {
     email: Arc<Email>,
     claims: Claims,
@@ -539,6 +638,8 @@ fn decided_page(hold: &Hold) -> String {
 
 #[async_trait::async_trait]
 impl Sender for Channels {
+    // The name its lease and cursor were first stored under, when email was the only channel:
+    // kept, so that an upgraded server goes on from where it stopped.
     const NAME: &'static str = EMAIL;
     type State = ();
 
@@ -558,7 +659,10 @@ impl Sender for Channels {
     }
 
     async fn resume(&self) -> Result<(), ApiError> {
-        self.resend_pending().await
+        self.resend_pending().await?;
+        // Reminders, escalations and last notices, timed from here while this node sends.
+        tokio::spawn(schedule::run(self.clone()));
+        Ok(())
     }
 
     async fn schedule(
@@ -567,12 +671,25 @@ impl Sender for Channels {
         _: &mut (),
         cursor: &mut Cursor,
     ) -> Result<(), ApiError> {
-        let (EventPayload::HoldCreated { hold }, Some(email)) = (&event.payload, &self.email)
-        else {
+        // A hold decided anywhere (on another node, before a restart: the log has it): its Slack
+        // messages are updated. Nothing is recorded, so the cursor stays where it was and the
+        // update is made again should the process stop before it is; updating twice is harmless.
+        if let (Some(_), Some(id), Some(_)) =
+            (event.payload.resolution(), event.hold, &self.slack)
+        {
+            tokio::spawn(self.clone().show_outcome(id));
+            return Ok(());
+        }
+        let EventPayload::HoldCreated { hold } = &event.payload else {
             return Ok(());
         };
         let world = self.world_name(hold).await;
-        let recipients = email.routes.recipients(hold, &world);
+        let recipients: Vec<_> = self
+            .routes
+            .recipients(hold, &world)
+            .into_iter()
+            .filter(|r| self.retries(r.channel).is_some())
+            .collect();
         if recipients.is_empty() {
             return Ok(());
         }
@@ -584,9 +701,16 @@ impl Sender for Channels {
                 notice: Notice {
                     id: uuid::Uuid::now_v7(),
                     hold: hold.id,
-                    channel: EMAIL.into(),
+                    channel: r.channel.into(),
+                    decides_as: match (r.channel, &self.slack) {
+                        // From Slack, whoever presses decides, as their own mapped name (a
+                        // route's `as` is email's): a member's notice names theirs.
+                        (SLACK, Some(slack)) => slack
+                            .approver(&r.address)
+                            .map_or_else(|| r.address.clone(), str::to_owned),
+                        _ => r.decides_as,
+                    },
                     recipient: r.address,
-                    decides_as: r.decides_as,
                     status: DeliveryStatus::Pending,
                     attempts: 0,
                     last_error: None,
@@ -594,6 +718,9 @@ impl Sender for Channels {
                     updated_at: now,
                     sent_at: None,
                     used: None,
+                    purpose: NoticePurpose::First,
+                    round: 0,
+                    message: None,
                 },
                 version: 1,
             };

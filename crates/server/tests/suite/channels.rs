@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::{ASK_ALL, Api, TestServer, approval, held, question, raise};
 
 /// Where links point; the tests open their paths on the test server.
-const PUBLIC_URL: &str = "https://holdpoint.example.com";
+pub(super) const PUBLIC_URL: &str = "https://holdpoint.example.com";
 
 /// Email to the SMTP server on `port`; holds of world `lab` go to alice.
 pub(super) fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
@@ -46,6 +46,7 @@ pub(super) fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
                     kind: None,
                     to: vec!["alice@example.com".into()],
                     decides_as: Some("alice".into()),
+                    ..Route::default()
                 },
                 Route {
                     world: None,
@@ -53,8 +54,10 @@ pub(super) fn mail_to(port: u16) -> impl FnOnce(&mut Settings) {
                     kind: Some(HoldKind::Question),
                     to: vec!["bob@example.com".into()],
                     decides_as: None,
+                    ..Route::default()
                 },
             ],
+            ..ChannelSettings::default()
         };
     }
 }
@@ -87,7 +90,7 @@ pub(super) fn link(mail: &Value, label: &str) -> String {
 }
 
 /// A page's status and HTML.
-async fn open(api: &Api, path: &str) -> (u16, String) {
+pub(super) async fn open(api: &Api, path: &str) -> (u16, String) {
     let r = api
         .anonymous()
         .request(Method::GET, path)
@@ -98,14 +101,14 @@ async fn open(api: &Api, path: &str) -> (u16, String) {
 }
 
 /// The confirm form's CSRF token on a link's page.
-fn csrf(page: &str) -> String {
+pub(super) fn csrf(page: &str) -> String {
     let (_, rest) = page
         .split_once("name=\"csrf\" value=\"")
         .unwrap_or_else(|| panic!("no confirm form in {page}"));
     rest.split('"').next().unwrap().to_owned()
 }
 
-async fn confirm(api: &Api, path: &str, csrf: &str) -> (u16, String) {
+pub(super) async fn confirm(api: &Api, path: &str, csrf: &str) -> (u16, String) {
     let r = api
         .anonymous()
         .request(Method::POST, path)
@@ -129,7 +132,7 @@ pub(super) async fn status(t: &TestServer, hold: &str) -> Value {
         .clone()
 }
 
-async fn notices(t: &TestServer, hold: &str) -> Vec<Value> {
+pub(super) async fn notices(t: &TestServer, hold: &str) -> Vec<Value> {
     t.api
         .get(&format!("/api/v1/holds/{hold}/notices"))
         .await

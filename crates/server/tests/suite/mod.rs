@@ -7,6 +7,7 @@ mod audit_state;
 mod browser;
 mod catalog;
 mod channels;
+mod channels_timing;
 mod client;
 mod events;
 mod external;
