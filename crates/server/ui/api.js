@@ -129,6 +129,7 @@ const OPERATIONS = Object.freeze({
   createWebhook: ["POST", "/api/v1/worlds/{world}/webhooks"],
   deleteWebhook: ["DELETE", "/api/v1/webhooks/{webhook}"],
   deliveries: ["GET", "/api/v1/webhooks/{webhook}/deliveries"],
+  notices: ["GET", "/api/v1/holds/{hold}/notices"],
   auditEvents: ["GET", "/api/v1/audit/events"],
   auditVerify: ["GET", "/api/v1/audit/verify"],
 });
@@ -181,6 +182,7 @@ export const holdCounts = () => call("holdCounts");
 export const getHold = (id) => call("getHold", { params: { hold: id } });
 export const decide = (id, decision) => call("decide", { params: { hold: id }, body: decision });
 export const holdFile = (id) => call("holdFile", { params: { hold: id } });
+export const notices = (id) => call("notices", { params: { hold: id } });
 export const decideBatch = (batch, seen, decision) =>
   call("decideBatch", { params: { batch }, body: { seen, decision } });
 

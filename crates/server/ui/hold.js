@@ -1,10 +1,13 @@
 // One hold: its card and its full history (raised, reminded, each vote and decision, grants,
-// the outcome), and, for a tool call of one of Holdpoint's chats, the tool's result once it ran.
-import { agents, getHold, messages, worlds } from "./api.js";
+// the outcome), who was notified of it (email, Slack), and, for a tool call of one of
+// Holdpoint's chats, the tool's result once it ran.
+import { agents, getHold, messages, notices, worlds } from "./api.js";
 import { card, grantLasts, knownKind, outcomeWords, resolvedVia, ruleName } from "./card.js";
 import { actorName, h, problem, relative, replace, when } from "./dom.js";
 import { onEvent, onResync } from "./live.js";
-import { EventType, GrantScope, HOLD_EVENT_TYPES, HoldKind, MessageRole, ToolResultStatus } from "./wire.js";
+import {
+  DeliveryStatus, EventType, GrantScope, HOLD_EVENT_TYPES, HoldKind, MessageRole, NoticePurpose, ToolResultStatus,
+} from "./wire.js";
 
 // Events of a hold's history that the page follows as they happen.
 const HISTORY = [...HOLD_EVENT_TYPES, EventType.GrantCreated];
@@ -24,12 +27,33 @@ export async function hold(main, [id]) {
   const drawHistory = (events) => replace(history, events.map((e) => entry(e, current)));
   drawHistory(detail.history);
 
+  // Shown once someone was notified; read again with the history (a reminder, an escalation
+  // and the decision are events of the hold).
+  const notified = h("ol", { class: "history notices" });
+  const notifiedSection = h("section", { class: "notices-section", "aria-labelledby": "notices-title", hidden: true },
+    h("h2", { id: "notices-title" }, "Notified"),
+    notified);
+  const drawNotices = async () => {
+    let page;
+    try {
+      page = await notices(id);
+    } catch (error) {
+      replace(notified, problem(error));
+      notifiedSection.hidden = false;
+      return;
+    }
+    replace(notified, page.items.map(noticeEntry));
+    notifiedSection.hidden = page.items.length === 0;
+  };
+  drawNotices();
+
   const reread = async () => {
     try {
       const again = await getHold(id);
       current = again.hold;
       drawHistory(again.history);
       drawSuggest();
+      drawNotices();
     } catch (error) {
       replace(history, problem(error));
     }
@@ -70,7 +94,8 @@ export async function hold(main, [id]) {
     result,
     h("section", { class: "history-section", "aria-labelledby": "history-title" },
       h("h2", { id: "history-title" }, "History"),
-      history));
+      history),
+    notifiedSection);
   pastResult(current, result);
   return () => {
     for (const stop of stops) stop();
@@ -111,6 +136,30 @@ function entry(event, hold) {
   return h("li", { dataset: { type: p.type } },
     h("time", { datetime: event.at, title: when(event.at) }, relative(event.at)), " ",
     h("span", {}, text));
+}
+
+/** @type {Record<import("./wire.js").NoticePurpose, string>} */
+const PURPOSE = {
+  [NoticePurpose.First]: "Notified",
+  [NoticePurpose.Reminder]: "Reminded",
+  [NoticePurpose.Escalation]: "Escalated to",
+  [NoticePurpose.Last]: "Last notice to",
+};
+
+// One notice: why, to whom (and as whom they decide), over what, and how its delivery went.
+function noticeEntry(n) {
+  const who = n.decides_as === n.recipient ? n.recipient : `${n.recipient} (deciding as ${n.decides_as})`;
+  const step = n.purpose === NoticePurpose.Escalation && n.round ? ` (step ${n.round})` : "";
+  const tries = `${n.attempts} attempt${n.attempts === 1 ? "" : "s"}`;
+  let how;
+  if (n.status === DeliveryStatus.Delivered) how = "delivered";
+  else if (n.status === DeliveryStatus.Failed) how = `failed after ${tries}`;
+  else how = n.attempts ? `not delivered yet, ${tries} failed` : "being sent";
+  const at = n.sent_at || n.updated_at;
+  return h("li", { dataset: { purpose: n.purpose, status: n.status } },
+    h("time", { datetime: at, title: when(at) }, relative(at)), " ",
+    h("span", {}, `${PURPOSE[n.purpose] || n.purpose}${step} ${who} by ${n.channel}: ${how}`),
+    n.last_error ? [" ", h("span", { class: "notice-error" }, `— ${n.last_error}`)] : null);
 }
 
 /** @type {Record<import("./wire.js").GrantScope, string>} */

@@ -327,11 +327,20 @@ export const PolicyLayer = Object.freeze({
 });
 
 /** @typedef {"pending" | "delivered" | "failed"} DeliveryStatus */
-/** A webhook delivery's `status`. */
+/** A webhook delivery's or a notice's `status`. */
 export const DeliveryStatus = Object.freeze({
   Pending: "pending",
   Delivered: "delivered",
   Failed: "failed",
+});
+
+/** @typedef {"first" | "reminder" | "escalation" | "last"} NoticePurpose */
+/** Why a notice was sent: `purpose`. */
+export const NoticePurpose = Object.freeze({
+  First: "first",
+  Reminder: "reminder",
+  Escalation: "escalation",
+  Last: "last",
 });
 
 /** @typedef {"user" | "assistant" | "tool"} MessageRole */

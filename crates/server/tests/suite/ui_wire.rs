@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use holdpoint_protocol::{
     ApproveScope, ApprovedBy, CallState, CallVerdict, DecideOutcome, DecidedByKind, DecisionAction,
     DecisionKind, DeliveryStatus, EventType, GrantScope, HoldKind, HoldStatus, MarkdownNodeType,
-    MessageRole, Order, OutcomeStatus, PolicyLayer, Role, Source, StatusFilterName, TimeoutAction,
-    ToolResultStatus, TurnStatus, VariantArray, Verdict,
+    MessageRole, NoticePurpose, Order, OutcomeStatus, PolicyLayer, Role, Source, StatusFilterName,
+    TimeoutAction, ToolResultStatus, TurnStatus, VariantArray, Verdict,
 };
 
 use super::TestServer;
@@ -200,7 +200,12 @@ fn wire_js() -> String {
         &[],
     );
     w.names::<PolicyLayer>("PolicyLayer", "A rule's policy `layer`.", &[]);
-    w.names::<DeliveryStatus>("DeliveryStatus", "A webhook delivery's `status`.", &[]);
+    w.names::<DeliveryStatus>(
+        "DeliveryStatus",
+        "A webhook delivery's or a notice's `status`.",
+        &[],
+    );
+    w.names::<NoticePurpose>("NoticePurpose", "Why a notice was sent: `purpose`.", &[]);
     w.names::<MessageRole>("MessageRole", "A chat message's `role`.", &[]);
     w.names::<TurnStatus>("TurnStatus", "A turn's `status`.", &[]);
     w.list(
