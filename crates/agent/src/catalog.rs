@@ -269,13 +269,28 @@ impl Runtime {
             check_mcp_servers(&world.mcp_servers)?;
         }
         if let Some(agents) = changes.a2a_agents {
+            let mut subs = Vec::new();
             for (name, remote) in agents {
                 match remote {
-                    Some(remote) => world.a2a_agents.insert(name, remote),
+                    Some(remote) => {
+                        if let Some(sub) = &remote.agent {
+                            subs.push((name.clone(), sub.clone()));
+                        }
+                        world.a2a_agents.insert(name, remote)
+                    }
                     None => world.a2a_agents.remove(&name),
                 };
             }
             crate::tools::remote::check(&world.a2a_agents)?;
+            // A sub-agent named now must be there now (one deleted later fails its calls).
+            for (name, sub) in subs {
+                if let Err(RuntimeError::NotFound { .. }) = self.find_agent(world.id, &sub).await {
+                    return Err(RuntimeError::invalid(
+                        &format!("a2a_agents.{name}.agent"),
+                        format!("{sub:?} is no agent of this world: create it first"),
+                    ));
+                }
+            }
         }
         if world == before {
             return Ok(world);

@@ -270,3 +270,43 @@ async fn an_agent_does_not_call_itself() {
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn a_sub_agent_must_be_an_agent_of_the_world_and_not_also_a_url() {
+    let h = Harness::new(POLICY, vec![]).await;
+    let set = |remote: RemoteAgentConfig| WorldChanges {
+        a2a_agents: Some(BTreeMap::from([("x".to_owned(), Some(remote))])),
+        ..WorldChanges::default()
+    };
+    let field = |e: holdpoint_agent::RuntimeError| match e {
+        holdpoint_agent::RuntimeError::Invalid { error } => error.field,
+        other => panic!("{other}"),
+    };
+    let nobody = RemoteAgentConfig {
+        agent: Some("nobody".into()),
+        ..RemoteAgentConfig::default()
+    };
+    let e =
+        h.rt.update_world(&by(), h.world.id, set(nobody))
+            .await
+            .unwrap_err();
+    assert_eq!(field(e), "a2a_agents.x.agent");
+    let both = RemoteAgentConfig {
+        agent: Some("helper".into()),
+        url: Some("http://127.0.0.1:9/".into()),
+        ..RemoteAgentConfig::default()
+    };
+    let e =
+        h.rt.update_world(&by(), h.world.id, set(both))
+            .await
+            .unwrap_err();
+    assert_eq!(field(e), "a2a_agents.x.agent");
+    let neither = RemoteAgentConfig::default();
+    let e =
+        h.rt.update_world(&by(), h.world.id, set(neither))
+            .await
+            .unwrap_err();
+    assert_eq!(field(e), "a2a_agents.x.url");
+    // Nothing was kept of the refused changes.
+    assert!(h.rt.world(h.world.id).await.unwrap().a2a_agents.is_empty());
+}
