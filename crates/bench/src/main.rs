@@ -6,6 +6,7 @@
 //! Each prints its figures; none asserts a target (speed is measured here, not in tests).
 
 mod a2a;
+mod channels;
 mod compare;
 mod cpu;
 mod cycle;
@@ -113,6 +114,12 @@ enum Bench {
         concurrency: Vec<usize>,
         #[arg(long, default_value_t = SECONDS)]
         seconds: f64,
+    },
+    /// Email notices: a hold created until its mail is accepted by a local SMTP server, and a
+    /// decision link confirmed until the agent's wait returns, holds one at a time.
+    Channels {
+        #[arg(long, default_value_t = 200)]
+        holds: usize,
     },
     /// Memory per pending hold and first-page latency with many pending.
     Pending {
@@ -310,6 +317,9 @@ fn main() -> anyhow::Result<()> {
             seconds,
         } => runtime.block_on(a2a::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
         Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::Channels { holds } => {
+            runtime.block_on(channels::run(&bench_dir(cli.dir)?, holds.max(1)))?
+        }
         Bench::Timers {
             holds,
             spread,
@@ -411,6 +421,7 @@ fn main() -> anyhow::Result<()> {
                 &HTTP_LEVELS,
                 SECONDS,
             ))?;
+            runtime.block_on(channels::run(&bench_dir(cli.dir.clone())?, 200))?;
             runtime.block_on(pending::run(&bench_dir(cli.dir)?, 100_000))?;
         }
     }
