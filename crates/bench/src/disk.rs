@@ -45,15 +45,23 @@ fn probe(dir: &Path) -> std::io::Result<Latencies> {
 }
 
 /// Prints the probe's figures as a header line of a durable benchmark.
-pub fn describe(dir: &Path) {
+///
+/// Returns the p50, when the probe ran.
+pub fn describe(dir: &Path) -> Option<std::time::Duration> {
     match probe(dir) {
-        Ok(lat) => println!(
-            "   disk: {} KiB overwritten + fdatasync   p50 {}   p99 {}",
-            WRITE / 1024,
-            ms(lat.percentile(50.0)),
-            ms(lat.percentile(99.0))
-        ),
-        Err(e) => println!("   disk: the fsync probe failed ({e})"),
+        Ok(lat) => {
+            println!(
+                "   disk: {} KiB overwritten + fdatasync   p50 {}   p99 {}",
+                WRITE / 1024,
+                ms(lat.percentile(50.0)),
+                ms(lat.percentile(99.0))
+            );
+            Some(lat.percentile(50.0))
+        }
+        Err(e) => {
+            println!("   disk: the fsync probe failed ({e})");
+            None
+        }
     }
 }
 

@@ -351,21 +351,49 @@ pub async fn run(
         Some(url) => Some(TempSchema::in_database(url).await),
         None => None,
     };
-    match &schema {
-        Some(_) => println!(
-            "   holdpoint serve on 127.0.0.1 (PostgreSQL: acknowledged = committed, synchronous_commit on)"
-        ),
+    let fsync = match &schema {
+        Some(_) => {
+            println!(
+                "   holdpoint serve on 127.0.0.1 (PostgreSQL: acknowledged = committed, synchronous_commit on)"
+            );
+            None
+        }
         None => {
             println!(
                 "   holdpoint serve on 127.0.0.1 (SQLite in {}, WAL fsynced before each acknowledgement)",
                 dir.path().display()
             );
-            crate::disk::describe(dir.path());
+            crate::disk::describe(dir.path())
         }
-    }
+    };
     let store_url = schema.as_ref().map(|s| s.url.as_str());
     let measured = measure(dir.path(), store_url, 1, levels, seconds).await?;
+    let cycles: Vec<(usize, Option<Duration>, Duration)> = measured
+        .iter()
+        .map(|(c, samples)| {
+            let rate = samples.cycle.len() as f64 / seconds;
+            let cpu = samples.busy.and_then(|b| crate::floor::cpu_per(b, rate));
+            let p50 = Latencies::new(samples.cycle.clone()).percentile(50.0);
+            (*c, cpu, p50)
+        })
+        .collect();
     print_levels(measured, seconds);
+    // The floor, in the same run: what a bare request costs here.
+    for (c, cycle_cpu, cycle_p50) in cycles {
+        let floor = crate::floor::measure(c, seconds).await?;
+        crate::floor::report(c, &floor, cycle_cpu);
+        if c == 1
+            && let Some(fsync) = fsync
+        {
+            let bound = fsync * 2 + floor.p50 * 3;
+            println!(
+                "      cycle p50 {} = {:.1}× two fsyncs and three bare round trips ({})",
+                ms(cycle_p50),
+                cycle_p50.as_secs_f64() / bound.as_secs_f64(),
+                ms(bound)
+            );
+        }
+    }
     println!();
     Ok(())
 }

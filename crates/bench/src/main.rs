@@ -12,6 +12,7 @@ mod cpu;
 mod cycle;
 mod disk;
 mod fanout;
+mod floor;
 mod http;
 mod inbox;
 mod mcp;
