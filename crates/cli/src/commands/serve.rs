@@ -74,6 +74,14 @@ pub fn config(cmd: ConfigCommand) -> Result<(), Failure> {
             .block_on(email.test_connection())
             .map_err(|e| Failure::Usage(format!("channels.email: {e}")))?;
     }
+    if let Some(slack) = &settings.channels.slack {
+        // A token Slack refuses is said now too (auth.test), as the server's start would.
+        // (Its errors name their key.)
+        let slack = holdpoint_server::channels::slack::Slack::new(slack).map_err(Failure::Usage)?;
+        runtime()?
+            .block_on(slack.auth_test())
+            .map_err(|e| Failure::Usage(format!("channels.slack: auth.test: {e}")))?;
+    }
     let mcp = if args.mcp {
         runtime()?.block_on(check_mcp(&settings.mcp))?
     } else {

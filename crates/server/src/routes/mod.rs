@@ -12,6 +12,7 @@ mod live;
 mod mcp;
 mod ops;
 mod policy;
+mod slack;
 mod ui;
 
 mod table;
@@ -120,6 +121,7 @@ fn declare() -> Routes {
         .add(Signed, routes!(a2a::card))
         .add(Public, routes!(links::open, links::confirm))
         .add(Roles(PEOPLE), routes!(links::notices))
+        .add(Public, routes!(slack::interactions))
 }
 
 /// The size of a page a log-like listing is asked for: `limit`, by the one rule the engine

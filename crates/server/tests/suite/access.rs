@@ -634,6 +634,7 @@ const ACCESS: &[(&str, &str, &str)] = &[
     ("GET", "/api/v1/holds/{hold}/notices", "admin approver"),
     ("GET", "/d/{token}", "public"),
     ("POST", "/d/{token}", "public"),
+    ("POST", "/slack/interactions", "public"),
     ("POST", "/api/v1/holds/{hold}/decision", "signed"),
     ("POST", "/api/v1/holds/{hold}/default", "signed"),
     ("POST", "/api/v1/batches/{batch}/decision", "signed"),

@@ -23,6 +23,7 @@ mod refusals;
 mod remote_agents;
 mod remote_holdpoint;
 mod revocation;
+mod slack;
 mod turns;
 mod ui;
 mod ui_wire;

@@ -636,3 +636,50 @@ async fn a_bot_token_slack_refuses_stops_the_start() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn a_message_posted_before_a_restart_is_updated_when_its_hold_is_decided_after() {
+    let slack = Slack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let t = TestServer::on(dir, ASK_ALL, slack_to(&slack.api)).await;
+    let bot = lab(&t).await;
+    let hold = held(
+        &raise(
+            &bot,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": "ls"}))],
+        )
+        .await,
+        0,
+    );
+    let message = slack.nth("chat.postMessage", 1).await;
+    eventually(|| async {
+        let n = notices(&t, &hold).await;
+        (n[0]["status"] == "delivered")
+            .then_some(())
+            .ok_or_else(|| format!("not delivered yet: {n:?}"))
+    })
+    .await;
+    let TestServer {
+        server, _dir: dir, ..
+    } = t;
+    server.stop().await.unwrap();
+
+    let t = TestServer::on(dir, ASK_ALL, slack_to(&slack.api)).await;
+    t.api
+        .post(
+            &format!("/api/v1/holds/{hold}/decision"),
+            json!({"action": "deny", "reason": "not today"}),
+        )
+        .await
+        .expect(200);
+    let update = updated(&slack, &posted(0, &message)).await;
+    let text = update["text"].as_str().unwrap();
+    assert!(
+        text.contains("Denied by ") && text.contains("not today"),
+        "{update}"
+    );
+    assert!(buttons(&update).is_empty(), "{update}");
+    // Posted once, before the restart only.
+    assert_eq!(slack.calls("chat.postMessage").len(), 1);
+}
