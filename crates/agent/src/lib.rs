@@ -11,4 +11,4 @@ mod turn;
 
 pub use error::RuntimeError;
 pub use runtime::{Runtime, RuntimeConfig, ShellLimits, TURN_LEASE};
-pub use tools::{BUILT_IN_TOOLS, ExternalTools, FileNow, hide_remote_secrets};
+pub use tools::{BUILT_IN_TOOLS, ExternalTools, FileNow, check_remote_agents, hide_remote_secrets};

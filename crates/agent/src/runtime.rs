@@ -1,6 +1,6 @@
 //! The runtime: what it holds, how it starts (resuming turns), and how it commits.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,9 @@ use holdpoint_core::lease::Node;
 use holdpoint_core::record::Records;
 use holdpoint_core::store::{CommitError, Store, Write};
 use holdpoint_llm::LlmClient;
-use holdpoint_protocol::{Actor, Agent, EventPayload, Principal, Role, Source, Timestamp, TurnId};
+use holdpoint_protocol::{
+    Actor, Agent, EventPayload, Principal, RemoteAgentConfig, Role, Source, Timestamp, TurnId,
+};
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
@@ -32,6 +34,9 @@ pub struct RuntimeConfig {
     pub external_tools: Option<Arc<dyn ExternalTools>>,
     /// This process among the nodes sharing the store, and the length of its turn leases.
     pub node: Node,
+    /// The configuration file's remote A2A agents (`[a2a.agents.NAME]`), offered to every
+    /// world's agents as `a2a__NAME`; a world's own entry of the same name wins.
+    pub a2a_agents: BTreeMap<String, RemoteAgentConfig>,
 }
 
 /// The default length of a turn's lease: a turn whose node died is taken over this long
@@ -47,6 +52,7 @@ impl RuntimeConfig {
             max_file: 256 * 1024,
             external_tools: None,
             node: Node::new(TURN_LEASE, true),
+            a2a_agents: BTreeMap::new(),
         }
     }
 }
@@ -102,6 +108,7 @@ impl Runtime {
             )
         })?;
         let records = Records::new(engine.store().clone());
+        let remote = crate::tools::remote::Remotes::new(config.a2a_agents.clone());
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 engine,
@@ -110,7 +117,7 @@ impl Runtime {
                 config,
                 running: Mutex::new(HashMap::new()),
                 cancelers: Mutex::new(HashMap::new()),
-                remote: Default::default(),
+                remote,
             }),
         };
         runtime.take_over_turns().await?;

@@ -6,7 +6,7 @@
 //! `HOLDPOINT_<SECTION>_<KEY>` variable, are errors that name the key: a misspelt setting must
 //! not be silently ignored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,6 +42,46 @@ pub struct Settings {
     /// only: no environment variables (the SMTP credentials are read from the variables it names).
     #[serde(skip_serializing_if = "crate::channels::ChannelSettings::is_empty")]
     pub channels: crate::channels::ChannelSettings,
+    /// Remote A2A agents offered to every world's agents (`[a2a.agents.NAME]`, see
+    /// docs/a2a.md). File only: no environment variables.
+    #[serde(skip_serializing_if = "A2aSettings::is_empty")]
+    pub a2a: A2aSettings,
+}
+
+/// The `[a2a]` section: remote A2A agents offered to every world's agents as `a2a__NAME`,
+/// beside each world's own (`a2a_agents`; a world's entry of the same name wins), as the
+/// file's MCP servers are.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2aSettings {
+    /// By name (`[a2a.agents.NAME]`): `url`, `headers`, `timeout`, as a world's entry.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, holdpoint_protocol::RemoteAgentConfig>,
+}
+
+impl A2aSettings {
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
+    }
+
+    /// The rules a world's remote agents keep, named by the file's key
+    /// (`a2a.agents.bank.url`).
+    fn check(&self) -> Result<(), ConfigError> {
+        holdpoint_agent::check_remote_agents(&self.agents).map_err(|e| {
+            let (key, message) = match e {
+                holdpoint_agent::RuntimeError::Invalid { error } => (error.field, error.message),
+                other => ("a2a.agents".to_owned(), other.to_string()),
+            };
+            ConfigError {
+                key: match key.strip_prefix("a2a_agents") {
+                    Some(rest) => format!("a2a.agents{rest}"),
+                    None => key,
+                },
+                origin: None,
+                message,
+            }
+        })
+    }
 }
 
 /// The shortest time anything is kept for (housekeeping runs hourly). Shorter idempotency
@@ -516,16 +556,18 @@ impl Settings {
                 origin: None,
                 message,
             })?;
+        self.a2a.check()?;
         Ok(())
     }
 
     /// The settings as TOML, to show a person (what `holdpoint config check` prints): the
-    /// database's password and the values of MCP servers' `env` and `headers` (keys,
-    /// tokens) are hidden.
+    /// database's password and the values of MCP servers' `env` and `headers` and of remote
+    /// A2A agents' `headers` (keys, tokens) are hidden.
     pub fn to_toml(&self) -> String {
         let mut shown = self.clone();
         shown.store.url = shown.store.url.as_deref().map(holdpoint_store::redact);
         holdpoint_core::mcp::hide_all_secrets(&mut shown.mcp.servers);
+        holdpoint_agent::hide_remote_secrets(&mut shown.a2a.agents);
         toml::to_string(&shown).unwrap_or_default()
     }
 }

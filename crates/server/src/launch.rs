@@ -156,6 +156,7 @@ impl Server {
         let shutdown = CancellationToken::new();
         let mcp = McpServers::new(&settings.mcp, settings.server.max_body, shutdown.clone());
         runtime_config.external_tools = Some(Arc::new(AgentTools(mcp.clone())));
+        runtime_config.a2a_agents = settings.a2a.agents.clone();
         // On PostgreSQL other nodes may share the store: turns are leased to one node each.
         let sole = matches!(database, Database::Sqlite(_));
         runtime_config.node = Node::new(settings.server.turn_lease, sole);

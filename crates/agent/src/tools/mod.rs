@@ -21,7 +21,7 @@ use crate::error::RuntimeError;
 
 pub use external::ExternalTools;
 pub use fs::FileNow;
-pub use remote::hide_secrets as hide_remote_secrets;
+pub use remote::{check as check_remote_agents, hide_secrets as hide_remote_secrets};
 pub use shell::ShellLimits;
 
 /// Every built-in tool's name.

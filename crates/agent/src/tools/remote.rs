@@ -38,8 +38,9 @@ const CARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a secret's value is shown as.
 const HIDDEN: &str = "(hidden)";
 
-/// Checks a world's remote agents, naming the field at fault (`a2a_agents.bank.url`).
-pub(crate) fn check(agents: &BTreeMap<String, RemoteAgentConfig>) -> Result<(), RuntimeError> {
+/// Checks a world's remote agents, naming the field at fault (`a2a_agents.bank.url`); the
+/// configuration file's are checked alike.
+pub fn check(agents: &BTreeMap<String, RemoteAgentConfig>) -> Result<(), RuntimeError> {
     if agents.len() > MAX_AGENTS {
         return Err(RuntimeError::invalid(
             "a2a_agents",
@@ -145,11 +146,13 @@ pub fn hide_secrets(agents: &mut BTreeMap<String, RemoteAgentConfig>) {
 /// A card read, or why it could not be, and when.
 type CardRead = (Instant, Result<Card, String>);
 
-/// The client, and the cards read lately.
+/// The client, the cards read lately, and the configuration file's remote agents.
 #[derive(Default)]
 pub(crate) struct Remotes {
     pub(crate) client: Client,
     cards: Mutex<HashMap<String, CardRead>>,
+    /// Offered to every world, beside its own (`[a2a.agents.NAME]`).
+    file: BTreeMap<String, RemoteAgentConfig>,
 }
 
 /// How a remote agent is reached.
@@ -161,6 +164,26 @@ pub(crate) fn reach(remote: &RemoteAgentConfig) -> Remote {
 }
 
 impl Remotes {
+    pub(crate) fn new(file: BTreeMap<String, RemoteAgentConfig>) -> Remotes {
+        Remotes {
+            file,
+            ..Remotes::default()
+        }
+    }
+
+    /// The remote agents offered to `world`'s agents: its own, and the configuration file's
+    /// that it does not name itself.
+    pub(crate) fn offered<'w>(
+        &'w self,
+        world: &'w World,
+    ) -> impl Iterator<Item = (&'w String, &'w RemoteAgentConfig)> {
+        world.a2a_agents.iter().chain(
+            self.file
+                .iter()
+                .filter(|(name, _)| !world.a2a_agents.contains_key(*name)),
+        )
+    }
+
     /// The remote agent's card: read again once it is old, or soon when it could not be read.
     pub(crate) async fn card(&self, url: &str, remote: &RemoteAgentConfig) -> Result<Card, String> {
         // The headers are part of the key: other credentials may be shown another card.
@@ -189,15 +212,28 @@ impl Remotes {
     }
 }
 
-/// The remote agent an agent may call as `tool`: its name and settings.
+/// The remote agent an agent may call as `tool`: its name and settings (the world's own, else
+/// the configuration file's).
 pub(crate) fn find<'w>(
+    remotes: &'w Remotes,
     world: &'w World,
     agent: &Agent,
     tool: &str,
 ) -> Option<(&'w str, &'w RemoteAgentConfig)> {
     let name = tool.strip_prefix(PREFIX)?;
-    let (name, remote) = world.a2a_agents.get_key_value(name)?;
+    let (name, remote) = world
+        .a2a_agents
+        .get_key_value(name)
+        .or_else(|| remotes.file.get_key_value(name))?;
     super::allowed(agent, tool).then_some((name.as_str(), remote))
+}
+
+/// The tools of the remote agents offered to `world`'s agents, by name.
+pub(crate) fn tool_names(remotes: &Remotes, world: &World) -> Vec<String> {
+    remotes
+        .offered(world)
+        .map(|(name, _)| format!("{PREFIX}{name}"))
+        .collect()
 }
 
 /// The arguments' schema: a message in words.
@@ -215,7 +251,7 @@ pub(crate) fn schema() -> Value {
 pub(crate) async fn specs(host: &dyn Host, agent: &Agent) -> Result<Vec<ToolSpec>, RuntimeError> {
     let world = host.world(agent.world).await?;
     let mut specs = Vec::new();
-    for (name, remote) in &world.a2a_agents {
+    for (name, remote) in host.remotes().offered(&world) {
         let tool = format!("{PREFIX}{name}");
         if !super::allowed(agent, &tool) {
             continue;

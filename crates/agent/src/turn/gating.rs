@@ -113,7 +113,9 @@ impl Driver<'_> {
     async fn gate_remote(&mut self, i: usize) -> Result<Option<Gated>, Stop> {
         let world = self.rt.world(self.agent.world).await?;
         let rec = &mut self.turn.calls[i];
-        let Some((name, _)) = tools::remote::find(&world, &self.agent, &rec.call.name) else {
+        let Some((name, _)) =
+            tools::remote::find(&self.rt.inner.remote, &world, &self.agent, &rec.call.name)
+        else {
             return Ok(None);
         };
         let args: Value = match serde_json::from_str(&rec.call.arguments) {
@@ -163,10 +165,8 @@ impl Driver<'_> {
                             .into_iter()
                             .map(|t| t.name)
                             .chain(
-                                world
-                                    .a2a_agents
-                                    .keys()
-                                    .map(|n| format!("{}{n}", tools::remote::PREFIX))
+                                tools::remote::tool_names(&self.rt.inner.remote, &world)
+                                    .into_iter()
                                     .filter(|t| tools::allowed(&self.agent, t)),
                             )
                             .collect();

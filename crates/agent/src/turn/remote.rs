@@ -99,7 +99,8 @@ impl Driver<'_> {
         args: &Value,
     ) -> Result<Result<Value, String>, Stop> {
         let world = self.rt.world(self.agent.world).await?;
-        let Some((name, settings)) = remote::find(&world, &self.agent, tool) else {
+        let Some((name, settings)) = remote::find(&self.rt.inner.remote, &world, &self.agent, tool)
+        else {
             return Ok(Err(format!(
                 "{tool} is no longer one of the world's remote agents"
             )));

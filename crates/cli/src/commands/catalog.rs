@@ -58,6 +58,15 @@ pub enum WorldsCommand {
         after_help = "Examples:\n  holdpoint worlds mcp list lab\n  holdpoint worlds mcp add lab fs --command mcp-server-filesystem --arg /srv/lab\n  holdpoint worlds mcp remove lab fs"
     )]
     Mcp(WorldMcpCommand),
+    /// A world's own remote A2A agents, which its agents call as `a2a__NAME` (docs/a2a.md).
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  holdpoint worlds a2a list lab
+  holdpoint worlds a2a add lab bank --url https://bank.example/ --bearer-env BANK_TOKEN
+  holdpoint worlds a2a remove lab bank"
+    )]
+    A2a(super::world_a2a::WorldA2aCommand),
 }
 
 #[derive(Subcommand)]
@@ -342,6 +351,7 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
                 common.deleted(done, &format!("world {world}"))
             }
             WorldsCommand::Mcp(cmd) => world_mcp(cmd).await,
+            WorldsCommand::A2a(cmd) => super::world_a2a::run(cmd).await,
         }
     })
 }

@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod policy;
 pub mod raise;
 pub mod serve;
+pub mod world_a2a;
 
 use serde::Serialize;
 

@@ -25,6 +25,7 @@ mod scripts;
 mod serve;
 mod takeover;
 mod terminal;
+mod world_a2a;
 mod world_mcp;
 
 use std::process::{Command, Output};

@@ -1042,3 +1042,50 @@ async fn a_remote_confirmation_nobody_decides_is_refused_in_its_shape_at_the_dea
     );
     nothing_pending(&t).await;
 }
+
+#[tokio::test]
+async fn the_configuration_files_remote_agents_are_offered_to_every_world_and_a_worlds_own_wins() {
+    let files = Fake::start(Mode::Echo).await;
+    let worlds = Fake::start(Mode::Echo03).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__echo", json!({"message": "one"}))]),
+        Step::text("Said one."),
+        Step::calls(vec![call("c2", "a2a__echo", json!({"message": "two"}))]),
+        Step::text("Said two."),
+    ])
+    .await;
+    let policy = "mode = \"manual\"\n[[rules]]\nname = \"remote agents\"\ntools = [\"a2a__*\"]\naction = \"allow\"\n";
+    let url = files.url.clone();
+    let t = TestServer::with(policy, move |s| {
+        s.a2a.agents.insert(
+            "echo".into(),
+            holdpoint_protocol::RemoteAgentConfig {
+                url: Some(url),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let chat = lab_chat(&t, &llm.base_url(), None).await;
+    let mut stream = t.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    say(&t, &chat, "Say one").await;
+    stream.next_of("turn.finished").await;
+    assert_eq!(files.requests("SendStreamingMessage").len(), 1);
+    let first = llm.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(first["output"]["text"], "heard one in ctx-1", "{first}");
+    // The file's entry is not the world's: the world shows none of its own.
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert!(world.get("a2a_agents").is_none(), "{world}");
+
+    t.api
+        .patch(
+            "/api/v1/worlds/lab",
+            json!({"a2a_agents": {"echo": {"url": worlds.url}}}),
+        )
+        .await
+        .expect(200);
+    say(&t, &chat, "Say two").await;
+    stream.next_of("turn.finished").await;
+    assert_eq!(worlds.requests("message/stream").len(), 1);
+    assert_eq!(files.requests("SendStreamingMessage").len(), 1);
+}
