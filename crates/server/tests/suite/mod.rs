@@ -22,6 +22,7 @@ mod postgres;
 mod refusals;
 mod remote_agents;
 mod remote_holdpoint;
+mod remote_kagent;
 mod revocation;
 mod slack;
 mod turns;
