@@ -139,13 +139,26 @@ pub struct Confirmation {
     pub shape: Shape,
     /// Holdpoint's: the digest of the arguments it showed, which an approval is bound to.
     pub digest: Option<String>,
+    /// Holdpoint's: not a call but a question for a person, answered with its options.
+    pub question: Option<Question>,
 }
 
-/// The answer to a confirmation: whether it is given, and why not.
+/// A multiple-choice question a remote Holdpoint asks a person (a question hold).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Question {
+    pub text: String,
+    /// Each option's id and label.
+    pub options: Vec<(String, String)>,
+    pub multiple: bool,
+}
+
+/// The answer to a confirmation: whether it is given, and why not; for a question, the
+/// options chosen (none, and not confirmed: the question is cancelled).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
     pub confirmed: bool,
     pub reason: Option<String>,
+    pub options: Vec<String>,
 }
 
 /// What a stream tells as it comes.
@@ -536,7 +549,17 @@ fn answer_parts(answers: &[(Confirmation, Answer)]) -> Vec<Value> {
         let decisions: Vec<Value> = holdpoint
             .iter()
             .map(|(c, a)| {
-                let decision = if a.confirmed {
+                let decision = if c.question.is_some() {
+                    if a.confirmed {
+                        Decision::Answer {
+                            options: a.options.clone(),
+                        }
+                    } else {
+                        Decision::Cancel {
+                            reason: a.reason.clone(),
+                        }
+                    }
+                } else if a.confirmed {
                     Decision::Approve {
                         scope: ApproveScope::Once,
                         expires_in: None,
@@ -888,8 +911,23 @@ fn confirmations(message: &Value, metadata: Option<&Value>) -> Vec<Confirmation>
         .iter()
         .filter_map(|d| d.get("holdpoint")?.get("holds")?.as_array())
         .flatten()
-        .filter(|h| h.get("kind").and_then(Value::as_str) == Some("approval"))
         .filter_map(|h| {
+            let question = match h.get("kind").and_then(Value::as_str)? {
+                "approval" => None,
+                "question" => Some(Question {
+                    text: text_of(h, "question"),
+                    options: h
+                        .get("options")?
+                        .as_array()?
+                        .iter()
+                        .filter_map(|o| {
+                            Some((o.get("id")?.as_str()?.to_owned(), text_of(o, "label")))
+                        })
+                        .collect(),
+                    multiple: h.get("multiple").and_then(Value::as_bool) == Some(true),
+                }),
+                _ => return None,
+            };
             Some(Confirmation {
                 id: h.get("id")?.as_str()?.to_owned(),
                 tool: text_of(h, "tool"),
@@ -897,6 +935,7 @@ fn confirmations(message: &Value, metadata: Option<&Value>) -> Vec<Confirmation>
                 hint: None,
                 shape: Shape::Holdpoint,
                 digest: h.get("digest").and_then(Value::as_str).map(str::to_owned),
+                question,
             })
         })
         .collect();
@@ -934,6 +973,7 @@ fn confirmations(message: &Value, metadata: Option<&Value>) -> Vec<Confirmation>
                     .map(str::to_owned),
                 shape: if kagent { Shape::Kagent } else { Shape::Adk },
                 digest: None,
+                question: None,
             })
         })
         .collect();
@@ -962,6 +1002,7 @@ fn confirmations(message: &Value, metadata: Option<&Value>) -> Vec<Confirmation>
                 hint: None,
                 shape: Shape::Kagent,
                 digest: None,
+                question: None,
             })
         })
         .collect()
@@ -1008,6 +1049,7 @@ mod tests {
                 hint: Some("Approve?".into()),
                 shape: Shape::Adk,
                 digest: None,
+                question: None,
             }]
         );
     }
@@ -1049,6 +1091,7 @@ mod tests {
                 hint: None,
                 shape: Shape::Kagent,
                 digest: None,
+                question: None,
             }]
         );
         // Holdpoint's own holds win over the ADK and kagent shapes beside them.
@@ -1058,11 +1101,11 @@ mod tests {
                  "metadata": {"adk_type": "function_call"}},
                 {"data": {"holdpoint": {"holds": [
                     {"id": "h1", "kind": "approval", "tool": "x", "arguments": {"a": 1}, "digest": "d1"},
-                    {"id": "h2", "kind": "question", "question": "?"}]}}},
+                    {"id": "h2", "kind": "question", "question": "?", "options": [{"id": "a", "label": "A"}]}]}}},
             ]),
             json!({}),
         );
-        assert_eq!(holdpoint.len(), 1, "{holdpoint:?}");
+        assert_eq!(holdpoint.len(), 2, "{holdpoint:?}");
         assert_eq!(
             (
                 holdpoint[0].shape,
@@ -1070,6 +1113,15 @@ mod tests {
                 holdpoint[0].digest.as_deref()
             ),
             (Shape::Holdpoint, "h1", Some("d1"))
+        );
+        // Its questions too, with their options.
+        assert_eq!(
+            holdpoint[1].question,
+            Some(Question {
+                text: "?".into(),
+                options: vec![("a".into(), "A".into())],
+                multiple: false,
+            })
         );
     }
 
@@ -1082,14 +1134,17 @@ mod tests {
             hint: None,
             shape,
             digest: Some("d".into()),
+            question: None,
         };
         let yes = Answer {
             confirmed: true,
             reason: None,
+            options: vec![],
         };
         let no = Answer {
             confirmed: false,
             reason: Some("not now".into()),
+            options: vec![],
         };
         let parts = answer_parts(&[(asked("adk-1", Shape::Adk), yes.clone())]);
         assert_eq!(parts[0]["data"]["response"], json!({"confirmed": true}));
@@ -1108,14 +1163,28 @@ mod tests {
             json!({"decision_type": "batch", "decisions": {"c1": "approve", "c2": "reject"},
                    "rejection_reasons": {"c2": "not now"}})
         );
+        let question = Confirmation {
+            question: Some(Question {
+                text: "Which?".into(),
+                options: vec![("a".into(), "A".into())],
+                multiple: false,
+            }),
+            ..asked("h3", Shape::Holdpoint)
+        };
+        let chose = Answer {
+            options: vec!["a".into()],
+            ..yes.clone()
+        };
         let parts = answer_parts(&[
             (asked("h1", Shape::Holdpoint), yes),
             (asked("h2", Shape::Holdpoint), no),
+            (question, chose),
         ]);
         assert_eq!(
             parts[0]["data"]["holdpoint"]["decisions"],
             json!([{"hold": "h1", "decision": {"action": "approve", "scope": "once", "digest": "d"}},
-                   {"hold": "h2", "decision": {"action": "deny", "reason": "not now"}}])
+                   {"hold": "h2", "decision": {"action": "deny", "reason": "not now"}},
+                   {"hold": "h3", "decision": {"action": "answer", "options": ["a"]}}])
         );
     }
 

@@ -28,7 +28,8 @@ use holdpoint_core::store::RecordKind;
 use holdpoint_core::{AgentAsking, Scope};
 use holdpoint_protocol::{
     ApprovalRequest, DecisionKind, GateRequest, GateResult, HoldId, HoldRequest, LineageStep,
-    MessageRole, Outcome, OutcomeStatus, TurnId, TurnStatus, Verdict,
+    MessageRole, Outcome, OutcomeStatus, QuestionOption, QuestionRequest, TurnId, TurnStatus,
+    Verdict,
 };
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -357,6 +358,26 @@ impl Driver<'_> {
         let items = asked
             .iter()
             .map(|c| {
+                if let Some(q) = &c.question {
+                    return HoldRequest::Question(QuestionRequest {
+                        tool_call_id: Some(call.clone()),
+                        question: format!("The remote A2A agent {name:?} asks: {}", q.text),
+                        options: q
+                            .options
+                            .iter()
+                            .map(|(id, label)| QuestionOption {
+                                id: id.clone(),
+                                label: label.clone(),
+                                description: None,
+                            })
+                            .collect(),
+                        multiple: q.multiple,
+                        confirm: false,
+                        default_option: None,
+                        context: None,
+                        deadline: None,
+                    });
+                }
                 let hint = c
                     .hint
                     .as_deref()
@@ -453,7 +474,7 @@ impl Driver<'_> {
                 let Some(outcome) = self.outcome(hold).await? else {
                     return Ok(None);
                 };
-                answers[n] = Some(answer(&outcome));
+                answers[n] = Some(answer(&outcome, asked[n].question.is_some()));
             }
             self.turn.status = TurnStatus::Running;
             self.turn.batch = None;
@@ -492,6 +513,7 @@ fn yes() -> Answer {
     Answer {
         confirmed: true,
         reason: None,
+        options: Vec::new(),
     }
 }
 
@@ -499,13 +521,24 @@ fn no(reason: String) -> Answer {
     Answer {
         confirmed: false,
         reason: (!reason.is_empty()).then_some(reason),
+        options: Vec::new(),
     }
 }
 
 /// What a hold's outcome answers: a person's approval (or a deadline's outcome that policy
-/// made an approval) confirms; anything else refuses, saying why.
-fn answer(outcome: &Outcome) -> Answer {
-    if outcome.status != OutcomeStatus::Canceled && outcome.verdict == Some(Verdict::Approve) {
+/// made an approval) confirms, and a question's options applied answer it; anything else
+/// refuses, saying why.
+fn answer(outcome: &Outcome, question: bool) -> Answer {
+    if question && outcome.status != OutcomeStatus::Canceled && !outcome.options.is_empty() {
+        return Answer {
+            options: outcome.options.iter().map(|o| o.id.clone()).collect(),
+            ..yes()
+        };
+    }
+    if !question
+        && outcome.status != OutcomeStatus::Canceled
+        && outcome.verdict == Some(Verdict::Approve)
+    {
         return yes();
     }
     let why = match (outcome.status, &outcome.reason) {

@@ -173,3 +173,48 @@ async fn an_agent_token_in_the_remote_entry_never_decides_the_remote_hold() {
     let theirs = shops_hold(&b).await;
     assert_eq!(theirs["status"], "canceled", "{theirs}");
 }
+
+#[tokio::test]
+async fn a_remote_holdpoints_question_is_a_question_in_the_calling_chat_and_its_answer_goes_back() {
+    let clerk = ScriptedLlm::start(vec![
+        Step::calls(vec![call(
+            "s1",
+            "ask_human",
+            json!({"question": "Which shipping?", "options": [{"id": "fast", "label": "Fast"}, {"id": "slow", "label": "Slow"}]}),
+        )]),
+        Step::text("Fast it is."),
+    ])
+    .await;
+    let (b, token) = shop(&clerk, "approver").await;
+    let helper = ScriptedLlm::start(lab_steps()).await;
+    let (a, chat) = lab(&b, &token, &helper).await;
+    let mut stream = a.api.events(&format!("?world=lab&chat={chat}"), None).await;
+    a.api
+        .post(
+            &format!("/api/v1/worlds/lab/chats/{chat}/messages"),
+            json!({"text": "Ship it"}),
+        )
+        .await
+        .expect(202);
+    let hold = stream.next_of("hold.created").await.data["payload"]["hold"].clone();
+    assert_eq!(hold["spec"]["kind"], "question", "{hold}");
+    assert_eq!(
+        hold["spec"]["question"],
+        "The remote A2A agent \"shop\" asks: Which shipping?"
+    );
+    assert_eq!(hold["spec"]["options"][0]["id"], "fast", "{hold}");
+    a.api
+        .post(
+            &format!("/api/v1/holds/{}/decision", hold["id"].as_str().unwrap()),
+            json!({"action": "answer", "options": ["fast"]}),
+        )
+        .await
+        .expect(200);
+    stream.next_of("turn.finished").await;
+    let theirs = shops_hold(&b).await;
+    assert_eq!(theirs["status"], "answered", "{theirs}");
+    assert_eq!(theirs["outcome"]["options"][0]["id"], "fast", "{theirs}");
+    assert_eq!(theirs["outcome"]["decided_by"], json!(["lab-caller"]));
+    let result = helper.requests()[1].tool_result("c1").unwrap();
+    assert_eq!(result["output"]["text"], "Fast it is.", "{result}");
+}
