@@ -460,8 +460,9 @@ fn fallback(hold: &Hold, world: &str) -> String {
 }
 
 /// The modal asking for the reason of a deny of the hold `value` names.
-fn reason_modal(value: &ButtonValue, message: Option<&PostedMessage>) -> Value {
-    let metadata = json!({"hold": value.hold, "digest": value.digest, "message": message});
+fn reason_modal(value: &ButtonValue) -> Value {
+    // Slack hands it back with the submission, signed like the rest.
+    let metadata = json!({"hold": value.hold, "digest": value.digest});
     json!({
         "type": "modal",
         "callback_id": DENY_REASON_VIEW,
@@ -529,20 +530,6 @@ impl Channels {
     async fn pressed(&self, slack: &Slack, p: &Value) -> Answer {
         let user = p["user"]["id"].as_str().unwrap_or_default();
         let respond = p["response_url"].as_str().map(str::to_owned);
-        let message = match (
-            p["container"]["channel_id"]
-                .as_str()
-                .or(p["channel"]["id"].as_str()),
-            p["container"]["message_ts"]
-                .as_str()
-                .or(p["message"]["ts"].as_str()),
-        ) {
-            (Some(channel), Some(ts)) => Some(PostedMessage {
-                channel: channel.to_owned(),
-                ts: ts.to_owned(),
-            }),
-            _ => None,
-        };
         let Some(value) = p["actions"][0]["value"]
             .as_str()
             .and_then(|v| serde_json::from_str::<ButtonValue>(v).ok())
@@ -561,7 +548,7 @@ impl Channels {
                 self.tell(respond, why);
                 return ok();
             }
-            let view = reason_modal(&value, message.as_ref());
+            let view = reason_modal(&value);
             let trigger = p["trigger_id"].as_str().unwrap_or_default();
             // Slack's trigger lasts 3 seconds, and the press must be answered within them.
             let within = slack.settings.timeout.min(Duration::from_millis(2500));
