@@ -677,6 +677,9 @@ struct Reader {
     told: Vec<String>,
     /// The task's id, as last told.
     told_task: Option<String>,
+    /// Text told from status messages that no artifact has repeated yet: ADK sends its answer
+    /// in a `working` status message, then again as the task's artifact.
+    unrepeated: String,
 }
 
 impl Reader {
@@ -696,6 +699,7 @@ impl Reader {
             message: false,
             told: Vec::new(),
             told_task: None,
+            unrepeated: String::new(),
         }
     }
 
@@ -821,6 +825,13 @@ impl Reader {
                 text
             }
         };
+        // Told already, from a status message: not told twice.
+        if !new.is_empty()
+            && let Some(at) = self.unrepeated.find(&new)
+        {
+            self.unrepeated.drain(..at + new.len());
+            return;
+        }
         self.say(new);
     }
 
@@ -843,6 +854,7 @@ impl Reader {
             if matches!(self.reply.state, State::Working | State::Submitted)
                 || (self.reply.state == State::InputRequired && self.reply.confirmations.is_empty())
             {
+                self.unrepeated.push_str(&text);
                 self.say(text.clone());
             }
             if !text.is_empty() {
@@ -1211,6 +1223,19 @@ mod tests {
             *told.lock().unwrap(),
             ["task t", "Looking", "Hel", "lo", "!"]
         );
+
+        // What a status message said, an artifact does not say again (ADK sends both).
+        let mut r = Reader::new("http://x/");
+        told.lock().unwrap().clear();
+        for e in [
+            json!({"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING", "message": {"parts": [{"text": "All done."}]}}}}}),
+            json!({"result": {"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a", "parts": [{"text": "All done."}]}}}}),
+            json!({"result": {"artifactUpdate": {"taskId": "t", "append": true, "artifact": {"artifactId": "a", "parts": [{"text": " More."}]}}}}),
+        ] {
+            r.event(&e.to_string()).unwrap();
+            r.tell(&on);
+        }
+        assert_eq!(*told.lock().unwrap(), ["task t", "All done.", " More."]);
     }
 
     #[test]

@@ -177,6 +177,25 @@ async fn an_adk_confirmation_is_a_hold_in_the_chat_and_its_approval_runs_the_too
         .await
         .expect(200);
     stream.next_of("turn.finished").await;
+    let said = t
+        .api
+        .get(&format!(
+            "/api/v1/audit/events?world=lab&chat={chat}&type=turn.tool_text"
+        ))
+        .await
+        .expect(200);
+    // ADK's answer, shown once in the chat as it came.
+    let said: Vec<&Value> = said["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["call"] == "c1")
+        .collect();
+    let text: String = said
+        .iter()
+        .map(|e| e["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text.matches("Final: tool said").count(), 1, "{text}");
     assert_eq!(adk.runs(), 1, "the ADK tool runs exactly once");
     let result = llm.requests()[1].tool_result("c1").unwrap();
     let text = result.to_string();
