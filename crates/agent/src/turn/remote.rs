@@ -73,6 +73,9 @@ struct Record {
     context: Context,
     #[serde(flatten)]
     asked: Asked,
+    /// The remote agent the context is with: an entry changed to name another starts afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
 }
 
 /// The stored context: its record's id and version, and what it says.
@@ -81,6 +84,7 @@ pub(super) struct Stored {
     version: u64,
     pub(super) context: Context,
     asked: Asked,
+    url: Option<String>,
 }
 
 const CANCELED: &str =
@@ -121,6 +125,12 @@ impl Driver<'_> {
         };
         let reach = remote::reach(&settings);
         let mut stored = self.stored_context(&name).await?;
+        // A context and a task are the remote agent's: another agent knows neither.
+        if stored.url.as_ref().is_some_and(|was| *was != url) {
+            stored.context = Context::default();
+            stored.asked = Asked::default();
+        }
+        stored.url = Some(url.clone());
         // A question in words is answered by the person's next message, in their words.
         let mut text = message.to_owned();
         let mut answered_with = None;
@@ -296,6 +306,7 @@ impl Driver<'_> {
                     version,
                     context: record.context,
                     asked: record.asked,
+                    url: record.url,
                 }
             }
             None => Stored {
@@ -303,6 +314,7 @@ impl Driver<'_> {
                 version: 0,
                 context: Context::default(),
                 asked: Asked::default(),
+                url: None,
             },
         })
     }
@@ -328,7 +340,11 @@ impl Driver<'_> {
         if context == stored.context && asked == stored.asked {
             return Ok(());
         }
-        let record = Record { context, asked };
+        let record = Record {
+            context,
+            asked,
+            url: stored.url.clone(),
+        };
         let write = put(
             RecordKind::A2aContext,
             stored.id,

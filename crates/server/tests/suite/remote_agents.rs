@@ -1105,6 +1105,12 @@ async fn the_configuration_files_remote_agents_are_offered_to_every_world_and_a_
         .expect(200);
     say(&t, &chat, "Say two").await;
     stream.next_of("turn.finished").await;
-    assert_eq!(worlds.requests("message/stream").len(), 1);
+    let sent = worlds.requests("message/stream");
+    assert_eq!(sent.len(), 1);
+    // Another agent: the first one's context is not sent to it.
+    assert!(
+        sent[0]["params"]["message"].get("contextId").is_none(),
+        "{sent:?}"
+    );
     assert_eq!(files.requests("SendStreamingMessage").len(), 1);
 }
