@@ -188,6 +188,7 @@ impl Runtime {
             description: new.description,
             mcp_servers: new.mcp_servers,
             a2a_agents: new.a2a_agents,
+            notice_routes: new.notice_routes,
             created_at: self.now(),
             version: 1,
         };
@@ -291,6 +292,10 @@ impl Runtime {
                     ));
                 }
             }
+        }
+        // Checked by the server against its `[channels]` before it calls here.
+        if let Some(routes) = changes.notice_routes {
+            world.notice_routes = routes;
         }
         if world == before {
             return Ok(world);

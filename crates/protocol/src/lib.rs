@@ -18,6 +18,7 @@ mod principal;
 mod query;
 mod remote_agent;
 mod request;
+mod route;
 mod runtime;
 mod schema;
 pub mod sse;
@@ -45,6 +46,7 @@ pub use hold::{
 pub use ids::{
     AgentId, BatchId, ChatId, GrantId, HoldId, ParseIdError, TokenId, TurnId, WebhookId, WorldId,
 };
+pub use lineage::{LineageStep, lineage_text};
 pub use markdown::{MarkdownNode, MarkdownNodeType};
 pub use mcp::{McpCallOutput, McpTool, McpToolInfo, UpstreamConfig, UpstreamTransport};
 pub use notice::{Notice, NoticePurpose, NoticesPage, PostedMessage};
@@ -57,11 +59,11 @@ pub use query::{
     EventsParams, HoldCount, HoldCounts, HoldQuery, HoldsParams, LoginParams, Order, Page,
     PageParams, SignInForm, StatusFilter, StatusFilterName, StreamParams, WaitParams,
 };
-pub use lineage::{LineageStep, lineage_text};
 pub use remote_agent::RemoteAgentConfig;
 pub use request::{
     ApprovalRequest, GateRequest, GateResponse, GateResult, HoldRequest, QuestionRequest,
 };
+pub use route::{Route, RouteAnnotations};
 pub use runtime::{
     Agent, AgentChanges, ApprovedBy, CallRecord, CallState, Chat, ChatChanges, LlmSettings,
     Message, MessageRole, NewAgent, NewChat, NewWorld, ToolCall, ToolResult, ToolResultStatus,

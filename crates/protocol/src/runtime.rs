@@ -8,8 +8,7 @@ use serde_json::Value;
 
 use crate::{
     Actor, AgentId, BatchId, ChatId, ChosenOption, HoldId, LineageStep, OutcomeStatus,
-    RemoteAgentConfig,
-    Timestamp, TurnId, UpstreamConfig, WorldId,
+    RemoteAgentConfig, Route, Timestamp, TurnId, UpstreamConfig, WorldId,
 };
 
 /// A workspace: its agents, chats, skills and a working directory for tools.
@@ -30,6 +29,11 @@ pub struct World {
     /// the API shows them, the values of `headers` read `(hidden)`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub a2a_agents: BTreeMap<String, RemoteAgentConfig>,
+    /// The world's own notice routes: who its holds are sent to by email and on Slack, and
+    /// when again, beside the configuration file's `[[channels.routes]]` (both apply). They
+    /// match this world's holds only, so none names a `world`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notice_routes: Vec<Route>,
     pub created_at: Timestamp,
     pub version: u64,
 }
@@ -325,6 +329,10 @@ pub struct NewWorld {
     /// Remote A2A agents by name (1 to 40 letters, digits, - and _, without `__`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub a2a_agents: BTreeMap<String, RemoteAgentConfig>,
+    /// The world's own notice routes (checked against the server's `[channels]`: a bad one is
+    /// 422 naming `notice_routes[N].FIELD`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notice_routes: Vec<Route>,
 }
 
 /// Changes to a world; what is left out stays.
@@ -348,6 +356,9 @@ pub struct WorldChanges {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, RemoteAgentConfig>>)]
     pub a2a_agents: Option<BTreeMap<String, Option<RemoteAgentConfig>>>,
+    /// The world's notice routes, the whole list replaced (`[]` removes them all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice_routes: Option<Vec<Route>>,
 }
 
 /// A new agent.

@@ -110,7 +110,10 @@ struct Email {
 #[derive(Clone)]
 pub struct Channels {
     runtime: Runtime,
+    /// The configuration file's routes; each world's own are added for its holds.
     routes: Arc<Routes>,
+    /// `[channels.groups]`, which worlds' routes name too.
+    groups: Arc<route::Groups>,
     email: Option<Arc<Email>>,
     slack: Option<Arc<Slack>>,
     shutdown: CancellationToken,
@@ -128,7 +131,9 @@ impl Channels {
         let routes = Routes::with_groups(&settings.routes, &settings.groups)
             .map_err(|(k, m)| format!("{k}: {m}"))?;
         if routes.is_empty() && (settings.email.is_some() || settings.slack.is_some()) {
-            tracing::warn!("[channels] are set but no [[channels.routes]]: no hold is sent");
+            tracing::info!(
+                "[channels] are set but no [[channels.routes]]: only holds of worlds with notice_routes of their own are sent"
+            );
         }
         let slack = match &settings.slack {
             None => None,
@@ -156,6 +161,7 @@ impl Channels {
         Ok(Channels {
             runtime,
             routes: Arc::new(routes),
+            groups: Arc::new(settings.groups.clone()),
             email,
             slack,
             shutdown,
@@ -264,6 +270,58 @@ impl Channels {
             .find_world(&hold.world)
             .await
             .map_or_else(|_| hold.world.clone(), |w| w.name)
+    }
+
+    /// The name of `hold`'s world and the routes for its holds: the configuration's, then the
+    /// world's own (read with the world, once per hold).
+    async fn routes_of(&self, hold: &Hold) -> (String, Arc<Routes>) {
+        match self.runtime.find_world(&hold.world).await {
+            Ok(w) => {
+                let routes = self.world_routes(&w);
+                (w.name, routes)
+            }
+            Err(_) => (hold.world.clone(), self.routes.clone()),
+        }
+    }
+
+    /// The routes for world `w`'s holds. A world's routes were checked when saved; one that no
+    /// longer compiles (a group since removed from the file) is left out, loudly, and the
+    /// file's still apply.
+    fn world_routes(&self, w: &holdpoint_protocol::World) -> Arc<Routes> {
+        if w.notice_routes.is_empty() {
+            return self.routes.clone();
+        }
+        match Routes::of_world(&w.notice_routes, &self.groups) {
+            Ok(own) => Arc::new(self.routes.and(&own)),
+            Err((field, message)) => {
+                tracing::warn!(world = %w.name, field = %field, error = %message,
+                    "a world's notice_routes no longer fit [channels]: they are left out");
+                self.routes.clone()
+            }
+        }
+    }
+
+    /// A world's own routes (`notice_routes`, as the API sets them), checked against
+    /// `[channels]`: each a route that compiles, naming only groups of `[channels.groups]`, and
+    /// only channels that are configured. A 422 names the field at fault.
+    pub fn check_world_routes(&self, routes: &[Route]) -> Result<(), ApiError> {
+        Routes::of_world(routes, &self.groups).map_err(|(field, m)| ApiError::field(&field, m))?;
+        for (i, r) in routes.iter().enumerate() {
+            if self.email.is_none() && (!r.to.is_empty() || !r.groups.is_empty()) {
+                let field = if r.to.is_empty() { "groups" } else { "to" };
+                return Err(ApiError::field(
+                    &format!("notice_routes[{i}].{field}"),
+                    "mails people, but this server has no [channels.email]",
+                ));
+            }
+            if self.slack.is_none() && !r.slack.is_empty() {
+                return Err(ApiError::field(
+                    &format!("notice_routes[{i}].slack"),
+                    "names Slack members or channels, but this server has no [channels.slack]",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Sends notice `s` until it is delivered, its attempts run out, or its hold is decided.
@@ -674,8 +732,7 @@ impl Sender for Channels {
         // A hold decided anywhere (on another node, before a restart: the log has it): its Slack
         // messages are updated. Nothing is recorded, so the cursor stays where it was and the
         // update is made again should the process stop before it is; updating twice is harmless.
-        if let (Some(_), Some(id), Some(_)) =
-            (event.payload.resolution(), event.hold, &self.slack)
+        if let (Some(_), Some(id), Some(_)) = (event.payload.resolution(), event.hold, &self.slack)
         {
             tokio::spawn(self.clone().show_outcome(id));
             return Ok(());
@@ -683,9 +740,8 @@ impl Sender for Channels {
         let EventPayload::HoldCreated { hold } = &event.payload else {
             return Ok(());
         };
-        let world = self.world_name(hold).await;
-        let recipients: Vec<_> = self
-            .routes
+        let (world, routes) = self.routes_of(hold).await;
+        let recipients: Vec<_> = routes
             .recipients(hold, &world)
             .into_iter()
             .filter(|r| self.retries(r.channel).is_some())

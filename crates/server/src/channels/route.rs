@@ -9,88 +9,11 @@
 use std::collections::BTreeMap;
 
 use globset::{Glob, GlobMatcher};
-use holdpoint_protocol::{Hold, HoldKind, HoldSpec, ToolAnnotations};
-use serde::{Deserialize, Deserializer, Serialize};
+use holdpoint_protocol::{Hold, HoldSpec, ToolAnnotations};
+pub use holdpoint_protocol::{Route, RouteAnnotations};
+use serde::{Deserialize, Serialize};
 
 use super::schedule::Timing;
-
-/// One rule of `[[channels.routes]]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Route {
-    /// The world's name (or id); any world when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub world: Option<String>,
-    /// A glob over the tool's name (`shell_*`, `github__*`); an approval of any tool when
-    /// absent. A route with a tool matches no question.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// `approval` or `question`; either when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<HoldKind>,
-    /// The email addresses to send to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub to: Vec<String>,
-    /// The Slack members (`U024BE7LH`) and channels (`C024BE91L`) to post to
-    /// (`[channels.slack]`). Who may decide from Slack is `[channels.slack.users]`'s.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slack: Vec<String>,
-    /// The approver's name a decision through these addresses' links is recorded as (the name
-    /// a rule's `approvers` lists); the address itself when absent.
-    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
-    pub decides_as: Option<String>,
-    /// Groups of `[channels.groups]` whose members are mailed too, each deciding as the name
-    /// the group gives them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-    /// MCP annotations the tool must have (`{ destructive = true }`): each one given must be
-    /// set on the tool, and equal. A route with annotations matches no question.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<RouteAnnotations>,
-    /// The name of the policy rule that asked for the hold (`rules[N]` for a rule without a
-    /// name); a hold no rule asked for (the mode's default, a question) does not match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// When nobody decided within this long (`"15m"`) of the hold's creation, the first group
-    /// of `escalate_to` is notified; each next one after as long again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub escalate_after: Option<String>,
-    /// The groups notified one after another while nobody decides (a name or a list).
-    #[serde(
-        default,
-        deserialize_with = "one_or_many",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub escalate_to: Vec<String>,
-    /// How long before the deadline a last notice says what the deadline will do (`"10m"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_notice: Option<String>,
-}
-
-/// The MCP annotations a route requires, as policy rules write them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RouteAnnotations {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_only: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destructive: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotent: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub open_world: Option<bool>,
-}
-
-impl From<RouteAnnotations> for ToolAnnotations {
-    fn from(a: RouteAnnotations) -> Self {
-        ToolAnnotations {
-            read_only: a.read_only,
-            destructive: a.destructive,
-            idempotent: a.idempotent,
-            open_world: a.open_world,
-        }
-    }
-}
 
 /// `[channels.groups]`: each group's members by name (`oncall = ["a@x.com", …]`).
 pub type Groups = BTreeMap<String, Vec<Member>>;
@@ -124,20 +47,6 @@ impl Member {
             decides_as: decides_as.clone(),
         }
     }
-}
-
-/// A name, or a list of names.
-fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(s) => vec![s],
-        OneOrMany::Many(v) => v,
-    })
 }
 
 /// Who a group notifies, checked: each member's address and name.
@@ -201,11 +110,29 @@ impl Routes {
     /// The routes of the configuration with its groups; a group a route names that `groups`
     /// lacks is an error naming the route.
     pub fn with_groups(routes: &[Route], groups: &Groups) -> Result<Routes, (String, String)> {
+        Routes::compile(routes, groups, "channels.routes")
+    }
+
+    /// A world's own routes (its `notice_routes`) with the configuration's groups; errors name
+    /// the field as the API does (`notice_routes[1].to[0]`). They match the world's holds only,
+    /// so a `world` in one is refused.
+    pub fn of_world(routes: &[Route], groups: &Groups) -> Result<Routes, (String, String)> {
+        if let Some(i) = routes.iter().position(|r| r.world.is_some()) {
+            return Err((
+                format!("notice_routes[{i}].world"),
+                "a world's own route matches its holds only: leave world out".into(),
+            ));
+        }
+        Routes::compile(routes, groups, "notice_routes")
+    }
+
+    /// `routes` checked and compiled, each error naming its field under `field`.
+    fn compile(routes: &[Route], groups: &Groups, field: &str) -> Result<Routes, (String, String)> {
         let members = group_members(groups)?;
         let mut compiled = Vec::new();
         let mut reach = Vec::new();
         for (i, r) in routes.iter().enumerate() {
-            let key = |k: &str| format!("channels.routes[{i}].{k}");
+            let key = |k: &str| format!("{field}[{i}].{k}");
             let glob = match &r.tool {
                 Some(t) => Some(
                     Glob::new(t)
@@ -215,25 +142,33 @@ impl Routes {
                 None => None,
             };
             if r.to.is_empty() && r.slack.is_empty() && r.groups.is_empty() {
-                return Err((key("to"), "names no address (nor any Slack member or channel)".into()));
-            }
-            if let Some(id) = r.slack.iter().find(|id| !slack_id(id)) {
                 return Err((
-                    key("slack"),
-                    format!("{id:?} is not a Slack member or channel id (such as U024BE7LH or C024BE91L)"),
+                    key("to"),
+                    "names no address (nor any Slack member or channel)".into(),
                 ));
             }
-            if let Some(a) = r.to.iter().find(|a| !plausible_address(a)) {
-                return Err((key("to"), format!("{a:?} is not an email address")));
+            if let Some((j, id)) = r.slack.iter().enumerate().find(|(_, id)| !slack_id(id)) {
+                return Err((
+                    key(&format!("slack[{j}]")),
+                    format!(
+                        "{id:?} is not a Slack member or channel id (such as U024BE7LH or C024BE91L)"
+                    ),
+                ));
+            }
+            if let Some((j, a)) = r.to.iter().enumerate().find(|(_, a)| !plausible_address(a)) {
+                return Err((
+                    key(&format!("to[{j}]")),
+                    format!("{a:?} is not an email address"),
+                ));
             }
             if r.decides_as.as_deref().is_some_and(|a| a.trim().is_empty()) {
                 return Err((key("as"), "must not be empty".into()));
             }
             let mut reached = Vec::new();
-            for g in &r.groups {
+            for (j, g) in r.groups.iter().enumerate() {
                 let Some(m) = members.get(g) else {
                     return Err((
-                        key("groups"),
+                        key(&format!("groups[{j}]")),
                         format!("no group {g:?} in [channels.groups]"),
                     ));
                 };
@@ -245,7 +180,7 @@ impl Routes {
             reach.push(Reach {
                 members: reached,
                 annotations: r.annotations.map(Into::into),
-                timing: Timing::new(r, i, &members)?,
+                timing: Timing::new(r, &format!("{field}[{i}]"), &members)?,
             });
             compiled.push((r.clone(), glob));
         }
@@ -277,6 +212,14 @@ impl Routes {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// These routes, then `more`'s: the configuration's with a world's own.
+    pub fn and(&self, more: &Routes) -> Routes {
+        let mut all = self.clone();
+        all.0.extend(more.0.iter().cloned());
+        all.1.extend(more.1.iter().cloned());
+        all
     }
 
     /// Who hold `hold` of the world named `world_name` is mailed to.
@@ -383,7 +326,9 @@ pub fn slack_id(id: &str) -> bool {
     id.len() >= 3
         && id.len() <= 32
         && id.starts_with(['U', 'W', 'C', 'G', 'D', 'B'])
-        && id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 /// `local@domain`, with nothing that could break a header.
@@ -422,7 +367,7 @@ mod tests {
             ..Route::default()
         }])
         .unwrap_err();
-        assert_eq!(bad.0, "channels.routes[0].slack");
+        assert_eq!(bad.0, "channels.routes[0].slack[0]");
         assert!(slack_id("U024BE7LH") && slack_id("C024BE91L") && !slack_id("u024"));
     }
 

@@ -40,13 +40,14 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// Route `r` (the `i`th)'s timing, with `groups`' members; errors name the key at fault.
+    /// Route `r` (the one at `field`, `channels.routes[N]`)'s timing, with `groups`' members;
+    /// errors name the key at fault.
     pub(super) fn new(
         r: &Route,
-        i: usize,
+        field: &str,
         groups: &BTreeMap<String, Vec<Recipient>>,
     ) -> Result<Timing, (String, String)> {
-        let key = |k: &str| format!("channels.routes[{i}].{k}");
+        let key = |k: &str| format!("{field}.{k}");
         let delay = |k: &str, text: &Option<String>, example: &str| {
             text.as_deref()
                 .map(|t| holdpoint_core::limits::duration_within(t, DELAYS, example))
@@ -274,7 +275,8 @@ pub(super) async fn run(ch: Channels) {
 }
 
 async fn follow(ch: &Channels) -> Result<(), ApiError> {
-    if ch.email.is_none() || ch.routes.is_empty() {
+    // Without routes in the file, a world's own may still call for later notices.
+    if ch.email.is_none() {
         return Ok(());
     }
     // Holds raised from here on are heard of; those open now are read below, so none falls
@@ -376,8 +378,8 @@ async fn visit(ch: &Channels, hold: &Hold) -> Option<i64> {
         return None;
     }
     ch.email.as_ref()?;
-    let world = ch.world_name(hold).await;
-    let matched = ch.routes.matching(hold, &world);
+    let (world, routes) = ch.routes_of(hold).await;
+    let matched = routes.matching(hold, &world);
     let plan = plan(hold, &matched);
     let now = ch.now().as_millis();
     let (due, later): (Vec<Due>, Vec<Due>) = plan.into_iter().partition(|d| d.at <= now);
@@ -451,9 +453,6 @@ async fn record(ch: &Channels, hold: &Hold, due: Vec<Due>) -> Result<(), ApiErro
 /// world's policy raises is not known ahead in general (rules match arguments, agents call any
 /// tool), so this is a warning at startup, not an error.
 pub(super) async fn warn_unreached(ch: &Channels) {
-    if ch.routes.is_empty() {
-        return;
-    }
     let worlds = match ch.runtime.worlds().await {
         Ok(w) => w,
         Err(e) => {
@@ -462,14 +461,17 @@ pub(super) async fn warn_unreached(ch: &Channels) {
         }
     };
     for w in worlds {
-        match ch.routes.reach_of_world(&w.name, &w.id.to_string()) {
+        match ch
+            .world_routes(&w)
+            .reach_of_world(&w.name, &w.id.to_string())
+        {
             super::route::WorldReach::None => tracing::warn!(
                 world = %w.name,
-                "no [[channels.routes]] reaches this world's holds: nobody is notified of them"
+                "no [[channels.routes]] nor notice_routes of its own reach this world's holds: nobody is notified of them"
             ),
             super::route::WorldReach::Some => tracing::info!(
                 world = %w.name,
-                "[[channels.routes]] reach only some of this world's holds (by tool, kind, annotations or rule)"
+                "its routes reach only some of this world's holds (by tool, kind, annotations or rule)"
             ),
             super::route::WorldReach::All => {}
         }

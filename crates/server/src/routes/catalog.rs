@@ -46,6 +46,7 @@ pub async fn create_world(
     caller: Caller,
     Body(new): Body<NewWorld>,
 ) -> Result<(StatusCode, Json<World>), ApiError> {
+    app.channels().check_world_routes(&new.notice_routes)?;
     Ok((
         StatusCode::CREATED,
         Json(shown(
@@ -67,7 +68,10 @@ pub async fn world(
 
 /// Rename or describe a world, or add, replace and remove its MCP servers (admins):
 /// `{"mcp_servers": {"fs": {…}, "old": null}}` sets `fs` and removes `old`, leaving the
-/// others. Connections to servers removed or changed are closed.
+/// others. Connections to servers removed or changed are closed. `notice_routes` replaces
+/// the world's own notice routes as a whole (`[]` removes them); a route the server's
+/// `[channels]` cannot serve (a group it lacks, email or Slack not configured) is 422 naming
+/// `notice_routes[N].FIELD`, and nothing is saved.
 #[utoipa::path(patch, path = "/api/v1/worlds/{world}", tag = "worlds", request_body = WorldChanges, params(("world" = String, Path)),
     responses((status = 200, body = World), (status = 400, description = "The body is not valid JSON, or there is none (`missing_body`: a PATCH needs a JSON object of the fields to change)", body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn update_world(
@@ -77,6 +81,11 @@ pub async fn update_world(
     Body(changes): Body<WorldChanges>,
 ) -> Result<Json<World>, ApiError> {
     let w = app.world(&caller, &world).await?;
+    // Its routes need the server's `[channels]` (its groups, its transports): checked here,
+    // before anything is saved.
+    if let Some(routes) = &changes.notice_routes {
+        app.channels().check_world_routes(routes)?;
+    }
     let updated = app
         .runtime()
         .update_world(&caller.actor(), w.id, changes)

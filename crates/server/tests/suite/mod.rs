@@ -32,6 +32,7 @@ mod via;
 mod webhooks;
 mod wire;
 mod world_mcp;
+mod world_routes;
 
 use std::time::Duration;
 
