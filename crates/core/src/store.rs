@@ -6,6 +6,8 @@
 //! events, in log order, to [`Store::subscribe`]rs. Nothing here assumes SQL, let alone SQLite:
 //! a store on several nodes publishes every node's events to each node's subscribers.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -494,10 +496,62 @@ where
     }
 }
 
+/// The sync still owed by a commit answered once written ([`Store::commit_written`]): resolves
+/// once the commit is durable, or with why it could not be made durable (the store then
+/// refuses further writes).
+#[must_use = "a commit answered once written is durable only once its sync is awaited"]
+pub struct Synced(Option<SyncWait>);
+
+type SyncWait = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+impl Synced {
+    /// Nothing left to wait for: the commit was durable when it was answered.
+    pub fn done() -> Synced {
+        Synced(None)
+    }
+
+    /// The sync that `until` waits for.
+    pub fn until(until: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Synced {
+        Synced(Some(Box::pin(until)))
+    }
+
+    /// Waits until the commit is durable.
+    pub async fn wait(self) -> Result<(), StoreError> {
+        match self.0 {
+            Some(until) => until.await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Synced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Synced(pending)"
+        } else {
+            "Synced(done)"
+        })
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies `tx` atomically and durably, then publishes its events. Returns them committed.
     async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError>;
+
+    /// Like [`Store::commit`], but answers as soon as `tx` is written where a crash of this
+    /// process cannot lose it (SQLite's WAL, in the operating system's hands), before it is
+    /// durable against a crash of the machine: the [`Synced`] returned resolves once it is,
+    /// and only then are its events published. Readers see it at once, and commits after it
+    /// follow it in the log. For a caller with work to overlap with the fsync (the MCP
+    /// gateway forwards an allowed call meanwhile). A store without that distinction commits
+    /// durably and owes nothing (PostgreSQL: its commit with `synchronous_commit = on`).
+    async fn commit_written(
+        &self,
+        tx: Transaction,
+    ) -> Result<(Vec<Arc<Event>>, Synced), CommitError> {
+        Ok((self.commit(tx).await?, Synced::done()))
+    }
 
     async fn hold(&self, id: HoldId) -> Result<Option<Hold>, StoreError>;
     async fn holds(&self, filter: &HoldFilter) -> Result<Vec<Positioned<Hold>>, StoreError>;

@@ -99,6 +99,7 @@ mod tests {
             events: Vec::new(),
             reply: tokio::sync::oneshot::channel().0,
             allowed_short: false,
+            written: None,
         })
     }
 

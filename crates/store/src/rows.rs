@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use holdpoint_core::store::{
-    CommitError, HoldColumns, IdempotentRecord, PreparedEvent, StoreError, Transaction, Write,
+    CommitError, HoldColumns, IdempotentRecord, PreparedEvent, StoreError, Synced, Transaction,
+    Write,
 };
 use holdpoint_protocol::{BatchId, Event, GrantId, Hold, HoldId, Timestamp};
 use tokio::sync::oneshot;
@@ -24,7 +25,14 @@ pub(crate) struct Job {
     pub(crate) reply: Reply,
     /// [`Transaction::allowed_short_of_space`]: written even by a store short of space.
     pub(crate) allowed_short: bool,
+    /// Told the committed events as soon as the transaction is written, before it is
+    /// durable ([`Store::commit_written`]); `reply` still answers once it is. A writer that
+    /// cannot tell the two apart drops it, and the caller waits for `reply`.
+    pub(crate) written: Option<Written>,
 }
+
+/// Where a writer tells that a transaction is written, not yet durable.
+pub(crate) type Written = oneshot::Sender<Vec<Arc<Event>>>;
 
 /// Commits `tx` through a store's writer: its writes are prepared here, on the caller's task,
 /// handed over with `send` (false when the writer is gone), and the writer's answer awaited.
@@ -33,6 +41,42 @@ pub(crate) async fn commit_through(
     send: Option<impl FnOnce(Message) -> bool>,
     tx: Transaction,
 ) -> Result<Vec<Arc<Event>>, CommitError> {
+    let answer = submit(send, tx, None)?;
+    answered(answer).await
+}
+
+/// Like [`commit_through`], answering once the writer has written `tx`, with the wait for
+/// its sync ([`Store::commit_written`]).
+pub(crate) async fn commit_written_through(
+    send: Option<impl FnOnce(Message) -> bool>,
+    tx: Transaction,
+) -> Result<(Vec<Arc<Event>>, Synced), CommitError> {
+    let (tell, written) = oneshot::channel();
+    let answer = submit(send, tx, Some(tell))?;
+    match written.await {
+        Ok(events) => {
+            let synced = Synced::until(async move {
+                answered(answer).await.map(drop).map_err(|e| match e {
+                    CommitError::Store(e) => e,
+                    // A written transaction met its preconditions: not reached.
+                    CommitError::Conflict(c) => StoreError::new(c.to_string()),
+                })
+            });
+            Ok((events, synced))
+        }
+        // Not written (a precondition failed, the store refused or failed), or written by a
+        // writer that only answers once durable: the final answer says which.
+        Err(_) => Ok((answered(answer).await?, Synced::done())),
+    }
+}
+
+type Answer = oneshot::Receiver<Result<Vec<Arc<Event>>, CommitError>>;
+
+fn submit(
+    send: Option<impl FnOnce(Message) -> bool>,
+    tx: Transaction,
+    written: Option<Written>,
+) -> Result<Answer, CommitError> {
     let Some(send) = send else {
         return Err(StoreError::new("the database is open read-only").into());
     };
@@ -48,10 +92,15 @@ pub(crate) async fn commit_through(
         events: tx.events,
         reply,
         allowed_short,
+        written,
     };
     if !send(Message::Commit(job)) {
         return Err(StoreError::new("the store is closed").into());
     }
+    Ok(answer)
+}
+
+async fn answered(answer: Answer) -> Result<Vec<Arc<Event>>, CommitError> {
     answer
         .await
         .map_err(|_| StoreError::new("the store closed before the commit finished"))?

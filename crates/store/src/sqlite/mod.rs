@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use holdpoint_core::audit::{AuditHead, RawEvent};
 use holdpoint_core::store::{
     CommitError, EventFilter, EventPage, HoldFilter, IdempotentRecord, OpenMark, Positioned,
-    Record, RecordKind, SpaceShort, Store, StoreError, StoredHold, Transaction,
+    Record, RecordKind, SpaceShort, Store, StoreError, StoredHold, Synced, Transaction,
 };
 use holdpoint_protocol::{BatchId, Event, Grant, GrantId, Hold, HoldCount, HoldId, Timestamp};
 use parking_lot::Mutex;
@@ -27,7 +27,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::broadcast;
 
 use crate::cache::{Answer, Query, RecordCache};
-use crate::rows::{self, Message, commit_through};
+use crate::rows::{self, Message, commit_through, commit_written_through};
 use reader::ReaderPool;
 use writer::Writer;
 
@@ -88,6 +88,8 @@ pub struct SqliteStore {
     /// Whether the disk is full and the space set aside for it in use (`reserve.rs`); none
     /// for a store opened read-only.
     space: Option<Arc<reserve::Space>>,
+    /// The syncer's fsyncs, for tests.
+    gauge: Arc<syncer::SyncGauge>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -146,8 +148,14 @@ impl SqliteStore {
         let cache = Arc::new(RecordCache::default());
         let mut wal = path.clone().into_os_string();
         wal.push("-wal");
-        let syncer = syncer::Syncer::spawn(PathBuf::from(wal), events.clone(), failed.clone())
-            .map_err(io)?;
+        let gauge = Arc::new(syncer::SyncGauge::default());
+        let syncer = syncer::Syncer::spawn(
+            PathBuf::from(wal),
+            events.clone(),
+            failed.clone(),
+            gauge.clone(),
+        )
+        .map_err(io)?;
         let reserve = reserve::Reserve::open(&path);
         let space = reserve.space();
         let mut writer = Writer {
@@ -177,6 +185,7 @@ impl SqliteStore {
             cache: Some(cache),
             events,
             space: Some(space),
+            gauge,
         })
     }
 
@@ -204,11 +213,25 @@ impl SqliteStore {
             cache: None,
             events,
             space: None,
+            gauge: Arc::default(),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// For tests of durability: holds back every fsync until the guard is dropped, so that
+    /// commits are written and not yet durable meanwhile.
+    #[doc(hidden)]
+    pub fn hold_syncs(&self) -> syncer::SyncsHeld {
+        self.gauge.pause()
+    }
+
+    /// For tests of durability: how many times the WAL was fsynced.
+    #[doc(hidden)]
+    pub fn syncs(&self) -> u64 {
+        self.gauge.syncs()
     }
 
     /// Finishes queued commits, checkpoints the WAL and releases the database. Later commits
@@ -274,6 +297,18 @@ impl Store for SqliteStore {
     async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
         let send = self.writer.as_ref().map(|w| |m| w.send(m).is_ok());
         commit_through(send, tx).await
+    }
+
+    /// Answered once the group is committed to the WAL (SQLite writes it at `COMMIT`, with
+    /// `synchronous = NORMAL` and no fsync); the fsync that makes it durable is the one the
+    /// syncer runs for its group, or for a later one (an fsync of the WAL covers every frame
+    /// before it), shared as ever by every commit written meanwhile.
+    async fn commit_written(
+        &self,
+        tx: Transaction,
+    ) -> Result<(Vec<Arc<Event>>, Synced), CommitError> {
+        let send = self.writer.as_ref().map(|w| |m| w.send(m).is_ok());
+        commit_written_through(send, tx).await
     }
 
     fn short_of_space(&self) -> Option<SpaceShort> {

@@ -14,12 +14,13 @@
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 
 use holdpoint_core::store::{CommitError, StoreError};
 use holdpoint_protocol::Event;
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::broadcast;
 
 use crate::rows::Reply;
@@ -47,6 +48,7 @@ impl Syncer {
         wal: PathBuf,
         events: broadcast::Sender<Arc<Event>>,
         failed: Arc<AtomicBool>,
+        gauge: Arc<SyncGauge>,
     ) -> std::io::Result<Syncer> {
         let (handover, rx) = std::sync::mpsc::channel();
         let in_hand = Arc::new(AtomicUsize::new(0));
@@ -55,6 +57,7 @@ impl Syncer {
             file: None,
             events,
             failed,
+            gauge,
         };
         let mut durability = inline.another();
         let counter = in_hand.clone();
@@ -108,6 +111,7 @@ struct Durability {
     file: Option<File>,
     events: broadcast::Sender<Arc<Event>>,
     failed: Arc<AtomicBool>,
+    gauge: Arc<SyncGauge>,
 }
 
 impl Durability {
@@ -118,11 +122,13 @@ impl Durability {
             file: None,
             events: self.events.clone(),
             failed: self.failed.clone(),
+            gauge: self.gauge.clone(),
         }
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
-        match &self.file {
+        self.gauge.until_resumed();
+        let synced = match &self.file {
             Some(f) => f.sync_data(),
             None => {
                 let f = File::options().write(true).open(&self.wal)?;
@@ -130,7 +136,9 @@ impl Durability {
                 self.file = Some(f);
                 synced
             }
-        }
+        };
+        self.gauge.syncs.fetch_add(1, Ordering::Release);
+        synced
     }
 
     fn settle(&mut self, groups: Vec<Vec<Answer>>) {
@@ -154,5 +162,45 @@ impl Durability {
             }
             let _ = reply.send(result);
         }
+    }
+}
+
+/// What tests see of the syncer, to tell a commit written from a commit durable: the fsyncs
+/// done, and a pause that holds the next one back ([`crate::SqliteStore::hold_syncs`]). At
+/// one uncontended lock per fsync it costs nothing beside the fsync.
+#[derive(Default)]
+pub(super) struct SyncGauge {
+    paused: Mutex<bool>,
+    resumed: Condvar,
+    syncs: AtomicU64,
+}
+
+impl SyncGauge {
+    pub(super) fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Acquire)
+    }
+
+    pub(super) fn pause(self: &Arc<Self>) -> SyncsHeld {
+        *self.paused.lock() = true;
+        SyncsHeld(self.clone())
+    }
+
+    fn until_resumed(&self) {
+        let mut paused = self.paused.lock();
+        while *paused {
+            self.resumed.wait(&mut paused);
+        }
+    }
+}
+
+/// While it lives, the store makes nothing more durable: commits are still written (and
+/// answered by [`holdpoint_core::store::Store::commit_written`]), their syncs wait. For
+/// tests only.
+pub struct SyncsHeld(Arc<SyncGauge>);
+
+impl Drop for SyncsHeld {
+    fn drop(&mut self) {
+        *self.0.paused.lock() = false;
+        self.0.resumed.notify_all();
     }
 }

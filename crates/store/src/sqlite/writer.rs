@@ -163,7 +163,16 @@ impl Writer {
                 let answers = jobs
                     .into_iter()
                     .zip(results)
-                    .map(|(job, sealed)| (job.reply, group::answer(job.events, sealed)))
+                    .map(|(job, sealed)| {
+                        let answer = group::answer(job.events, sealed);
+                        // Committed to the WAL: a crash of this process no longer loses it,
+                        // so a caller who asked is told now, before the fsync (the syncer
+                        // still answers `reply` once the group is durable).
+                        if let (Some(written), Ok(events)) = (job.written, &answer) {
+                            let _ = written.send(events.clone());
+                        }
+                        (job.reply, answer)
+                    })
                     .collect();
                 self.syncer.settle(answers, busy);
             }

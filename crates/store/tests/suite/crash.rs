@@ -32,34 +32,9 @@ async fn child_writer() {
         let (store, spec) = (store.clone(), spec.clone());
         tasks.push(tokio::spawn(async move {
             loop {
-                let ctx = HoldContext {
-                    world: "w",
-                    chat: None,
-                    agent: None,
-                    requested_by: "child",
-                    batch: BatchId::random(),
-                    now: START,
-                    remind_before: Duration::from_secs(60),
-                    policy: None,
-                    lineage: &[],
-                };
-                let hold = question_hold(&ctx, spec.clone(), None, Deadline::Never);
-                let event = holdpoint_core::audit::EventDraft {
-                    at: START,
-                    world: Some("w".into()),
-                    chat: None,
-                    hold: Some(hold.id),
-                    actor: holdpoint_protocol::Actor::of(holdpoint_protocol::Source::Agent),
-                    payload: holdpoint_protocol::EventPayload::HoldCreated {
-                        hold: Box::new(hold.clone()),
-                    },
-                };
-                let tx = Transaction {
-                    writes: vec![Write::InsertHold(Arc::new(hold.clone()))],
-                    events: vec![event.into()],
-                };
+                let (id, tx) = new_hold(&spec);
                 store.commit(tx).await.unwrap();
-                println!("acked {}", hold.id);
+                println!("acked {id}");
             }
         }));
     }
@@ -67,6 +42,37 @@ async fn child_writer() {
     for t in tasks {
         let _ = t.await;
     }
+}
+
+/// A transaction raising one question hold in world `w`, and the hold's id.
+pub(super) fn new_hold(spec: &holdpoint_protocol::QuestionSpec) -> (HoldId, Transaction) {
+    let ctx = HoldContext {
+        world: "w",
+        chat: None,
+        agent: None,
+        requested_by: "child",
+        batch: BatchId::random(),
+        now: START,
+        remind_before: Duration::from_secs(60),
+        policy: None,
+        lineage: &[],
+    };
+    let hold = question_hold(&ctx, spec.clone(), None, Deadline::Never);
+    let event = holdpoint_core::audit::EventDraft {
+        at: START,
+        world: Some("w".into()),
+        chat: None,
+        hold: Some(hold.id),
+        actor: holdpoint_protocol::Actor::of(holdpoint_protocol::Source::Agent),
+        payload: holdpoint_protocol::EventPayload::HoldCreated {
+            hold: Box::new(hold.clone()),
+        },
+    };
+    let tx = Transaction {
+        writes: vec![Write::InsertHold(Arc::new(hold.clone()))],
+        events: vec![event.into()],
+    };
+    (hold.id, tx)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,3 +5,4 @@ mod files;
 mod hold_columns;
 mod postgres;
 mod tamper;
+mod written;
