@@ -67,6 +67,16 @@ pub enum WorldsCommand {
   holdpoint worlds a2a remove lab bank"
     )]
     A2a(super::world_a2a::WorldA2aCommand),
+    /// A world's own notice routes: who its holds are sent to by email and Slack, beside the
+    /// configuration file's (docs/channels.md).
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  holdpoint worlds routes list lab
+  holdpoint worlds routes set lab routes.json
+  holdpoint worlds routes clear lab"
+    )]
+    Routes(super::world_routes::WorldRoutesCommand),
 }
 
 #[derive(Subcommand)]
@@ -352,6 +362,7 @@ pub fn worlds(cmd: WorldsCommand) -> Result<(), Failure> {
             }
             WorldsCommand::Mcp(cmd) => world_mcp(cmd).await,
             WorldsCommand::A2a(cmd) => super::world_a2a::run(cmd).await,
+            WorldsCommand::Routes(cmd) => super::world_routes::run(cmd).await,
         }
     })
 }

@@ -10,6 +10,7 @@ pub mod policy;
 pub mod raise;
 pub mod serve;
 pub mod world_a2a;
+pub mod world_routes;
 
 use serde::Serialize;
 

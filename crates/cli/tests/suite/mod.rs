@@ -27,6 +27,7 @@ mod takeover;
 mod terminal;
 mod world_a2a;
 mod world_mcp;
+mod world_routes;
 
 use std::process::{Command, Output};
 
