@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use holdpoint_core::store::{StoreError, Synced};
 use holdpoint_protocol::{ApprovalRequest, HoldRequest, Verdict};
 use parking_lot::Mutex;
 use rmcp::model::{
@@ -219,7 +220,7 @@ impl Gateway {
         let name = request.name.as_ref();
         if name == own::ASK_HUMAN || name == own::REQUEST_APPROVAL {
             return Ok(match own::request(name, arguments) {
-                Ok(item) => match self.ask(item, asking).await {
+                Ok(item) => match self.ask_durable(item, asking).await {
                     Ok(asked) => own::result(asked),
                     Err(e) => refused(format!("Holdpoint could not be asked: {e}")),
                 },
@@ -318,8 +319,14 @@ impl Gateway {
             .then(|| any_of(&asking.stops, &given_up));
         // Who edited the arguments before approving, when a person did.
         let mut edited_by = None;
+        // An allowed call is forwarded once its record is written, and its result returned
+        // once that record is durable: the fsync runs while the upstream works.
+        let mut owed = None;
         let arguments = match self.ask(item, asking).await {
-            Ok(Asked::Allowed) => arguments,
+            Ok(Asked::Allowed(synced)) => {
+                owed = Some(synced);
+                arguments
+            }
             Ok(Asked::Denied(why) | Asked::Invalid(why)) => return not_called(why),
             Ok(Asked::Withdrawn) => return not_called("the call was canceled".into()),
             Ok(Asked::Decided(hold)) => {
@@ -345,7 +352,7 @@ impl Gateway {
             Err(e) => return not_called(format!("Holdpoint could not be asked: {e}")),
         };
         let ran = edited_by.map(|by| (by, arguments.clone()));
-        match self
+        let result = match self
             .call_upstream(tool, arguments, progress, &given_up)
             .await
         {
@@ -354,6 +361,31 @@ impl Gateway {
                 None => result,
             },
             Err(e) => refused(e.to_string()),
+        };
+        match owed.map(Synced::wait) {
+            Some(synced) => match synced.await {
+                Ok(()) => result,
+                Err(e) => refused(unrecorded(&name, &e)),
+            },
+            None => result,
+        }
+    }
+
+    /// Like [`Gateway::ask`], for an answer that has no call to make meanwhile: an allowed
+    /// item's record is durable when it returns.
+    async fn ask_durable(
+        &self,
+        item: HoldRequest,
+        asking: Asking,
+    ) -> Result<Asked, HoldpointError> {
+        match self.ask(item, asking).await? {
+            Asked::Allowed(synced) => {
+                synced.wait().await.map_err(|e| {
+                    HoldpointError::failed("recording the allowed call", e.to_string())
+                })?;
+                Ok(Asked::Allowed(Synced::done()))
+            }
+            asked => Ok(asked),
         }
     }
 
@@ -712,3 +744,12 @@ fn told_of_edit(
 
 /// The `_meta` key of a result whose arguments a person edited: `{"by", "arguments"}`.
 pub const EDITED_META: &str = "holdpoint/edited";
+
+/// Why an allowed call's result is withheld: the call ran, but its record could not be made
+/// durable, and a result is returned only once it is.
+fn unrecorded(name: &str, e: &StoreError) -> String {
+    format!(
+        "{name} was called, but its record in Holdpoint's audit log could not be made durable \
+         ({e}), so its result is withheld"
+    )
+}

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use holdpoint_core::store::Synced;
 use holdpoint_protocol::{
     DecidedBy, GateResponse, GateResult, Hold, HoldId, HoldRequest, NewHolds, Outcome,
     OutcomeStatus, Source,
@@ -46,8 +47,9 @@ fn stopped(message: &str) -> HoldpointError {
 /// What became of an asked item.
 #[derive(Debug)]
 pub enum Asked {
-    /// Policy (a rule, a grant or the mode) allowed it.
-    Allowed,
+    /// Policy (a rule, a grant or the mode) allowed it. Its record is written; the call may
+    /// be made now, and its result returned once the record is durable (`Synced`).
+    Allowed(Synced),
     /// Policy denied it; the text says which rule or mode.
     Denied(String),
     /// The item was malformed; the text names the field.
@@ -121,8 +123,8 @@ impl Holds {
             items: vec![item],
         };
         let raising = Raising::new(&self.raising);
-        let response = match self.raise(body, stops).await {
-            Ok(response) => response,
+        let (response, synced) = match self.raise(body, stops).await {
+            Ok(answered) => answered,
             Err(HoldpointError::Invalid { field, message }) => {
                 return Ok(Asked::Invalid(invalid(&field, &message)));
             }
@@ -135,7 +137,7 @@ impl Holds {
             ));
         };
         match result {
-            GateResult::Allowed { .. } => Ok(Asked::Allowed),
+            GateResult::Allowed { .. } => Ok(Asked::Allowed(synced)),
             GateResult::Denied { decided_by, .. } => Ok(Asked::Denied(match decided_by {
                 DecidedBy::Rule { rule } => format!("denied by Holdpoint's policy ({rule})"),
                 DecidedBy::Mode { mode } => format!("denied by Holdpoint's policy ({mode} mode)"),
@@ -156,12 +158,20 @@ impl Holds {
     /// sent again, with the same idempotency key so that nothing is raised twice, until
     /// Holdpoint answers, for at most [`RAISE_PATIENCE`]. A server that was never reached
     /// fails at once.
-    async fn raise(&self, body: NewHolds, stops: &Stops) -> Result<GateResponse, HoldpointError> {
+    async fn raise(
+        &self,
+        body: NewHolds,
+        stops: &Stops,
+    ) -> Result<(GateResponse, Synced), HoldpointError> {
         let key = uuid::Uuid::now_v7().to_string();
         let since = Instant::now();
         let mut retry: Option<Duration> = None;
         loop {
-            match self.holdpoint.raise(&self.world, body.clone(), &key).await {
+            match self
+                .holdpoint
+                .raise_written(&self.world, body.clone(), &key)
+                .await
+            {
                 Err(HoldpointError::Unavailable {
                     message, arrived, ..
                 }) if (arrived || retry.is_some()) && since.elapsed() < RAISE_PATIENCE => {
@@ -421,7 +431,7 @@ mod tests {
     async fn a_raise_whose_connection_broke_is_sent_again_with_the_same_key() {
         // Holdpoint restarted under the request, then refused connections while it started.
         let (asked, keys) = ask(vec![unavailable(false), unavailable(true)]).await;
-        assert!(matches!(asked, Ok(Asked::Allowed)), "{asked:?}");
+        assert!(matches!(asked, Ok(Asked::Allowed(_))), "{asked:?}");
         assert_eq!(keys.len(), 3);
         assert!(keys.iter().all(|k| *k == keys[0]), "one key: {keys:?}");
     }

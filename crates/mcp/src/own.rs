@@ -129,7 +129,8 @@ pub fn request(tool: &str, arguments: JsonObject) -> Result<HoldRequest, String>
 /// The result of an own tool's call: JSON for the agent, as text and as structured content.
 pub fn result(asked: Asked) -> CallToolResult {
     match asked {
-        Asked::Allowed => answer(
+        // Its record is durable: the gateway waits for that before answering.
+        Asked::Allowed(_) => answer(
             json!({"approved": true, "status": "approved", "source": "policy"}),
             false,
         ),

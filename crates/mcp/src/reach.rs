@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use holdpoint_client::{Client, ClientError};
+use holdpoint_core::store::Synced;
 use holdpoint_protocol::{GateResponse, HoldId, NewHolds, WaitParams, WaitResult, Withdraw};
 
 /// What the gateway asks of Holdpoint, as one agent.
@@ -22,6 +23,19 @@ pub trait Holdpoint: Send + Sync {
         new: NewHolds,
         key: &str,
     ) -> Result<GateResponse, HoldpointError>;
+
+    /// Like [`Holdpoint::raise`], but an allowed call may be answered once its record is
+    /// written (it survives a crash of Holdpoint's process), before it is durable: the call
+    /// may be forwarded then, and its result returned once [`Synced`] resolves. Holdpoint in
+    /// this process does that; over HTTP the answer comes durable, with nothing owed.
+    async fn raise_written(
+        &self,
+        world: &str,
+        new: NewHolds,
+        key: &str,
+    ) -> Result<(GateResponse, Synced), HoldpointError> {
+        Ok((self.raise(world, new, key).await?, Synced::done()))
+    }
 
     /// Waits at most `timeout` for hold `id` to be decided; the hold as it is then.
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError>;

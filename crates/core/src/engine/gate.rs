@@ -9,9 +9,9 @@ use holdpoint_protocol::{
     Source,
 };
 
-use super::Engine;
 use super::decide::{Idem, commit_error};
 use super::open::PendingLimit;
+use super::{Answered, Engine};
 use crate::audit::EventDraft;
 use crate::canonical;
 use crate::error::{EngineError, ValidationError};
@@ -20,7 +20,7 @@ use crate::hold::{
 };
 use crate::policy::{Action, Call, Policy};
 use crate::roles;
-use crate::store::{CommitError, Conflict, PreparedEvent, Transaction, Write};
+use crate::store::{CommitError, Conflict, PreparedEvent, Synced, Transaction, Write};
 
 /// What decides a call: the strictest rule, except that a grant allows what a rule would ask.
 struct CallDecision {
@@ -152,8 +152,9 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, false, AgentAsking::default())
+        self.gate_items(who, req, false, AgentAsking::default(), Answered::Durable)
             .await
+            .map(|(response, _done)| response)
     }
 
     /// Like [`Engine::gate`], for Holdpoint's own agents, with what only they may say (an API
@@ -164,7 +165,9 @@ impl Engine {
         req: GateRequest,
         asking: AgentAsking<'_>,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, false, asking).await
+        self.gate_items(who, req, false, asking, Answered::Durable)
+            .await
+            .map(|(response, _done)| response)
     }
 
     /// Like [`Engine::gate`], but all or nothing: when any item is malformed, nothing is
@@ -175,7 +178,22 @@ impl Engine {
         who: &Principal,
         req: GateRequest,
     ) -> Result<GateResponse, EngineError> {
-        self.gate_items(who, req, true, AgentAsking::default())
+        self.gate_items(who, req, true, AgentAsking::default(), Answered::Durable)
+            .await
+            .map(|(response, _done)| response)
+    }
+
+    /// Like [`Engine::gate_all`], but a request whose every item is allowed is answered once
+    /// its record is written (it survives a crash of this process), before it is durable: the
+    /// [`Synced`] returned resolves once it is. For the MCP gateway, which forwards the
+    /// allowed call meanwhile and answers its client only after the sync, so that the fsync
+    /// overlaps the upstream's work. Anything else (a denial, a hold) is answered durable.
+    pub async fn gate_all_written(
+        &self,
+        who: &Principal,
+        req: GateRequest,
+    ) -> Result<(GateResponse, Synced), EngineError> {
+        self.gate_items(who, req, true, AgentAsking::default(), Answered::Written)
             .await
     }
 
@@ -185,7 +203,8 @@ impl Engine {
         req: GateRequest,
         all_or_nothing: bool,
         asking: AgentAsking<'_>,
-    ) -> Result<GateResponse, EngineError> {
+        answered: Answered,
+    ) -> Result<(GateResponse, Synced), EngineError> {
         let because = asking.because;
         let limits = &self.inner.limits;
         check_name("world", &req.world, limits.name)?;
@@ -212,7 +231,7 @@ impl Engine {
         }
         let idem = Idem::new(limits, "gate", who, req.idempotency_key.as_deref(), &req)?;
         if let Some(r) = self.replay(idem.as_ref()).await? {
-            return Ok(r);
+            return Ok((r, Synced::done()));
         }
 
         // Grants are consulted in memory: first bring them up to what other nodes committed
@@ -275,7 +294,7 @@ impl Engine {
             results,
         };
         if tx.events.is_empty() {
-            return Ok(response);
+            return Ok((response, Synced::done()));
         }
         if all_or_nothing {
             self.admit(who, &req.world, &response)?;
@@ -283,10 +302,24 @@ impl Engine {
         if let Some(idem) = &idem {
             tx.writes.push(idem.record(&response, now)?);
         }
-        match self.commit(tx).await {
-            Ok(_) => Ok(response),
+        // Only allowed calls are answered before they are durable: a denial is final, and a
+        // hold is shown to people, so both are answered durable.
+        let answered = match answered {
+            Answered::Written
+                if response
+                    .results
+                    .iter()
+                    .all(|r| matches!(r, GateResult::Allowed { .. })) =>
+            {
+                Answered::Written
+            }
+            _ => Answered::Durable,
+        };
+        match self.commit_as(tx, answered).await {
+            Ok((_, synced)) => Ok((response, synced)),
             Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
-                self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy)
+                let replayed = self.replay(idem.as_ref()).await?;
+                Ok((replayed.ok_or(EngineError::Busy)?, Synced::done()))
             }
             Err(e) => Err(commit_error(e)),
         }

@@ -39,7 +39,7 @@ pub use verify::verify;
 use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
 use crate::policy::{Layers, Policy};
-use crate::store::{CommitError, Store, StoreError, Transaction, Write};
+use crate::store::{CommitError, Store, StoreError, Synced, Transaction, Write};
 use timers::TimerQueue;
 
 /// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine
@@ -205,6 +205,14 @@ fn check_reachable(policy: &Policy, channels: &[Arc<dyn HumanChannel>]) -> Resul
     Ok(())
 }
 
+/// When a commit is answered: once durable, or once written where a crash of the process
+/// cannot lose it, with its sync still owed ([`crate::store::Store::commit_written`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answered {
+    Durable,
+    Written,
+}
+
 /// The engine handle. Cheap to clone; the engine stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct Engine {
@@ -316,6 +324,18 @@ impl Engine {
     /// a caller did is in force for its next call (a grant allows the next gate, say). The
     /// holds written are remembered for the hot path.
     pub(crate) async fn commit(&self, tx: Transaction) -> Result<Vec<Arc<Event>>, CommitError> {
+        let (events, _done) = self.commit_as(tx, Answered::Durable).await?;
+        Ok(events)
+    }
+
+    /// Commits, answering as `answered` says. Once written, what is owed (the sync, then the
+    /// follower applying the events, as [`Engine::commit`] waits for them) is in the
+    /// [`Synced`] returned; once durable, nothing is.
+    pub(crate) async fn commit_as(
+        &self,
+        tx: Transaction,
+        answered: Answered,
+    ) -> Result<(Vec<Arc<Event>>, Synced), CommitError> {
         let written: Vec<Arc<Hold>> = tx
             .writes
             .iter()
@@ -324,17 +344,35 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let events = self.inner.store.commit(tx).await?;
+        let (events, synced) = match answered {
+            Answered::Durable => (self.inner.store.commit(tx).await?, Synced::done()),
+            Answered::Written => self.inner.store.commit_written(tx).await?,
+        };
         {
             let mut recent = self.inner.recent.lock();
             for h in written {
                 recent.put(h);
             }
         }
-        if let Some(last) = events.last() {
-            self.inner.progress.reached(last.seq).await;
+        let Some(last) = events.last().map(|e| e.seq) else {
+            return Ok((events, synced));
+        };
+        match answered {
+            Answered::Durable => {
+                self.inner.progress.reached(last).await;
+                Ok((events, synced))
+            }
+            Answered::Written => {
+                // The events are published (and so applied) only once durable.
+                let engine = self.clone();
+                let owed = Synced::until(async move {
+                    synced.wait().await?;
+                    engine.inner.progress.reached(last).await;
+                    Ok(())
+                });
+                Ok((events, owed))
+            }
         }
-        Ok(events)
     }
 }
 

@@ -1,4 +1,5 @@
 use holdpoint_core::policy::{Mode, Policy};
+use holdpoint_core::store::Store;
 use holdpoint_core::{AgentAsking, Engine, StartError};
 use holdpoint_protocol::{
     DecidedBy, EventPayload, GateResult, HoldRequest, HoldStatus, QuestionRequest,
@@ -469,4 +470,46 @@ async fn hold_events_carry_the_hold_as_shown() {
         ))
         .as_deref()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_gets_an_allowed_call_once_written_and_a_denial_once_durable() {
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let bot = agent("bot");
+    let store = t.temp.store.clone();
+    let mut published = store.subscribe();
+    let before = store.syncs();
+    let held = store.hold_syncs();
+    let allowed = gate(
+        "w",
+        None,
+        vec![approval("read_file", json!({"path": "a.txt"}))],
+    );
+    let answer = t.engine.gate_all_written(&bot, allowed);
+    let (res, synced) = tokio::time::timeout(std::time::Duration::from_secs(30), answer)
+        .await
+        .expect("an allowed call waited for its fsync")
+        .unwrap();
+    assert!(matches!(res.results[..], [GateResult::Allowed { .. }]));
+    assert_eq!(store.syncs(), before, "answered after an fsync");
+    assert!(published.try_recv().is_err(), "published before durable");
+    drop(held);
+    synced.wait().await.unwrap();
+    assert!(store.syncs() > before);
+    let e = published.try_recv().unwrap();
+    assert!(matches!(e.payload, EventPayload::CallAllowed { .. }));
+
+    // A denial is final: answered once durable, its event published by then.
+    let denied = gate(
+        "w",
+        None,
+        vec![approval("write_file", json!({"path": "/etc/passwd"}))],
+    );
+    let (res, synced) = t.engine.gate_all_written(&bot, denied).await.unwrap();
+    assert!(matches!(res.results[..], [GateResult::Denied { .. }]));
+    let e = published
+        .try_recv()
+        .expect("a denial answered before durable");
+    assert!(matches!(e.payload, EventPayload::CallDenied { .. }));
+    synced.wait().await.unwrap();
 }

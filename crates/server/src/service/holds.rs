@@ -11,6 +11,8 @@ use holdpoint_protocol::{
     HoldsParams, NewHolds, Page, Principal, StatusFilter, WaitResult, WorldId,
 };
 
+use holdpoint_core::store::Synced;
+
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -217,15 +219,41 @@ pub async fn raise(
     new: NewHolds,
     idempotency_key: Option<String>,
 ) -> Result<GateResponse, ApiError> {
+    let req = gate_request(app, caller, world, new, idempotency_key).await?;
+    Ok(app.engine().gate_all(&caller.principal, req).await?)
+}
+
+/// Like [`raise`], but allowed calls are answered once their record is written, with its
+/// sync owed (`Engine::gate_all_written`): for the MCP gateway in this process.
+pub async fn raise_written(
+    app: &App,
+    caller: &Caller,
+    world: &str,
+    new: NewHolds,
+    idempotency_key: Option<String>,
+) -> Result<(GateResponse, Synced), ApiError> {
+    let req = gate_request(app, caller, world, new, idempotency_key).await?;
+    Ok(app
+        .engine()
+        .gate_all_written(&caller.principal, req)
+        .await?)
+}
+
+async fn gate_request(
+    app: &App,
+    caller: &Caller,
+    world: &str,
+    new: NewHolds,
+    idempotency_key: Option<String>,
+) -> Result<GateRequest, ApiError> {
     let world = app.world(caller, world).await?;
-    let req = GateRequest {
+    Ok(GateRequest {
         world: world.id.to_string(),
         chat: new.chat,
         agent: None,
         items: new.items,
         idempotency_key,
-    };
-    Ok(app.engine().gate_all(&caller.principal, req).await?)
+    })
 }
 
 /// Withdraws hold `id` as `caller` (its raiser, or an admin): it can no longer be decided.

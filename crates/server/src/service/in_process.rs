@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use holdpoint_core::store::Synced;
 use holdpoint_mcp::{Approver, Decider, Holdpoint, HoldpointError};
 use holdpoint_protocol::{DecideOutcome, Decision, GateResponse, HoldId, NewHolds, WaitResult};
 
@@ -145,9 +146,22 @@ impl Holdpoint for AsAgent {
         new: NewHolds,
         key: &str,
     ) -> Result<GateResponse, HoldpointError> {
+        let (response, synced) = self.raise_written(world, new, key).await?;
+        synced.wait().await.map_err(|e| {
+            HoldpointError::failed(format!("raising a hold in world {world:?}"), e.to_string())
+        })?;
+        Ok(response)
+    }
+
+    async fn raise_written(
+        &self,
+        world: &str,
+        new: NewHolds,
+        key: &str,
+    ) -> Result<(GateResponse, Synced), HoldpointError> {
         let what = || format!("raising a hold in world {world:?}");
         let caller = self.caller(what).await?;
-        holds::raise(&self.app, &caller, world, new, Some(key.to_owned()))
+        holds::raise_written(&self.app, &caller, world, new, Some(key.to_owned()))
             .await
             .map_err(|e| {
                 HoldpointError::refused_raise(
