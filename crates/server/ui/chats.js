@@ -194,6 +194,7 @@ class ChatPage {
     };
     this.stops = [
       onEvent([EventType.TurnText], mine((e) => this.streamed(e.payload))),
+      onEvent([EventType.TurnToolText], mine((e) => this.toolText(e.payload))),
       onEvent([EventType.CallAllowed, EventType.CallDenied], mine((e) => this.policySaid(e.payload))),
       onEvent([EventType.MessageCreated], mine((e) => this.sealText(e.payload.message))),
       onEvent(CHANGES, mine(() => this.refresh())),
@@ -362,10 +363,21 @@ class ChatPage {
       h("h3", {}, h("span", { class: "tool" }, call.name), " ", h("span", { class: "call-status" }, "Checking policy")),
       args(call),
       h("div", { class: "call-hold" }),
+      h("p", { class: "call-stream plain", hidden: true, "aria-live": "polite" }),
       h("div", { class: "call-detail" }),
     );
     this.callCards.set(call.id, el);
     return el;
+  }
+
+  // What a running call streams (a remote agent's answer as it comes, or its question), shown
+  // as it arrives until the call's result is final; the result shows it whole.
+  toolText({ call, text }) {
+    const el = this.callCards.get(call);
+    if (!el || el.dataset.final) return;
+    const out = el.querySelector(".call-stream");
+    out.hidden = false;
+    follow(() => out.append(text));
   }
 
   policySaid({ tool_call_id: id, decided_by: by }) {
@@ -439,7 +451,12 @@ class ChatPage {
     const final = status === CallState.Done || !(status in CALL_STATES || status === UNKNOWN);
     if (el.dataset.status === status && el.dataset.final) return;
     el.dataset.status = status;
-    if (final) el.dataset.final = "yes";
+    if (final) {
+      el.dataset.final = "yes";
+      const streamed = el.querySelector(".call-stream");
+      streamed.hidden = true;
+      streamed.textContent = "";
+    }
     el.querySelector(".call-status").textContent = text;
     replace(el.querySelector(".call-detail"), extra || null);
   }

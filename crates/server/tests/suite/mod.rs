@@ -20,7 +20,7 @@ mod ops;
 mod policies;
 mod postgres;
 mod refusals;
-mod remote_agents;
+pub(crate) mod remote_agents;
 mod remote_holdpoint;
 mod remote_kagent;
 mod revocation;

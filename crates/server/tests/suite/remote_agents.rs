@@ -297,7 +297,7 @@ async fn remote_agents_are_checked_and_their_headers_hidden() {
 
 /// How a fake remote agent answers `SendStreamingMessage`.
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     /// A task that completes, saying what it heard and in which context.
     Echo,
     /// A task that starts, then nothing more.
@@ -324,15 +324,15 @@ enum Mode {
 }
 
 /// A remote A2A agent (1.0) on loopback, recording the JSON-RPC requests it gets.
-struct Fake {
-    url: String,
+pub(crate) struct Fake {
+    pub(crate) url: String,
     requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
     /// Lets a `Stream` task finish.
-    release: std::sync::Arc<tokio::sync::Notify>,
+    pub(crate) release: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Fake {
-    async fn start(mode: Mode) -> Fake {
+    pub(crate) async fn start(mode: Mode) -> Fake {
         use axum::routing::{get, post};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -600,7 +600,7 @@ fn crash(
 }
 
 /// A server whose world `lab` has the fake agents, and a chat whose agent may call them all.
-async fn lab_with(agents: Value, llm: &ScriptedLlm) -> (TestServer, String) {
+pub(crate) async fn lab_with(agents: Value, llm: &ScriptedLlm) -> (TestServer, String) {
     let policy = "mode = \"manual\"\n[[rules]]\nname = \"remote agents\"\ntools = [\"a2a__*\"]\naction = \"allow\"\n";
     let t = TestServer::with(policy, |_| {}).await;
     let chat = lab_chat(&t, &llm.base_url(), None).await;
@@ -611,7 +611,7 @@ async fn lab_with(agents: Value, llm: &ScriptedLlm) -> (TestServer, String) {
     (t, chat)
 }
 
-async fn say(t: &TestServer, chat: &str, text: &str) -> String {
+pub(crate) async fn say(t: &TestServer, chat: &str, text: &str) -> String {
     t.api
         .post(
             &format!("/api/v1/worlds/lab/chats/{chat}/messages"),

@@ -1,5 +1,6 @@
-//! A sub-agent's hold in a browser: shown in the caller's chat and in the inbox with the agents
-//! it came through, and withdrawn when a person cancels the caller's turn from its chat.
+//! Agents calling agents, in a browser: a sub-agent's hold shown in the caller's chat and in
+//! the inbox with the agents it came through, and withdrawn when a person cancels the caller's
+//! turn from its chat; a remote agent's text shown in its call's card as it streams.
 
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
@@ -98,10 +99,8 @@ async fn a_sub_agents_hold_shows_in_the_callers_chat_and_the_inbox_and_goes_with
     b.wait_text(&format!("{card} .lineage"), "helper → researcher")
         .await;
     let sub_chat = hold["lineage"][1]["chat"].as_str().unwrap();
-    b.wait_for(&format!(
-        "{card} .lineage a[href$='/chats/{sub_chat}']"
-    ))
-    .await;
+    b.wait_for(&format!("{card} .lineage a[href$='/chats/{sub_chat}']"))
+        .await;
 
     // Canceling the helper's turn withdraws the researcher's hold.
     b.click(".cancel-turn").await;
@@ -109,5 +108,43 @@ async fn a_sub_agents_hold_shows_in_the_callers_chat_and_the_inbox_and_goes_with
     let withdrawn = t.api.get(&format!("/api/v1/holds/{id}")).await.expect(200);
     assert_eq!(withdrawn["hold"]["status"], "canceled", "{withdrawn}");
     b.wait_gone(&card).await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_remote_agents_text_shows_in_its_calls_card_as_it_streams() {
+    use crate::suite::remote_agents::{Fake, Mode, lab_with, say};
+    let agent = Fake::start(Mode::Stream).await;
+    let llm = ScriptedLlm::start(vec![
+        Step::calls(vec![call("c1", "a2a__writer", json!({"message": "write"}))]),
+        Step::text("Written."),
+    ])
+    .await;
+    let (t, chat) = lab_with(json!({"writer": {"url": agent.url}}), &llm).await;
+    let token = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "remote-stream", &token).await;
+    b.goto(&format!("/worlds/lab/chats/{chat}")).await;
+    b.wait_for("#message").await;
+    say(&t, &chat, "Write").await;
+    // The remote agent said its first piece and waits: the call runs, its text is shown.
+    let call = ".call[data-call='c1'][data-status='running']";
+    b.wait_text(&format!("{call} .call-stream"), "first piece")
+        .await;
+    agent.release.notify_one();
+    // Once the result is final it shows whole, and the streamed text gives way to it.
+    b.wait_for(".call[data-call='c1'][data-status='executed']")
+        .await;
+    b.wait_text(
+        ".call[data-call='c1'] .call-detail",
+        "first piece and the rest",
+    )
+    .await;
+    b.check(
+        b.eval("return document.querySelector(\".call[data-call='c1'] .call-stream\").hidden")
+            .await
+            == Value::Bool(true),
+        "the streamed text gives way to the result",
+    )
+    .await;
     b.close().await;
 }
