@@ -79,6 +79,7 @@ async fn chat(client: &Client, args: &ChatArgs) -> Result<(), Failure> {
         place: &place,
         handled: HashSet::new(),
         mid_line: false,
+        streaming_call: None,
         unfinished: 0,
     };
     if interactive {
@@ -205,6 +206,8 @@ struct Session<'a> {
     handled: HashSet<HoldId>,
     /// The last text printed did not end its line.
     mid_line: bool,
+    /// The tool call whose streamed text is being printed (a remote agent answering).
+    streaming_call: Option<String>,
     /// Messages refused, or whose turn failed. Any makes the exit status 1. (A turn that a
     /// person canceled or stopped, or left waiting on a hold, ended as someone chose.)
     unfinished: usize,
@@ -270,7 +273,18 @@ impl Session<'_> {
                     let _ = std::io::stdout().flush();
                     self.mid_line = !text.ends_with('\n');
                 }
+                EventPayload::TurnToolText { call, text, .. } => {
+                    if self.streaming_call.as_deref() != Some(call.as_str()) {
+                        self.end_line();
+                        print!("  [{}] ", clean(&call));
+                        self.streaming_call = Some(call);
+                    }
+                    print!("{}", clean(&text));
+                    let _ = std::io::stdout().flush();
+                    self.mid_line = !text.ends_with('\n');
+                }
                 EventPayload::TurnToolFinished { result, .. } => {
+                    self.streaming_call = None;
                     self.end_line();
                     println!("  {}", tool_result(&result));
                 }
