@@ -372,7 +372,9 @@ function worldFields(w) {
 }
 
 function worldEntry(w, refresh, said) {
-  return entry({ id: w.id, name: w.name }, w.name, [w.description && ["About", w.description], ["Created", when(w.created_at)]], (li) => [
+  const routes = w.notice_routes || [];
+  const routed = routes.length ? `${routes.length} of its own` : "only the configuration file's";
+  return entry({ id: w.id, name: w.name }, w.name, [w.description && ["About", w.description], ["Notice routes", routed], ["Created", when(w.created_at)]], (li) => [
     toggle("Edit", li, () => apiForm({
       label: `Change world ${w.name}`,
       fields: worldFields(w),
@@ -384,12 +386,50 @@ function worldEntry(w, refresh, said) {
         await refresh();
       },
     })),
+    toggle("Notice routes", li, () => routesForm(w, refresh, said)),
     confirmed("Delete", `Delete world ${w.name}, with its agents, chats and grants?`, async () => {
       await api.deleteWorld(w.id);
       said.textContent = `World ${w.name} deleted.`;
       await refresh();
     }),
   ]);
+}
+
+// A world's own notice routes, edited as the JSON list the API takes (each a
+// `[[channels.routes]]` without `world`): the whole list is replaced; empty removes them. The
+// server checks them against its [channels] and its error, naming `notice_routes[N].FIELD`,
+// shows beneath the list.
+function routesForm(w, refresh, said) {
+  const routes = w.notice_routes || [];
+  return apiForm({
+    label: `Notice routes of world ${w.name}`,
+    fields: [field({
+      label: "Notice routes (JSON)",
+      field: "notice_routes",
+      value: routes.length ? JSON.stringify(routes, null, 2) : "",
+      rows: 8,
+      hint: 'Who this world\'s holds are sent to, beside the configuration file\'s routes: a list such as [{"tool": "deploy_*", "to": ["dana@example.com"], "as": "dana"}]. Groups, email and Slack are the file\'s. Empty removes them.',
+      attrs: { spellcheck: "false" },
+    })],
+    submit: "Save routes",
+    collect: (f) => {
+      const text = value(f, "notice_routes");
+      let list;
+      try {
+        list = text ? JSON.parse(text) : [];
+      } catch (e) {
+        throw mistake("notice_routes", `not JSON: ${e.message}`);
+      }
+      if (!Array.isArray(list)) throw mistake("notice_routes", "must be a list of routes: [{…}, …]");
+      return { notice_routes: list };
+    },
+    send: (changes) => api.updateWorld(w.id, changes),
+    done: async (saved) => {
+      const n = (saved.notice_routes || []).length;
+      said.textContent = n ? `World ${w.name}: ${n} notice route${n === 1 ? "" : "s"} saved.` : `World ${w.name}: its own notice routes removed.`;
+      await refresh();
+    },
+  });
 }
 
 // ---- agents

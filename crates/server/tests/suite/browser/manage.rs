@@ -779,3 +779,69 @@ async fn the_pages_say_a_deleted_world_a_worlds_own_rule_and_durations_in_words(
     .await;
     b.close().await;
 }
+
+#[tokio::test]
+async fn an_admin_edits_a_worlds_notice_routes_as_json_and_sees_the_field_at_fault() {
+    // Email configured (nothing is raised, so nothing is sent) and a group `oncall`.
+    let t = TestServer::with(crate::suite::ASK_ALL, |s| {
+        crate::suite::channels::mail_to(holdpoint_test_support::smtp::free_port())(s);
+        s.channels.groups.insert(
+            "oncall".into(),
+            vec![holdpoint_server::channels::route::Member::Address(
+                "carol@example.com".into(),
+            )],
+        );
+    })
+    .await;
+    t.world("lab").await;
+    let b = Browser::signed_in(&t, "manage-routes", &admin(&t)).await;
+    b.click("#nav-manage").await;
+    b.click(".manage-overview a[href='/manage/worlds']").await;
+    b.wait_text("li[data-name='lab']", "only the configuration file's")
+        .await;
+    b.click("li[data-name='lab'] button[data-action='notice routes']")
+        .await;
+    let label = "Notice routes of world lab";
+    fill(&b, label, "notice_routes", "[{\"to\": [").await;
+    submit(&b, label).await;
+    field_error(&b, label, "notice_routes", "not JSON").await;
+    fill(
+        &b,
+        label,
+        "notice_routes",
+        r#"[{"to": ["dana@example.com"]}, {"to": ["nope"], "groups": ["oncall"]}]"#,
+    )
+    .await;
+    submit(&b, label).await;
+    let error = field_error(&b, label, "notice_routes", "not an email address").await;
+    assert!(error.contains("notice_routes[1].to[0]"), "{error}");
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert!(world.get("notice_routes").is_none(), "{world}");
+
+    fill(
+        &b,
+        label,
+        "notice_routes",
+        r#"[{"tool": "deploy_*", "to": ["dana@example.com"], "as": "dana", "groups": ["oncall"]}]"#,
+    )
+    .await;
+    submit(&b, label).await;
+    b.wait_text(".manage-status", "1 notice route saved").await;
+    b.wait_text("li[data-name='lab']", "1 of its own").await;
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert_eq!(
+        world["notice_routes"],
+        json!([{"tool": "deploy_*", "to": ["dana@example.com"], "as": "dana", "groups": ["oncall"]}])
+    );
+
+    // Emptied, the world's own are removed.
+    b.click("li[data-name='lab'] button[data-action='notice routes']")
+        .await;
+    fill(&b, label, "notice_routes", "").await;
+    submit(&b, label).await;
+    b.wait_text(".manage-status", "its own notice routes removed")
+        .await;
+    let world = t.api.get("/api/v1/worlds/lab").await.expect(200);
+    assert!(world.get("notice_routes").is_none(), "{world}");
+    b.close().await;
+}
