@@ -186,3 +186,46 @@ async fn routes_that_mail_need_the_servers_email() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_worlds_own_route_escalates_to_the_files_groups_while_nobody_decides() {
+    let Some(python) = python() else { return };
+    let sink = Sink::start(&python, 0).await;
+    let t = TestServer::with(ASK_ALL, |s| {
+        mail_to(sink.port)(s);
+        s.channels.routes.clear();
+        s.channels.groups.insert(
+            "oncall".into(),
+            vec![Member::Address("carol@example.com".into())],
+        );
+    })
+    .await;
+    t.world("lab").await;
+    let bot = t.caller("bot", "agent", None).await;
+    t.api
+        .patch(
+            "/api/v1/worlds/lab",
+            json!({"notice_routes": [{
+                "to": ["dana@example.com"], "escalate_after": "1s", "escalate_to": "oncall"
+            }]}),
+        )
+        .await
+        .expect(200);
+    let hold = held(
+        &raise(&bot, "lab", vec![approval("deploy_prod", json!({}))]).await,
+        0,
+    );
+    assert_eq!(sink.nth(1).await["to"], "dana@example.com");
+    let escalated = sink.nth(2).await;
+    assert_eq!(escalated["to"], "carol@example.com");
+    assert!(
+        escalated["subject"].as_str().unwrap().contains("Escalated"),
+        "{escalated}"
+    );
+    let purposes: Vec<Value> = notices(&t, &hold)
+        .await
+        .iter()
+        .map(|n| n["purpose"].clone())
+        .collect();
+    assert_eq!(purposes, [json!("first"), json!("escalation")]);
+}
