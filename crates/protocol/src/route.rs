@@ -55,6 +55,7 @@ pub struct Route {
         deserialize_with = "one_or_many",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schema(schema_with = crate::schema::one_or_many_names)]
     pub escalate_to: Vec<String>,
     /// How long before the deadline a last notice says what the deadline will do (`"10m"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

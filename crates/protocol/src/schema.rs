@@ -27,6 +27,19 @@ pub(crate) fn llm_headers() -> utoipa::openapi::schema::Object {
         .build()
 }
 
+/// A route's `escalate_to`: a group's name, or a list of them.
+pub(crate) fn one_or_many_names() -> RefOr<Schema> {
+    use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
+    let name = || ObjectBuilder::new().schema_type(Type::String);
+    OneOfBuilder::new()
+        .description(Some(
+            "The groups notified one after another while nobody decides (a name or a list).",
+        ))
+        .item(name())
+        .item(ArrayBuilder::new().items(name()))
+        .into()
+}
+
 /// An internally tagged enum whose variants are objects: one object per variant, its fields
 /// and the tag (required, one value), as `oneOf`.
 pub(crate) fn tagged<'a>(
