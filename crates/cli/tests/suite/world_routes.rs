@@ -129,6 +129,28 @@ async fn a_worlds_routes_are_set_listed_refused_and_cleared_from_the_terminal() 
     let world = lab.admin.get("/api/v1/worlds/lab").await.expect(200);
     assert_eq!(world["notice_routes"], want);
 
+    // A JSON list on standard input (`-`).
+    let mut command = lab.command(&["worlds", "routes", "set", "lab", "-"], &lab.token);
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(
+        &mut stdin,
+        br#"[{"kind": "question", "groups": ["oncall"]}]"#,
+    )
+    .await
+    .unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(holdpoint_test_support::PATIENCE, child.wait_with_output())
+        .await
+        .expect("the command did not finish in time")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[0]  kind question  groups oncall");
+
     let (code, out, err) = run(&lab, &["worlds", "routes", "clear", "lab"]).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "No notice routes of its own.");
