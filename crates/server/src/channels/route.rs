@@ -1,5 +1,6 @@
-//! Which people a hold is mailed to: the `[[channels.routes]]` rules, each matching holds by
-//! world, tool and kind, and naming addresses. Every route that matches adds its addresses
+//! Which people a hold is mailed to: the `[[channels.routes]]` rules, and its world's own
+//! (`notice_routes`, set through the API, the same shape without `world`), each matching holds
+//! by world, tool and kind, and naming addresses. Every route that matches adds its addresses
 //! (each address once, with the first matching route's name to decide as).
 //!
 //! A route also matches by the tool's MCP annotations and by the policy rule that asked, may
