@@ -133,6 +133,7 @@ fn the_other_enums_and_the_tags_spell_their_names_as_serde_does() {
     serde_names::<DecideOutcome>();
     serde_names::<Order>();
     serde_names::<DeliveryStatus>();
+    serde_names::<NoticePurpose>();
     serde_names::<MessageRole>();
     serde_names::<TurnStatus>();
     serde_names::<CallState>();
@@ -144,7 +145,7 @@ fn the_other_enums_and_the_tags_spell_their_names_as_serde_does() {
     same_tags::<MarkdownNode, MarkdownNodeType>("type");
     same_tags::<HoldSpec, HoldKind>("kind");
     same_tags::<HoldRequest, HoldKind>("kind");
-    assert_eq!(EventType::VARIANTS.len(), 35);
+    assert_eq!(EventType::VARIANTS.len(), 36);
 }
 
 #[test]
