@@ -20,7 +20,7 @@ pub mod roles;
 pub mod store;
 
 pub use engine::{
-    AgentAsking, Engine, EngineBuilder, EventStream, HumanChannel, PendingLimit, PendingLimits, Scope,
-    StartError, verify,
+    AgentAsking, Engine, EngineBuilder, EventStream, HumanChannel, PendingLimit, PendingLimits,
+    Scope, StartError, verify,
 };
 pub use error::{EngineError, ValidationError};
