@@ -1,10 +1,11 @@
 //! The MCP gateway's added latency for an allowed call over stdio: the same client calls the
 //! same upstream tool directly, then through `holdpoint mcp` in its two modes, one call at a
 //! time, and the difference of the percentiles is the gateway's, with Holdpoint's gate, which
-//! records the allowed call durably before it is forwarded: `holdpoint mcp --server URL`
-//! asks a server (in this process) over HTTP; `holdpoint mcp` with no server to reach runs
-//! Holdpoint in its own process (on the same data directory, once the server has stopped)
-//! and asks its engine directly.
+//! records the allowed call: `holdpoint mcp --server URL` asks a server (in this process) over
+//! HTTP, which answers once the record is durable, before the call is forwarded; `holdpoint
+//! mcp` with no server to reach runs Holdpoint in its own process (on the same data
+//! directory, once the server has stopped) and asks its engine directly, which answers once
+//! the record is written, so that its fsync overlaps the upstream's call (docs/mcp.md).
 //!
 //! The upstream is this binary itself (`holdpoint-bench mcp-upstream`, see [`serve_upstream`]):
 //! a minimal MCP server on stdio written for this, so its own time is small and steady and the
