@@ -42,7 +42,7 @@ use crate::delivery::{Cursor, Sender, back_off};
 use crate::error::ApiError;
 use email::EmailSettings;
 use links::{Claims, LinkKey};
-use route::{Route, Routes};
+use route::{Recipient, Route, Routes};
 use slack::{Slack, SlackSettings};
 
 /// `[channels]`: the email and Slack channels and the routes to people.
@@ -203,6 +203,18 @@ impl Channels {
     }
 
     /// How often and how patiently a notice over `channel` is tried.
+    /// The name a notice to `r` is recorded as deciding as. From Slack, whoever presses
+    /// decides, as their own mapped name (a route's `as` is email's): a member's notice
+    /// names theirs.
+    fn decides_as(&self, r: &Recipient) -> String {
+        match (r.channel, &self.slack) {
+            (SLACK, Some(slack)) => slack
+                .approver(&r.address)
+                .map_or_else(|| r.address.clone(), str::to_owned),
+            _ => r.decides_as.clone(),
+        }
+    }
+
     fn retries(&self, channel: &str) -> Option<(u32, std::time::Duration)> {
         match channel {
             EMAIL => self
@@ -227,7 +239,7 @@ impl Channels {
                 email::send(&email.transport, m).await
             }
             (SLACK, _, Some(slack)) => {
-                notice.message = Some(self.post(slack, &notice.recipient, hold, &world).await?);
+                notice.message = Some(self.post(slack, notice, hold, &world).await?);
                 Ok(())
             }
             (channel, _, _) => Err(format!("[channels.{channel}] is not configured")),
@@ -758,14 +770,7 @@ impl Sender for Channels {
                     id: uuid::Uuid::now_v7(),
                     hold: hold.id,
                     channel: r.channel.into(),
-                    decides_as: match (r.channel, &self.slack) {
-                        // From Slack, whoever presses decides, as their own mapped name (a
-                        // route's `as` is email's): a member's notice names theirs.
-                        (SLACK, Some(slack)) => slack
-                            .approver(&r.address)
-                            .map_or_else(|| r.address.clone(), str::to_owned),
-                        _ => r.decides_as,
-                    },
+                    decides_as: self.decides_as(&r),
                     recipient: r.address,
                     status: DeliveryStatus::Pending,
                     attempts: 0,

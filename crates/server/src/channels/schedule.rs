@@ -24,7 +24,7 @@ use holdpoint_protocol::{
 use sha2::{Digest, Sha256};
 
 use super::route::{Reach, Recipient, Route};
-use super::{Channels, EMAIL, Stored};
+use super::{Channels, Stored};
 use crate::error::ApiError;
 
 /// The shortest and longest delays a route may give.
@@ -191,10 +191,6 @@ fn plan(hold: &Hold, matched: &[(usize, &Reach, Vec<Recipient>)]) -> Vec<Due> {
             });
         }
     }
-    // Channels other than email send their first notices only (for now).
-    for d in &mut out {
-        d.to.retain(|r| r.channel == EMAIL);
-    }
     out.retain(|d| !d.to.is_empty());
     out
 }
@@ -276,7 +272,7 @@ pub(super) async fn run(ch: Channels) {
 
 async fn follow(ch: &Channels) -> Result<(), ApiError> {
     // Without routes in the file, a world's own may still call for later notices.
-    if ch.email.is_none() {
+    if ch.email.is_none() && ch.slack.is_none() {
         return Ok(());
     }
     // Holds raised from here on are heard of; those open now are read below, so none falls
@@ -377,10 +373,14 @@ async fn visit(ch: &Channels, hold: &Hold) -> Option<i64> {
     if !hold.is_open() {
         return None;
     }
-    ch.email.as_ref()?;
     let (world, routes) = ch.routes_of(hold).await;
     let matched = routes.matching(hold, &world);
-    let plan = plan(hold, &matched);
+    let mut plan = plan(hold, &matched);
+    // Only over the channels configured.
+    for d in &mut plan {
+        d.to.retain(|r| ch.retries(r.channel).is_some());
+    }
+    plan.retain(|d| !d.to.is_empty());
     let now = ch.now().as_millis();
     let (due, later): (Vec<Due>, Vec<Due>) = plan.into_iter().partition(|d| d.at <= now);
     let next = later.iter().map(|d| d.at).min();
@@ -413,8 +413,8 @@ async fn record(ch: &Channels, hold: &Hold, due: Vec<Due>) -> Result<(), ApiErro
                     id,
                     hold: hold.id,
                     channel: r.channel.into(),
+                    decides_as: ch.decides_as(&r),
                     recipient: r.address,
-                    decides_as: r.decides_as,
                     status: DeliveryStatus::Pending,
                     attempts: 0,
                     last_error: None,

@@ -13,7 +13,8 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, KeyInit, Mac};
 use holdpoint_protocol::{
-    DecideOutcome, Decision, Hold, HoldId, HoldSpec, OnTimeout, Outcome, PostedMessage, Timestamp,
+    DecideOutcome, Decision, Hold, HoldId, HoldSpec, Notice, NoticePurpose, OnTimeout, Outcome,
+    PostedMessage, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -682,15 +683,21 @@ impl Channels {
     pub(super) async fn post(
         &self,
         slack: &Slack,
-        to: &str,
+        notice: &Notice,
         hold: &Hold,
         world: &str,
     ) -> Result<PostedMessage, String> {
-        let (text, blocks) = message(hold, world);
+        let (mut text, mut blocks) = message(hold, world);
+        // A reminder, an escalation or the last notice says so first.
+        if notice.purpose != NoticePurpose::First {
+            let (_, intro) = super::schedule::intro(notice, hold, world);
+            blocks.insert(0, section(format!("*{}*", escape(&intro))));
+            text = format!("{intro} {text}");
+        }
         let a = slack
             .call(
                 "chat.postMessage",
-                &json!({"channel": to, "text": text, "blocks": blocks, "unfurl_links": false}),
+                &json!({"channel": &notice.recipient, "text": text, "blocks": blocks, "unfurl_links": false}),
             )
             .await
             .map_err(|e| e.to_string())?;

@@ -683,3 +683,72 @@ async fn a_message_posted_before_a_restart_is_updated_when_its_hold_is_decided_a
     // Posted once, before the restart only.
     assert_eq!(slack.calls("chat.postMessage").len(), 1);
 }
+
+#[tokio::test]
+async fn a_reminder_and_the_last_notice_reach_slack_too_and_their_buttons_decide() {
+    let slack = Slack::start().await;
+    // Reminded a second after it is raised; the last notice a second after that.
+    let policy = "mode = \"manual\"\ndefault_deadline = \"60s\"\nremind_before = \"59s\"\n";
+    let with_last = |s: &mut Settings| {
+        slack_to(&slack.api)(s);
+        s.channels.routes[0].last_notice = Some("58s".into());
+    };
+    let t = TestServer::with(policy, with_last).await;
+    let bot = lab(&t).await;
+    let hold = held(
+        &raise(
+            &bot,
+            "lab",
+            vec![approval("shell_cmd", json!({"command": "make release"}))],
+        )
+        .await,
+        0,
+    );
+    let first = slack.nth("chat.postMessage", 1).await;
+    assert!(
+        !first["text"].as_str().unwrap().starts_with("Reminder"),
+        "{first}"
+    );
+    let later = [
+        slack.nth("chat.postMessage", 2).await,
+        slack.nth("chat.postMessage", 3).await,
+    ];
+    let said: Vec<&str> = later
+        .iter()
+        .map(|m| m["blocks"][0]["text"]["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        said.iter().any(|s| s.starts_with("*Reminder: ")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|s| s.starts_with("*Last notice: ") && s.contains("will be denied")),
+        "{said:?}"
+    );
+    for m in &later {
+        assert_eq!(m["channel"], ALICE);
+    }
+    let listed = notices(&t, &hold).await;
+    let mut purposes: Vec<&str> = listed
+        .iter()
+        .map(|n| n["purpose"].as_str().unwrap())
+        .collect();
+    purposes.sort_unstable();
+    assert_eq!(purposes, ["first", "last", "reminder"], "{listed:?}");
+    assert!(
+        listed.iter().all(|n| n["decides_as"] == "alice"),
+        "{listed:?}"
+    );
+    // The last message's button decides, as alice.
+    let approve = press(
+        &slack,
+        &later[1],
+        &posted(2, &later[1]),
+        ALICE,
+        "approve_once",
+    );
+    let (code, _) = interact(&t.api, &approve, now_secs(), &env(SECRET_ENV)).await;
+    assert_eq!(code, 200);
+    assert_eq!(status(&t, &hold).await, "approved");
+}
