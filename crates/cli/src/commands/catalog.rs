@@ -415,17 +415,14 @@ async fn world_mcp(cmd: WorldMcpCommand) -> Result<(), Failure> {
             let client = common.client()?;
             let w = client.world(&world).await.map_err(client_failure)?;
             if !w.mcp_servers.contains_key(&name) {
-                let known: Vec<&str> = w.mcp_servers.keys().map(String::as_str).collect();
-                return Err(Failure::Check(format!(
-                    "error: world {} has no MCP server {:?} (its servers: {})",
-                    clean_line(&w.name),
-                    clean_line(&name),
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        clean_line(&known.join(", "))
-                    }
-                )));
+                let known = w.mcp_servers.keys();
+                return Err(super::no_entry(
+                    &w.name,
+                    "MCP server",
+                    "servers",
+                    &name,
+                    known,
+                ));
             }
             let body = WorldChanges {
                 mcp_servers: Some(BTreeMap::from([(name.clone(), None)])),

@@ -85,6 +85,28 @@ pub fn number_between(text: &str, min: u32, max: u32) -> Result<u32, String> {
     }
 }
 
+/// The error for a world's named entry (an MCP server, a remote agent) that is not there,
+/// listing the names it has: `error: world lab has no MCP server "x" (its servers: a, b)`.
+pub fn no_entry<'a>(
+    world: &str,
+    what: &str,
+    plural: &str,
+    name: &str,
+    known: impl Iterator<Item = &'a String>,
+) -> Failure {
+    let known: Vec<&str> = known.map(String::as_str).collect();
+    let known = if known.is_empty() {
+        "none".to_owned()
+    } else {
+        crate::terminal::safe::clean_line(&known.join(", "))
+    };
+    Failure::Check(format!(
+        "error: world {} has no {what} {:?} (its {plural}: {known})",
+        crate::terminal::safe::clean_line(world),
+        crate::terminal::safe::clean_line(name),
+    ))
+}
+
 /// Prints `value` as the API's own JSON (for `--json`).
 pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
     let text =

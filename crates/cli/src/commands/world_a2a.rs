@@ -144,17 +144,14 @@ pub async fn run(cmd: WorldA2aCommand) -> Result<(), Failure> {
             let client = common.client()?;
             let w = client.world(&world).await.map_err(client_failure)?;
             if !w.a2a_agents.contains_key(&name) {
-                let known: Vec<&str> = w.a2a_agents.keys().map(String::as_str).collect();
-                return Err(Failure::Check(format!(
-                    "error: world {} has no remote A2A agent {:?} (its agents: {})",
-                    clean_line(&w.name),
-                    clean_line(&name),
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        clean_line(&known.join(", "))
-                    }
-                )));
+                let known = w.a2a_agents.keys();
+                return Err(super::no_entry(
+                    &w.name,
+                    "remote A2A agent",
+                    "agents",
+                    &name,
+                    known,
+                ));
             }
             let body = WorldChanges {
                 a2a_agents: Some(BTreeMap::from([(name.clone(), None)])),
