@@ -272,7 +272,9 @@ function paint(el, state) {
 function meta(hold, options) {
   const world = (options.names && options.names(hold.world)) || hold.world;
   // A runtime agent is named by id in the hold; its name where the page knows it.
-  const agent = hold.agent && options.agentName && options.agentName(hold.agent);
+  // A sub-agent's name is in the hold's lineage, where the page may not know the agent.
+  const last = (hold.lineage || []).find((step) => step.agent === hold.agent);
+  const agent = (hold.agent && options.agentName && options.agentName(hold.agent)) || (last && last.name);
   const who = agent ? `agent ${agent}` : hold.requested_by;
   return h("p", { class: "meta muted" },
     h("span", {}, `World ${world}`),

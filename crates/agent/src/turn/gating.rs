@@ -113,10 +113,14 @@ impl Driver<'_> {
     async fn gate_remote(&mut self, i: usize) -> Result<Option<Gated>, Stop> {
         let world = self.rt.world(self.agent.world).await?;
         let rec = &mut self.turn.calls[i];
-        let Some((name, _)) =
+        let Some((name, remote)) =
             tools::remote::find(&self.rt.inner.remote, &world, &self.agent, &rec.call.name)
         else {
             return Ok(None);
+        };
+        let description = match &remote.agent {
+            Some(sub) => format!("A message to {sub:?}, an agent of this world (as {name:?})"),
+            None => format!("A message to the remote A2A agent {name:?}"),
         };
         let args: Value = match serde_json::from_str(&rec.call.arguments) {
             Ok(v @ Value::Object(_)) => v,
@@ -134,7 +138,7 @@ impl Driver<'_> {
                 arguments: args,
                 schema: Some(tools::remote::schema()),
                 annotations: None,
-                description: Some(format!("A message to the remote A2A agent {name:?}")),
+                description: Some(description),
                 deadline: None,
                 always_ask: false,
                 offers: None,

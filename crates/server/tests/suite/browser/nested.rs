@@ -64,6 +64,10 @@ async fn a_sub_agents_hold_shows_in_the_callers_chat_and_the_inbox_and_goes_with
     // The helper's call of its sub-agent asks first (every call asks in this world).
     let call_hold = next_hold(&alice, &[]).await;
     assert_eq!(call_hold["spec"]["tool"], "a2a__research");
+    assert_eq!(
+        call_hold["spec"]["description"],
+        "A message to \"researcher\", an agent of this world (as \"research\")"
+    );
     let call_id = call_hold["id"].as_str().unwrap().to_owned();
     alice
         .post(
@@ -97,6 +101,9 @@ async fn a_sub_agents_hold_shows_in_the_callers_chat_and_the_inbox_and_goes_with
     b.goto(&format!("/worlds/lab/chats/{chat}")).await;
     let card = format!(".chat-holds article.card.hold[data-hold='{id}'][data-status='pending']");
     b.wait_text(&format!("{card} .lineage"), "helper → researcher")
+        .await;
+    // Asked by the sub-agent, named, though the page is the helper's chat.
+    b.wait_text(&format!("{card} .meta"), "asked by agent researcher")
         .await;
     let sub_chat = hold["lineage"][1]["chat"].as_str().unwrap();
     b.wait_for(&format!("{card} .lineage a[href$='/chats/{sub_chat}']"))
