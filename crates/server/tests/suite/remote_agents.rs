@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 use super::{TestServer, lab_chat};
 
 /// The bank may always be asked; everything else (ADK's confirmations included) asks a person.
-const POLICY: &str = r#"mode = "manual"
+pub(crate) const POLICY: &str = r#"mode = "manual"
 [[rules]]
 name = "the bank may be asked"
 tools = ["a2a__bank"]
@@ -29,22 +29,27 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The Python with google-adk; else `None` with a line saying the test is skipped, or,
-/// under CI (where scripts/test installs it), a failure.
-fn python() -> Option<PathBuf> {
-    let path = root().join(".venv-adk/bin/python");
+/// The program at `path` (from the repository's root), which scripts/test installs with
+/// `what`; else `None` with a line saying the test is skipped, or, under CI, a failure.
+pub(crate) fn installed(path: &str, what: &str) -> Option<PathBuf> {
+    let path = root().join(path);
     if path.exists() {
         return Some(path);
     }
     let why = format!(
-        "{} is missing: scripts/test installs google-adk there",
+        "{} is missing: scripts/test installs {what} there",
         path.display()
     );
     if std::env::var_os("CI").is_some() {
-        panic!("{why}, and under CI the ADK tests must run");
+        panic!("{why}, and under CI the tests that need it must run");
     }
     eprintln!("skipped: {why}");
     None
+}
+
+/// The Python with google-adk.
+fn python() -> Option<PathBuf> {
+    installed(".venv-adk/bin/python", "google-adk")
 }
 
 /// The ADK agent, running: the process (killed when dropped), its base URL, and the file each

@@ -14,35 +14,12 @@ use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
+use super::remote_agents::{POLICY, installed};
 use super::{TestServer, lab_chat};
 
-const POLICY: &str = r#"mode = "manual"
-[[rules]]
-name = "the bank may be asked"
-tools = ["a2a__bank"]
-action = "allow"
-"#;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `kagent-adk`; else `None` with a line saying the test is skipped, or, under CI (where
-/// scripts/test installs it), a failure.
+/// `kagent-adk`, which scripts/test installs.
 fn kagent() -> Option<PathBuf> {
-    let path = root().join(".venv-kagent/bin/kagent-adk");
-    if path.exists() {
-        return Some(path);
-    }
-    let why = format!(
-        "{} is missing: scripts/test installs kagent-adk there",
-        path.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why}, and under CI the kagent tests must run");
-    }
-    eprintln!("skipped: {why}");
-    None
+    installed(".venv-kagent/bin/kagent-adk", "kagent-adk")
 }
 
 /// The kagent agent, running: the process (killed when dropped), its base URL, and the file
