@@ -370,6 +370,8 @@ pub struct HoldColumns {
     pub id: HoldId,
     pub batch: BatchId,
     pub world: String,
+    /// Who raised it (`requested_by`): read at start for the caps on open holds per raiser.
+    pub raiser: String,
     pub chat: Option<String>,
     pub agent: Option<String>,
     pub tool: Option<String>,
@@ -390,6 +392,7 @@ impl HoldColumns {
             id: hold.id,
             batch: hold.batch,
             world: hold.world.clone(),
+            raiser: hold.requested_by.clone(),
             chat: hold.chat.clone(),
             agent: hold.agent.clone(),
             tool: hold.tool().map(str::to_owned),
@@ -419,6 +422,7 @@ impl HoldColumns {
         check("id", self.id.to_string(), want.id.to_string());
         check("batch", self.batch.to_string(), want.batch.to_string());
         check("world", text(&self.world), text(&want.world));
+        check("raiser", text(&self.raiser), text(&want.raiser));
         check("chat", text(&self.chat), text(&want.chat));
         check("agent", text(&self.agent), text(&want.agent));
         check("tool", text(&self.tool), text(&want.tool));
@@ -562,9 +566,14 @@ pub trait Store: Send + Sync + 'static {
     async fn open_hold_counts(&self, world: Option<&str>) -> Result<Vec<HoldCount>, StoreError>;
     /// Whether the chat has an open hold (the composer lock).
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
-    /// What the engine keeps in memory of every open hold, read once at start from the
-    /// holds' columns in one pass, without reading (and parsing) the holds themselves.
-    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError>;
+    /// What the engine keeps in memory of the open holds, read once at start from an index
+    /// that carries the columns it needs (no hold is read or parsed): the next `limit` after
+    /// position `after`, in position order.
+    async fn open_marks(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<OpenMark>>, StoreError>;
 
     /// Grants not revoked, of one world or of all.
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;

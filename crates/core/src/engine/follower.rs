@@ -71,7 +71,7 @@ impl Engine {
     async fn apply(&self, event: &Arc<Event>) {
         match &event.payload {
             EventPayload::HoldCreated { hold } => {
-                self.inner.open_holds.lock().opened(hold);
+                self.inner.open.lock().opened(hold);
                 // A hint for deciding it here though another node raised it (recent.rs);
                 // this node's own holds are kept already, by the commit that wrote them.
                 let mut recent = self.inner.recent.lock();
@@ -79,15 +79,13 @@ impl Engine {
                     recent.put(Arc::new(Hold::clone(hold)));
                 }
                 drop(recent);
-                self.inner.timers.lock().track(hold);
                 self.inner.timers_changed.notify_one();
             }
             EventPayload::HoldDecided { outcome }
             | EventPayload::HoldExpired { outcome }
             | EventPayload::HoldWithdrawn { outcome } => {
                 if let Some(id) = event.hold {
-                    self.inner.open_holds.lock().closed(id);
-                    self.inner.timers.lock().clear(id);
+                    self.inner.open.lock().closed(id);
                     let waiting = self.inner.waiters.lock().remove(&id);
                     for tx in waiting.into_iter().flatten() {
                         let _ = tx.send(outcome.clone());

@@ -344,11 +344,11 @@ impl Engine {
         if new == 0 {
             return Ok(());
         }
-        let exceeded =
-            self.inner
-                .open_holds
-                .lock()
-                .exceeds(&self.inner.pending, world, &who.name, new);
+        let exceeded = self
+            .inner
+            .open
+            .lock()
+            .exceeds(&self.inner.pending, world, &who.name, new);
         let Some((limit, cap)) = exceeded else {
             return Ok(());
         };

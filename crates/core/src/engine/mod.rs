@@ -18,7 +18,6 @@ mod recent;
 mod retention;
 mod stream;
 mod timer_loop;
-mod timers;
 mod verify;
 mod waiting;
 
@@ -40,7 +39,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::limits::Limits;
 use crate::policy::{Layers, Policy};
 use crate::store::{CommitError, Store, StoreError, Synced, Transaction, Write};
-use timers::TimerQueue;
 
 /// A way to reach a person: the web inbox, a terminal, a chat bot, an MCP client. The engine
 /// refuses to start a policy that can ask when no channel is registered, so a hold can never
@@ -166,12 +164,19 @@ impl EngineBuilder {
         for g in self.store.grants(None).await? {
             grant_index.insert(g);
         }
-        // The open holds, read once from their columns: counted, and their timers set.
-        let mut queue = TimerQueue::default();
-        let mut open_holds = open::OpenHolds::default();
-        for mark in self.store.open_marks().await? {
-            open_holds.opened_by(mark.id, &mark.world, &mark.requested_by);
-            queue.track_mark(&mark);
+        // The open holds, read once from the index that carries their marks, a page at a
+        // time (what a page holds is dropped before the next): counted, and timers set.
+        let mut open = open::OpenHolds::default();
+        let mut after = None;
+        loop {
+            let page = self.store.open_marks(after, MARKS_PAGE).await?;
+            for mark in &page {
+                open.opened_mark(&mark.item);
+            }
+            match page.last() {
+                Some(last) if page.len() == MARKS_PAGE => after = Some(last.position),
+                _ => break,
+            }
         }
         let inner = Arc::new(Inner {
             store: self.store,
@@ -181,12 +186,11 @@ impl EngineBuilder {
             limits: self.limits,
             pending: self.pending,
             grants: RwLock::new(grant_index),
-            timers: Mutex::new(queue),
+            open: Mutex::new(open),
             timers_changed: Arc::new(Notify::new()),
             waiters: Mutex::new(HashMap::new()),
             recent: Mutex::new(recent::RecentHolds::new(RECENT_HOLDS)),
             progress: progress::Progress::new(head),
-            open_holds: Mutex::new(open_holds),
             tasks: Mutex::new(Vec::new()),
         });
         let follower = tokio::spawn(follower::run(Arc::downgrade(&inner), events, head));
@@ -234,14 +238,14 @@ pub(crate) struct Inner {
     limits: Limits,
     pending: PendingLimits,
     grants: RwLock<GrantIndex>,
-    timers: Mutex<TimerQueue>,
+    /// Holds not yet resolved: counted per world and raiser (for metrics and caps), and their
+    /// timers.
+    open: Mutex<open::OpenHolds>,
     timers_changed: Arc<Notify>,
     waiters: Mutex<HashMap<HoldId, Vec<oneshot::Sender<Outcome>>>>,
     recent: Mutex<recent::RecentHolds>,
     /// How far the follower has applied the log to the views above.
     progress: progress::Progress,
-    /// Holds not yet resolved, counted per world and raiser (for metrics and caps).
-    open_holds: Mutex<open::OpenHolds>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -257,6 +261,8 @@ impl Drop for Inner {
 const MAX_ATTEMPTS: usize = 32;
 /// Holds kept in memory after this node wrote them (a few MiB at most).
 const RECENT_HOLDS: usize = 4096;
+/// Open holds' marks read at start per query: a few MiB.
+const MARKS_PAGE: usize = 16_384;
 
 impl Engine {
     pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {

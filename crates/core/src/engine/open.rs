@@ -1,10 +1,21 @@
-//! The open holds, counted in all, per world and per raiser (the `requested_by` a hold carries),
-//! as the applied log tells: for metrics, and for the caps on what one client may keep open.
+//! The open holds, as the applied log tells: who raised each where (counted per world and per
+//! raiser, for metrics and for the caps on what one client may keep open) and its timers (the
+//! deadline, and the reminder while it is due), in time order.
+//!
+//! One structure for both, because an engine keeps every open hold in memory and there may be
+//! millions: each costs one map entry of 40 bytes (its id, its world's and raiser's numbers, two
+//! times) and at most one entry of 24 bytes in the time-ordered queue (its next timer, not
+//! both), about 120 bytes in all with the containers' slack; the holds themselves stay in the
+//! store. Entries come from committed `hold.created` events (and, at start, from the store's
+//! marks of its open holds) and leave when a hold resolves, so every node knows every deadline;
+//! if several nodes fire the same deadline, the store's version check lets exactly one apply it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use holdpoint_protocol::{Hold, HoldId};
+use holdpoint_protocol::{Hold, HoldId, Timestamp};
+
+use crate::store::OpenMark;
 
 /// Caps on open holds that a raise through [`Engine::gate_all`](super::Engine::gate_all) may
 /// not pass; `None`: no cap.
@@ -23,48 +34,210 @@ pub enum PendingLimit {
     PerRaiser,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TimerKind {
+    Remind,
+    Deadline,
+}
+
+/// A time in milliseconds since the epoch, or none (`NONE`): half the size of an
+/// `Option<Timestamp>`.
+type Millis = i64;
+const NONE: Millis = Millis::MAX;
+
+fn millis(at: Option<Timestamp>) -> Millis {
+    at.map_or(NONE, Timestamp::as_millis)
+}
+
+/// One open hold.
+struct Open {
+    world: u32,
+    raiser: u32,
+    remind: Millis,
+    deadline: Millis,
+}
+
+impl Open {
+    fn slot(&mut self, kind: TimerKind) -> &mut Millis {
+        match kind {
+            TimerKind::Remind => &mut self.remind,
+            TimerKind::Deadline => &mut self.deadline,
+        }
+    }
+
+    /// When its next timer is due, if it has one.
+    fn next(&self) -> Option<Millis> {
+        Some(self.remind.min(self.deadline)).filter(|&at| at != NONE)
+    }
+
+    fn timers(&self) -> usize {
+        usize::from(self.remind != NONE) + usize::from(self.deadline != NONE)
+    }
+}
+
+/// Names (of worlds, of raisers) numbered while they have open holds, with how many each has.
+#[derive(Default)]
+struct Names {
+    numbers: HashMap<Arc<str>, u32>,
+    slots: Vec<(Arc<str>, u64)>,
+    /// Numbers whose name has no open hold left, to be given again.
+    free: Vec<u32>,
+}
+
+impl Names {
+    /// Counts one more open hold of `name`; its number.
+    fn add(&mut self, name: &str) -> u32 {
+        if let Some(&n) = self.numbers.get(name) {
+            self.slots[n as usize].1 += 1;
+            return n;
+        }
+        let name: Arc<str> = Arc::from(name);
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.slots[n as usize] = (name.clone(), 1);
+                n
+            }
+            None => {
+                self.slots.push((name.clone(), 1));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.numbers.insert(name, n);
+        n
+    }
+
+    /// Counts one open hold of the name numbered `n` less.
+    fn remove(&mut self, n: u32) {
+        let slot = &mut self.slots[n as usize];
+        slot.1 -= 1;
+        if slot.1 == 0 {
+            self.numbers.remove(&slot.0);
+            self.free.push(n);
+        }
+    }
+
+    fn open(&self, name: &str) -> u64 {
+        self.numbers
+            .get(name)
+            .map_or(0, |&n| self.slots[n as usize].1)
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct OpenHolds {
-    /// Each open hold's world and raiser, to count it off when it resolves (resolution events
-    /// name the world but not who raised the hold).
-    holds: HashMap<HoldId, (Arc<str>, Arc<str>)>,
-    by_world: HashMap<Arc<str>, u64>,
-    by_raiser: HashMap<Arc<str>, u64>,
+    holds: HashMap<HoldId, Open>,
+    worlds: Names,
+    raisers: Names,
+    /// Each open hold's next timer, in time order.
+    queue: BTreeSet<(Millis, HoldId)>,
+    /// Timers set, reminders and deadlines together.
+    timers: usize,
 }
 
 impl OpenHolds {
     pub(crate) fn opened(&mut self, hold: &Hold) {
-        self.opened_by(hold.id, &hold.world, &hold.requested_by);
+        self.opened_mark(&OpenMark::of(hold));
     }
 
-    /// Counts open hold `id` of `world`, raised by `raiser` (once, however often it is told).
-    pub(crate) fn opened_by(&mut self, id: HoldId, world: &str, raiser: &str) {
-        if self.holds.contains_key(&id) {
+    /// Tracks the open hold `mark` describes (once, however often it is told).
+    pub(crate) fn opened_mark(&mut self, mark: &OpenMark) {
+        if self.holds.contains_key(&mark.id) {
             return;
         }
-        let world = self.intern_world(world);
-        let raiser = self.intern_raiser(raiser);
-        *self.by_world.entry(world.clone()).or_default() += 1;
-        *self.by_raiser.entry(raiser.clone()).or_default() += 1;
-        self.holds.insert(id, (world, raiser));
+        let open = Open {
+            world: self.worlds.add(&mark.world),
+            raiser: self.raisers.add(&mark.requested_by),
+            remind: millis(mark.remind_at),
+            deadline: millis(mark.deadline),
+        };
+        self.timers += open.timers();
+        if let Some(at) = open.next() {
+            self.queue.insert((at, mark.id));
+        }
+        self.holds.insert(mark.id, open);
     }
 
+    /// Forgets a resolved hold and its timers.
     pub(crate) fn closed(&mut self, id: HoldId) {
-        let Some((world, raiser)) = self.holds.remove(&id) else {
+        let Some(open) = self.holds.remove(&id) else {
             return;
         };
-        for (map, key) in [(&mut self.by_world, world), (&mut self.by_raiser, raiser)] {
-            if let Some(n) = map.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&key);
-                }
+        self.worlds.remove(open.world);
+        self.raisers.remove(open.raiser);
+        self.timers -= open.timers();
+        if let Some(at) = open.next() {
+            self.queue.remove(&(at, id));
+        }
+    }
+
+    /// Sets (or moves) one timer of an open hold; nothing for a hold not open.
+    pub(crate) fn set_timer(&mut self, id: HoldId, kind: TimerKind, at: Timestamp) {
+        let Some(open) = self.holds.get_mut(&id) else {
+            return;
+        };
+        let before = open.next();
+        let slot = open.slot(kind);
+        if *slot == NONE {
+            self.timers += 1;
+        }
+        *slot = at.as_millis();
+        let after = open.next();
+        if before != after {
+            if let Some(at) = before {
+                self.queue.remove(&(at, id));
+            }
+            if let Some(at) = after {
+                self.queue.insert((at, id));
             }
         }
     }
 
+    /// When the next timer is due.
+    pub(crate) fn next_at(&self) -> Option<Timestamp> {
+        self.queue
+            .first()
+            .map(|&(at, _)| Timestamp::from_millis(at))
+    }
+
+    /// Removes and returns the timers due at `now`, up to `max` holds' worth.
+    pub(crate) fn pop_due(&mut self, now: Timestamp, max: usize) -> Vec<(HoldId, TimerKind)> {
+        let now = now.as_millis();
+        let mut due = Vec::new();
+        for _ in 0..max {
+            let Some(&(at, id)) = self.queue.first().filter(|&&(at, _)| at <= now) else {
+                break;
+            };
+            self.queue.pop_first();
+            let Some(open) = self.holds.get_mut(&id) else {
+                continue;
+            };
+            for kind in [TimerKind::Remind, TimerKind::Deadline] {
+                let slot = open.slot(kind);
+                if *slot == at {
+                    *slot = NONE;
+                    self.timers -= 1;
+                    due.push((id, kind));
+                }
+            }
+            if let Some(next) = open.next() {
+                self.queue.insert((next, id));
+            }
+        }
+        due
+    }
+
+    /// Whether the hold is open as far as the applied log tells.
+    pub(crate) fn tracks(&self, id: HoldId) -> bool {
+        self.holds.contains_key(&id)
+    }
+
     pub(crate) fn total(&self) -> u64 {
         self.holds.len() as u64
+    }
+
+    /// Timers set: each open hold's deadline, and its reminder while due.
+    pub(crate) fn timers(&self) -> usize {
+        self.timers
     }
 
     /// The cap that `new` more holds in `world` raised by `raiser` would pass, if any.
@@ -75,27 +248,13 @@ impl OpenHolds {
         raiser: &str,
         new: u64,
     ) -> Option<(PendingLimit, u64)> {
-        let over = |cap: Option<u64>, open: Option<&u64>| {
-            cap.filter(|cap| open.copied().unwrap_or(0) + new > *cap)
-        };
-        over(limits.per_world, self.by_world.get(world))
+        let over = |cap: Option<u64>, open: u64| cap.filter(|cap| open + new > *cap);
+        over(limits.per_world, self.worlds.open(world))
             .map(|cap| (PendingLimit::PerWorld, cap))
             .or_else(|| {
-                over(limits.per_raiser, self.by_raiser.get(raiser))
+                over(limits.per_raiser, self.raisers.open(raiser))
                     .map(|cap| (PendingLimit::PerRaiser, cap))
             })
-    }
-
-    fn intern_world(&self, name: &str) -> Arc<str> {
-        self.by_world
-            .get_key_value(name)
-            .map_or_else(|| Arc::from(name), |(k, _)| k.clone())
-    }
-
-    fn intern_raiser(&self, name: &str) -> Arc<str> {
-        self.by_raiser
-            .get_key_value(name)
-            .map_or_else(|| Arc::from(name), |(k, _)| k.clone())
     }
 }
 
@@ -105,16 +264,14 @@ mod tests {
 
     use super::*;
 
-    fn hold(world: &str, raiser: &str) -> Hold {
-        let h: Hold = serde_json::from_value(serde_json::json!({
-            "id": HoldId::random(), "batch": HoldId::random(), "world": world,
-            "requested_by": raiser, "created_at": "2026-01-01T00:00:00.000Z", "deadline": null,
-            "on_timeout": {"action": "deny"}, "quorum": 1, "offers": [], "status": "pending",
-            "version": 1,
-            "spec": {"kind": "question", "question": "q", "options": [{"id": "a", "label": "A"}]}
-        }))
-        .unwrap();
-        h
+    fn mark(world: &str, raiser: &str, remind: Option<i64>, deadline: Option<i64>) -> OpenMark {
+        OpenMark {
+            id: HoldId::random(),
+            world: world.into(),
+            requested_by: raiser.into(),
+            deadline: deadline.map(Timestamp::from_millis),
+            remind_at: remind.map(Timestamp::from_millis),
+        }
     }
 
     #[test]
@@ -124,9 +281,9 @@ mod tests {
             per_raiser: Some(1),
         };
         let mut open = OpenHolds::default();
-        let a = hold("w", "bot");
-        open.opened(&a);
-        open.opened(&a);
+        let a = mark("w", "bot", None, None);
+        open.opened_mark(&a);
+        open.opened_mark(&a);
         assert_eq!(open.total(), 1);
         assert_eq!(
             open.exceeds(&limits, "w", "bot", 1),
@@ -141,6 +298,82 @@ mod tests {
         open.closed(a.id);
         assert_eq!(open.total(), 0);
         assert_eq!(open.exceeds(&limits, "w", "bot", 1), None);
-        assert!(open.by_world.is_empty() && open.by_raiser.is_empty());
+        assert!(open.worlds.numbers.is_empty() && open.raisers.numbers.is_empty());
+    }
+
+    #[test]
+    fn a_name_s_number_is_given_again_once_it_has_no_open_hold() {
+        let mut open = OpenHolds::default();
+        let (a, b) = (mark("w1", "x", None, None), mark("w2", "x", None, None));
+        open.opened_mark(&a);
+        open.opened_mark(&b);
+        open.closed(a.id);
+        let c = mark("w3", "x", None, None);
+        open.opened_mark(&c);
+        assert_eq!(open.worlds.slots.len(), 2, "w3 took w1's number");
+        assert_eq!(
+            (
+                open.worlds.open("w1"),
+                open.worlds.open("w2"),
+                open.worlds.open("w3"),
+                open.raisers.open("x")
+            ),
+            (0, 1, 1, 2)
+        );
+    }
+
+    #[test]
+    fn timers_pop_in_time_order_and_clear_per_hold() {
+        let mut q = OpenHolds::default();
+        let a = mark("w", "r", Some(10), Some(30));
+        let b = mark("w", "r", None, Some(20));
+        let never = mark("w", "r", None, None);
+        for m in [&a, &b, &never] {
+            q.opened_mark(m);
+        }
+        assert_eq!((q.timers(), q.queue.len()), (3, 2), "one queued per hold");
+        let t = Timestamp::from_millis;
+        assert_eq!(q.next_at(), Some(t(10)));
+        assert_eq!(
+            q.pop_due(t(20), 10),
+            vec![(a.id, TimerKind::Remind), (b.id, TimerKind::Deadline)]
+        );
+        assert_eq!(
+            q.next_at(),
+            Some(t(30)),
+            "a's deadline queued after its reminder"
+        );
+        q.set_timer(a.id, TimerKind::Deadline, t(40));
+        assert_eq!((q.timers(), q.next_at()), (1, Some(t(40))), "moved");
+        q.set_timer(never.id, TimerKind::Deadline, t(5));
+        assert_eq!(q.next_at(), Some(t(5)));
+        q.closed(never.id);
+        q.closed(a.id);
+        assert_eq!((q.timers(), q.next_at()), (0, None));
+        q.set_timer(a.id, TimerKind::Deadline, t(1));
+        assert_eq!(q.next_at(), None, "a closed hold gets no timer");
+        assert!(q.tracks(b.id) && !q.tracks(a.id), "b is open, due or not");
+    }
+
+    #[test]
+    fn a_reminder_and_deadline_due_together_pop_together() {
+        let mut q = OpenHolds::default();
+        let a = mark("w", "r", Some(10), Some(10));
+        q.opened_mark(&a);
+        assert_eq!(
+            q.pop_due(Timestamp::from_millis(10), 1),
+            vec![(a.id, TimerKind::Remind), (a.id, TimerKind::Deadline)]
+        );
+        assert_eq!((q.timers(), q.queue.len()), (0, 0));
+    }
+
+    #[test]
+    fn pop_due_respects_its_bound() {
+        let mut q = OpenHolds::default();
+        for _ in 0..5 {
+            q.opened_mark(&mark("w", "r", None, Some(1)));
+        }
+        assert_eq!(q.pop_due(Timestamp::from_millis(1), 3).len(), 3);
+        assert_eq!(q.queue.len(), 2);
     }
 }

@@ -169,11 +169,12 @@ impl Engine {
 
     /// Holds not yet resolved, as far as the applied log tells.
     pub fn open_holds(&self) -> u64 {
-        self.inner.open_holds.lock().total()
+        self.inner.open.lock().total()
     }
 
-    /// Open holds whose deadlines the timers track (for metrics and tests).
+    /// Timers set: open holds' deadlines, and their reminders not sent yet (for tests and
+    /// benchmarks).
     pub fn tracked_timers(&self) -> usize {
-        self.inner.timers.lock().len()
+        self.inner.open.lock().timers()
     }
 }

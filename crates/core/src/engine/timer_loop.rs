@@ -1,4 +1,4 @@
-//! The timer task: fires the due deadlines and reminders of the queue in `timers.rs` through
+//! The timer task: fires the due deadlines and reminders of the queue in `open.rs` through
 //! the same optimistic path as any decision, so a timeout races a decision fairly.
 
 use std::sync::Weak;
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use holdpoint_protocol::{HoldId, Timestamp};
 
-use super::timers::TimerKind;
+use super::open::TimerKind;
 use super::{Engine, Inner, Scope, Updated};
 use crate::error::EngineError;
 
@@ -18,7 +18,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
             return;
         };
         let now = engine.now();
-        let due = engine.inner.timers.lock().pop_due(now, BURST);
+        let due = engine.inner.open.lock().pop_due(now, BURST);
         if !due.is_empty() {
             let mut set = tokio::task::JoinSet::new();
             for (hold, kind) in due {
@@ -28,7 +28,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
             while set.join_next().await.is_some() {}
             continue;
         }
-        let next = engine.inner.timers.lock().next_at();
+        let next = engine.inner.open.lock().next_at();
         let clock = engine.inner.clock.clone();
         // A change notified while nobody waits leaves a permit, so none is lost here.
         let notify = engine.inner.timers_changed.clone();
@@ -48,7 +48,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
 
 impl Engine {
     fn set_timer(&self, hold: HoldId, kind: TimerKind, at: Timestamp) {
-        self.inner.timers.lock().set(hold, kind, at);
+        self.inner.open.lock().set_timer(hold, kind, at);
         self.inner.timers_changed.notify_one();
     }
 

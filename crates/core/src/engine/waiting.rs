@@ -31,7 +31,7 @@ impl Engine {
                 if let Some(outcome) = &hold.outcome {
                     return Ok(Some(outcome.clone()));
                 }
-                self.inner.timers.lock().tracks(id)
+                self.inner.open.lock().tracks(id)
             }
             _ => false,
         };

@@ -228,8 +228,12 @@ impl Store for PgStore {
         reader::chat_has_open_hold(&*self.conn().await?, world, chat).await
     }
 
-    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError> {
-        reader::open_marks(&*self.conn().await?).await
+    async fn open_marks(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
+        reader::open_marks(&*self.conn().await?, after, limit).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

@@ -56,7 +56,7 @@ pub(super) async fn stored_holds(
     let rows = conn
         .query(
             "SELECT position, id, batch, world, chat, agent, tool, kind, status, open, deadline, \
-             remind_at, version, data FROM holds WHERE position > $1 ORDER BY position LIMIT $2",
+             remind_at, version, data, raiser FROM holds WHERE position > $1 ORDER BY position LIMIT $2",
             &[&after, &count(limit)],
         )
         .await
@@ -68,6 +68,8 @@ pub(super) async fn stored_holds(
                 id: HoldId::from_uuid(r.get(1)),
                 batch: BatchId::from_uuid(r.get(2)),
                 world: r.get(3),
+                // A raiser stored as NULL is reported by the check as empty.
+                raiser: r.get::<_, Option<String>>(14).unwrap_or_default(),
                 chat: r.get(4),
                 agent: r.get(5),
                 tool: r.get(6),
@@ -218,25 +220,32 @@ pub(super) async fn chat_has_open_hold(
 
 /// The open holds by world and kind: a count over the open holds' partial index, never a
 /// read of the holds themselves.
-/// Every open hold's mark, in one query over the open holds: the columns, and the raiser from
-/// the JSON.
-pub(super) async fn open_marks(conn: &Conn) -> Result<Vec<OpenMark>, StoreError> {
+/// Open holds' marks after `after`, from the open holds' index (it carries the columns).
+pub(super) async fn open_marks(
+    conn: &Conn,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
+    let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
     let rows = conn
         .query(
-            "SELECT id, world, (data::json)->>'requested_by', deadline, remind_at \
-             FROM holds WHERE open ORDER BY position",
-            &[],
+            "SELECT position, id, world, raiser, deadline, remind_at FROM holds \
+             WHERE open AND position > $1 ORDER BY position LIMIT $2",
+            &[&after, &count(limit)],
         )
         .await
         .map_err(sql_error)?;
     Ok(rows
         .iter()
-        .map(|r| OpenMark {
-            id: HoldId::from_uuid(r.get(0)),
-            world: r.get(1),
-            requested_by: r.get::<_, Option<String>>(2).unwrap_or_default(),
-            deadline: r.get::<_, Option<i64>>(3).map(Timestamp::from_millis),
-            remind_at: r.get::<_, Option<i64>>(4).map(Timestamp::from_millis),
+        .map(|r| Positioned {
+            position: r.get::<_, i64>(0) as u64,
+            item: OpenMark {
+                id: HoldId::from_uuid(r.get(1)),
+                world: r.get(2),
+                requested_by: r.get::<_, Option<String>>(3).unwrap_or_default(),
+                deadline: r.get::<_, Option<i64>>(4).map(Timestamp::from_millis),
+                remind_at: r.get::<_, Option<i64>>(5).map(Timestamp::from_millis),
+            },
         })
         .collect())
 }

@@ -109,6 +109,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO catalog_version (id, version) VALUES (1, 0);
     "#,
+    // 3: start reads every open hold's id, world, raiser and timers (Store::open_marks) from
+    // the open holds' index alone, as on SQLite: the raiser becomes a column (filled in for
+    // the holds stored before) and the index carries the five.
+    r#"
+    ALTER TABLE holds ADD COLUMN raiser text;
+    UPDATE holds SET raiser = (data::json)->>'requested_by';
+    DROP INDEX holds_open;
+    CREATE INDEX holds_open ON holds (position) INCLUDE (id, world, raiser, deadline, remind_at)
+        WHERE open;
+    "#,
 ];
 
 /// Any number that no other program on the database is likely to use for an advisory lock.

@@ -152,13 +152,14 @@ impl Writer {
             PreparedWrite::InsertHold(r) => {
                 self.conn
                     .prepare_cached(
-                        "INSERT INTO holds (id, batch, world, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO holds (id, batch, world, raiser, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     )?
                     .execute(params![
                         key(r.id.as_uuid()),
                         key(r.batch.as_uuid()),
                         r.world,
+                        r.raiser,
                         r.chat,
                         r.agent,
                         r.tool,

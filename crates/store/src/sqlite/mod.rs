@@ -348,8 +348,13 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn open_marks(&self) -> Result<Vec<OpenMark>, StoreError> {
-        self.read(reader::open_marks).await
+    async fn open_marks(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
+        self.read(move |c| reader::open_marks(c, after, limit))
+            .await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

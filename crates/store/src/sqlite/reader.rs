@@ -100,35 +100,46 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
     data.map(|d| parse("hold", &d)).transpose()
 }
 
-/// Every open hold's mark, in one pass over the open holds' index: the columns, and the raiser
-/// from the JSON (SQLite's parser, without building the hold).
-pub(super) fn open_marks(conn: &Connection) -> Result<Vec<OpenMark>, StoreError> {
+/// Open holds' marks after `after`, from the open holds' index alone (it carries the columns).
+pub(super) fn open_marks(
+    conn: &Connection,
+    after: Option<u64>,
+    limit: usize,
+) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT id, world, json_extract(data, '$.requested_by'), deadline, remind_at \
-             FROM holds INDEXED BY holds_open WHERE open = 1 ORDER BY position",
+            "SELECT position, id, world, raiser, deadline, remind_at FROM holds \
+             INDEXED BY holds_open WHERE open = 1 AND position > ? ORDER BY position LIMIT ?",
         )
         .map_err(sql_error)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, Vec<u8>>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Option<i64>>(4)?,
-            ))
-        })
+    let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+    let mut rows = stmt
+        .query(params![after, limit as i64])
         .map_err(sql_error)?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (id, world, raiser, deadline, remind_at) = row.map_err(sql_error)?;
-        out.push(OpenMark {
-            id: HoldId::from_uuid(stored_id(&id)?),
-            world,
-            requested_by: raiser.unwrap_or_default(),
-            deadline: deadline.map(Timestamp::from_millis),
-            remind_at: remind_at.map(Timestamp::from_millis),
+    let mut out = Vec::with_capacity(limit.min(65_536));
+    while let Some(r) = rows.next().map_err(sql_error)? {
+        let id = r
+            .get_ref(1)
+            .and_then(|v| Ok(v.as_blob()?))
+            .map_err(sql_error)?;
+        out.push(Positioned {
+            position: r.get::<_, i64>(0).map_err(sql_error)? as u64,
+            item: OpenMark {
+                id: HoldId::from_uuid(stored_id(id)?),
+                world: r.get(2).map_err(sql_error)?,
+                requested_by: r
+                    .get::<_, Option<String>>(3)
+                    .map_err(sql_error)?
+                    .unwrap_or_default(),
+                deadline: r
+                    .get::<_, Option<i64>>(4)
+                    .map_err(sql_error)?
+                    .map(Timestamp::from_millis),
+                remind_at: r
+                    .get::<_, Option<i64>>(5)
+                    .map_err(sql_error)?
+                    .map(Timestamp::from_millis),
+            },
         });
     }
     Ok(out)
@@ -143,7 +154,7 @@ pub(super) fn stored_holds(
     let mut stmt = conn
         .prepare_cached(
             "SELECT position, id, batch, world, chat, agent, tool, kind, status, open, deadline, \
-             remind_at, version, data FROM holds WHERE position > ? ORDER BY position LIMIT ?",
+             remind_at, version, data, raiser FROM holds WHERE position > ? ORDER BY position LIMIT ?",
         )
         .map_err(sql_error)?;
     let after = after.map_or(0, |a| a as i64);
@@ -168,12 +179,15 @@ pub(super) fn stored_holds(
                     r.get::<_, i64>(12)?,
                 ),
                 r.get::<_, String>(13)?,
+                r.get::<_, Option<String>>(14)?,
             ))
         })
         .map_err(sql_error)?;
     let mut out = Vec::new();
     for row in rows {
-        let (position, id, batch, text, numbers, data) = row.map_err(sql_error)?;
+        let (position, id, batch, text, numbers, data, raiser) = row.map_err(sql_error)?;
+        // A raiser stored as NULL is reported by the check as empty.
+        let raiser = raiser.unwrap_or_default();
         let (world, chat, agent, tool, kind, status) = text;
         let (open, deadline, remind_at, version) = numbers;
         let hold: Hold = parse("hold", &data)?;
@@ -181,6 +195,7 @@ pub(super) fn stored_holds(
             id: HoldId::from_uuid(stored_id(&id)?),
             batch: BatchId::from_uuid(stored_id(&batch)?),
             world,
+            raiser,
             chat,
             agent,
             tool,

@@ -117,6 +117,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX holds_open_urgent ON holds (deadline, position, world, chat, kind, agent, tool)
         WHERE open = 1;
     "#,
+    // 5: start reads every open hold's id, world, raiser and timers (Store::open_marks). The
+    // raiser was only inside the JSON, so the read went to every open hold's row and parsed
+    // it: with millions open, gigabytes. It becomes a column (never changed after a hold is
+    // made, filled in for the holds stored before), and the open holds' index carries all
+    // five, so start reads the index alone, in position order.
+    r#"
+    ALTER TABLE holds ADD COLUMN raiser TEXT;
+    UPDATE holds SET raiser = json_extract(data, '$.requested_by');
+    DROP INDEX holds_open;
+    CREATE INDEX holds_open ON holds (position, id, world, raiser, deadline, remind_at)
+        WHERE open = 1;
+    "#,
 ];
 
 /// Brings the schema up to date. Refuses a database written by a newer Holdpoint.

@@ -281,6 +281,61 @@ fn agent_and_tool_are_filled_in_for_existing_holds() {
     assert_eq!(urgent, 3);
 }
 
+/// Migration 5 fills the raiser column of the holds stored before it from their JSON, and
+/// start's read of the open holds' marks uses the open holds' index alone.
+#[test]
+fn raisers_are_filled_in_and_marks_are_read_from_the_index_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = connect(&dir.path().join("v4.db"), false).unwrap();
+    for sql in &schema::MIGRATIONS[..4] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 4).unwrap();
+    for (position, open, raiser) in [(1, 1, "bot-a"), (2, 0, "bot-b"), (3, 1, "bot-c")] {
+        conn.execute(
+            "INSERT INTO holds (position, id, batch, world, kind, status, open, deadline, version, data) \
+             VALUES (?, ?, ?, 'w', 'question', 'pending', ?, 5000, 1, ?)",
+            rusqlite::params![
+                position,
+                vec![position as u8; 16],
+                vec![0u8; 16],
+                open,
+                format!(r#"{{"requested_by":"{raiser}"}}"#)
+            ],
+        )
+        .unwrap();
+    }
+    schema::migrate(&mut conn).unwrap();
+    let marks = reader::open_marks(&conn, None, 10).unwrap();
+    let read: Vec<_> = marks
+        .iter()
+        .map(|m| (m.position, m.item.requested_by.as_str(), m.item.deadline))
+        .collect();
+    let at = Some(Timestamp::from_millis(5000));
+    assert_eq!(read, [(1, "bot-a", at), (3, "bot-c", at)]);
+    assert_eq!(reader::open_marks(&conn, Some(1), 10).unwrap().len(), 1);
+    let raiser: String = conn
+        .query_row("SELECT raiser FROM holds WHERE position = 2", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(raiser, "bot-b", "resolved holds are filled in too");
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT position, id, world, raiser, deadline, remind_at FROM holds \
+             INDEXED BY holds_open WHERE open = 1 AND position > 0 ORDER BY position LIMIT 10",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        plan.iter().any(|p| p.contains("COVERING INDEX holds_open")),
+        "{plan:?}"
+    );
+}
+
 #[test]
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -401,3 +401,48 @@ async fn a_write_that_changed_nothing_rolls_its_transaction_back() {
     verify(store.as_ref()).await.unwrap().unwrap();
     store.close().await;
 }
+
+/// Migration 3 on a database whose holds were stored before it: their raisers are filled in
+/// from the JSON, and a node starting on it counts each open hold against its raiser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raisers_of_holds_stored_before_migration_3_are_filled_in() {
+    let Some(schema) = TempSchema::new().await else {
+        return;
+    };
+    let store = schema.store().await;
+    let engine = node(&store).await;
+    let GateResult::Held { hold } = call(&engine, "deploy").await else {
+        panic!("deploy was not asked")
+    };
+    drop(engine);
+    store.close().await;
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // The schema as version 2 left it.
+    client
+        .batch_execute(
+            "DROP INDEX holds_open;
+             ALTER TABLE holds DROP COLUMN raiser;
+             CREATE INDEX holds_open ON holds (position) WHERE open;
+             UPDATE holdpoint_schema SET version = 2;",
+        )
+        .await
+        .unwrap();
+    let store = schema.store().await;
+    let marks = store.open_marks(None, 10).await.unwrap();
+    assert_eq!(marks.len(), 1);
+    assert_eq!(
+        (marks[0].item.id, marks[0].item.requested_by.as_str()),
+        (hold.id, hold.requested_by.as_str())
+    );
+    let report = verify(&*store).await.unwrap().unwrap();
+    assert_eq!(report.state.holds, 1);
+    assert!(
+        report.state.mismatches.is_empty(),
+        "{:?}",
+        report.state.mismatches
+    );
+    store.close().await;
+}

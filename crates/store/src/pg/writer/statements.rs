@@ -15,8 +15,8 @@ pub(super) const IDEMPOTENT_EXISTS: &str = "SELECT 1 FROM idempotency WHERE key 
 pub(super) const RECORD_VERSION: &str = "SELECT version FROM records WHERE kind = $1 AND id = $2";
 pub(super) const RECORD_HOLDER: &str =
     "SELECT id FROM records WHERE kind = $1 AND parent = $2 AND key = $3";
-pub(super) const INSERT_HOLD: &str = "INSERT INTO holds (id, batch, world, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+pub(super) const INSERT_HOLD: &str = "INSERT INTO holds (id, batch, world, raiser, chat, agent, tool, kind, status, open, deadline, remind_at, version, data) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
 // A conditional write that must change exactly one row fails when it changes none (a
 // division by zero): the error aborts the transaction, so the `COMMIT` pipelined after it
 // rolls the group back rather than commit the rest without it.

@@ -36,6 +36,7 @@ impl<'s> Session<'s> {
                                 r.id.as_uuid(),
                                 r.batch.as_uuid(),
                                 &r.world,
+                                &r.raiser,
                                 &r.chat,
                                 &r.agent,
                                 &r.tool,
