@@ -295,6 +295,13 @@ impl Upstreams {
     /// trying to start those that are down.
     pub async fn close(&self) {
         self.closing.cancel();
+        // Every server's task calls give up at once, so that their tasks are canceled while
+        // each connection in turn waits for its own.
+        for upstream in &self.servers {
+            if let State::Up(link) = &*upstream.state.lock().await {
+                link.task_calls.give_up();
+            }
+        }
         for upstream in &self.servers {
             let mut state = upstream.state.lock().await;
             if let State::Up(link) = &*state {

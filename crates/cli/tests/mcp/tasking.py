@@ -13,7 +13,13 @@ Tasks ask to be polled every 100 ms.
 
 Appended as JSON lines to the file named by $UPSTREAM_LOG: each call that runs
 ({"tool", "arguments"}, when its work starts), each task request ({"request": METHOD}), and
-each task canceled ({"canceled": TASK_ID}).
+each task canceled ({"canceled": TASK_ID}). With $UPSTREAM_TRAFFIC set, every message read
+and written is appended to the file it names, as it went, with the time ({"at", "in"} or
+{"at", "out"}), so that a test that fails can show what was said, in what order.
+
+$TASKING_CREATE_DELAY_MS delays the answer that creates a task by that many milliseconds
+(after its work has started and been logged): a client that gives the call up meanwhile
+knows no task to cancel until that answer comes.
 """
 
 import datetime
@@ -21,9 +27,11 @@ import json
 import os
 import sys
 import threading
+import time
 import uuid
 
 WORK = int(os.environ.get("TASKING_WORK_MS", "300")) / 1000
+CREATE_DELAY = int(os.environ.get("TASKING_CREATE_DELAY_MS", "0")) / 1000
 LOCK = threading.Lock()
 TASKS = {}
 
@@ -32,6 +40,12 @@ def log(**event) -> None:
     if "UPSTREAM_LOG" in os.environ:
         with LOCK, open(os.environ["UPSTREAM_LOG"], "a", encoding="utf-8") as out:
             out.write(json.dumps(event) + "\n")
+
+
+def traffic(direction: str, line: str) -> None:
+    if "UPSTREAM_TRAFFIC" in os.environ:
+        with LOCK, open(os.environ["UPSTREAM_TRAFFIC"], "a", encoding="utf-8") as out:
+            out.write(json.dumps({"at": now(), direction: line.strip()}) + "\n")
 
 
 def now() -> str:
@@ -135,6 +149,8 @@ def answer(message: dict) -> dict | None:
             task = Task(params["task"].get("ttl", 60000))
             TASKS[task.id] = task
             threading.Thread(target=work, args=(task, arguments), daemon=True).start()
+            if CREATE_DELAY:
+                time.sleep(CREATE_DELAY)
             result = {"task": task.describe()}
     elif method in ("tasks/get", "tasks/result", "tasks/cancel"):
         log(request=method)
@@ -163,12 +179,15 @@ def serve_stdio() -> None:
     def reply(message: dict) -> None:
         answered = answer(message)
         if answered is not None:
+            line = json.dumps(answered)
+            traffic("out", line)
             with LOCK:
-                sys.stdout.write(json.dumps(answered) + "\n")
+                sys.stdout.write(line + "\n")
                 sys.stdout.flush()
 
     for line in sys.stdin:
         if line.strip():
+            traffic("in", line)
             # Each request in a thread of its own: tasks/result waits for its task.
             threading.Thread(target=reply, args=(json.loads(line),), daemon=True).start()
 
@@ -184,12 +203,14 @@ def serve_http(port_file: str) -> None:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            traffic("in", body.decode("utf-8", "replace"))
             answered = answer(json.loads(body))
             if answered is None:
                 self.send_response(202)
                 self.end_headers()
                 return
             data = json.dumps(answered).encode()
+            traffic("out", data.decode())
             self.send_response(200)
             if events:
                 data = b"event: message\ndata: " + data + b"\n\n"

@@ -28,6 +28,7 @@ use tokio::sync::{Mutex, Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::tap::{self, Tap, Tapped};
+use super::task_call::TaskCalls;
 use crate::config::{Transport, UpstreamConfig};
 
 /// How long a child whose connection ended may take to exit on its own before it is killed.
@@ -36,6 +37,11 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How long a call whose child's output closed waits for the child's exit status, to say
 /// why it failed.
 pub(super) const EXIT_REPORT: Duration = Duration::from_secs(1);
+
+/// How long a connection that closes waits for its task calls to cancel their tasks at the
+/// server (see `task_call::TaskCalls`): within the 2 s an MCP client commonly gives
+/// `holdpoint mcp` to exit after closing its input, before it is killed.
+const CLOSE_PATIENCE: Duration = Duration::from_millis(1500);
 
 /// That a connection has ended, and why (the first reason given wins).
 #[derive(Clone, Default)]
@@ -131,6 +137,8 @@ pub(super) struct Link {
     pub(super) listener: Listener,
     /// What the server says of its tools' tasks.
     pub(super) tap: Arc<Tap>,
+    /// The calls of tools that must be called as tasks, in flight.
+    pub(super) task_calls: TaskCalls,
     /// A streamable HTTP server's address, headers and largest message: its tools' tasks are
     /// learned in a listing of Holdpoint's own (see `tap`).
     http: Option<(String, BTreeMap<String, String>, usize)>,
@@ -157,8 +165,11 @@ impl Link {
         Ok(tools)
     }
 
-    /// Ends the connection (a child is asked to exit by the end of its input, then stopped).
+    /// Ends the connection (a child is asked to exit by the end of its input, then stopped),
+    /// once the task calls in flight have canceled their tasks at the server (for at most
+    /// [`CLOSE_PATIENCE`]).
     pub(super) async fn close(&self) {
+        self.task_calls.close(CLOSE_PATIENCE).await;
         let _ = self.service.lock().await.close().await;
         self.ended.end("it was closed".into());
     }
@@ -243,6 +254,7 @@ pub(super) async fn open(config: &UpstreamConfig) -> Result<(Link, Vec<Tool>), S
         child,
         listener,
         tap,
+        task_calls: TaskCalls::default(),
         http,
         service: Mutex::new(service),
     };

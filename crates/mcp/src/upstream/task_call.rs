@@ -4,10 +4,17 @@
 //! `tasks/result` for its result. A call given up before the task is over (canceled, its
 //! future dropped) cancels the task at the server with `tasks/cancel`.
 //!
+//! A connection that closes gives up its task calls too, and waits a little ([`TaskCalls`])
+//! until each has canceled its task: `holdpoint mcp` closes its upstreams as soon as its
+//! client goes away, which can be just after the client canceled its task and before the
+//! upstream's answer creating it came (the only way to learn the id to cancel it by).
+//!
 //! rmcp 3.11 knows only the later tasks extension (SEP-2663), whose messages differ, so the
 //! requests go as custom ones; their answers are read as JSON, whichever of rmcp's results
 //! they were read as.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
@@ -16,6 +23,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Abandoned;
@@ -45,10 +53,76 @@ impl From<ServiceError> for Failure {
     }
 }
 
+/// The task calls in flight on one connection: closing it gives them up, then waits until
+/// each has canceled its task at the server (or for [`TaskCalls::close`]'s patience).
+#[derive(Default)]
+pub(super) struct TaskCalls {
+    /// Canceled as the connection closes: every task call gives up.
+    closing: CancellationToken,
+    /// How many calls, and cancellations they left running, are not over.
+    count: Arc<watch::Sender<usize>>,
+}
+
+impl TaskCalls {
+    /// A call (or its cancellation) under way until the guard is dropped.
+    fn enter(&self) -> InFlight {
+        self.count.send_modify(|n| *n += 1);
+        InFlight(self.count.clone())
+    }
+
+    /// Gives up every task call in flight, and every one made from now on.
+    pub(super) fn give_up(&self) {
+        self.closing.cancel();
+    }
+
+    /// Gives them up and waits, at most `patience`, until each is over: a task whose creating
+    /// answer is awaited, or whose `tasks/cancel` is being sent, is canceled at the server
+    /// before the connection closes under it.
+    pub(super) async fn close(&self, patience: Duration) {
+        self.give_up();
+        let mut count = self.count.subscribe();
+        let over = tokio::time::timeout(patience, count.wait_for(|n| *n == 0))
+            .await
+            .is_ok();
+        if !over {
+            tracing::warn!(
+                "{} task calls did not end within {patience:?} of the connection's close; \
+                 their tasks may run on at the server",
+                *count.borrow()
+            );
+        }
+    }
+
+    /// Resolves when the call is given up: by its caller (`canceled`), or as the connection
+    /// closes.
+    async fn given_up(&self, canceled: &CancellationToken) {
+        tokio::select! {
+            () = canceled.cancelled() => {}
+            () = self.closing.cancelled() => {}
+        }
+    }
+
+    fn is_given_up(&self, canceled: &CancellationToken) -> bool {
+        canceled.is_cancelled() || self.closing.is_cancelled()
+    }
+}
+
+/// One task call, or the cancellation of its task, not over yet (see [`TaskCalls`]).
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// A task created at the server and not over: canceled there when dropped so.
 struct Running {
     peer: Peer<RoleClient>,
     id: Option<String>,
+    /// Kept until the task is over or its cancellation was answered, so that a connection
+    /// that closes meanwhile waits for it.
+    in_flight: Option<InFlight>,
 }
 
 impl Drop for Running {
@@ -57,15 +131,35 @@ impl Drop for Running {
             return;
         };
         let peer = self.peer.clone();
+        let in_flight = self.in_flight.take();
         tokio::spawn(async move {
             let cancel = custom("tasks/cancel", json!({"taskId": id}));
-            if let Ok(handle) = peer
+            match peer
                 .send_request_with_option(cancel, PeerRequestOptions::no_options())
                 .await
             {
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(10), handle.await_response()).await;
+                Ok(handle) => {
+                    let answered =
+                        tokio::time::timeout(Duration::from_secs(10), handle.await_response())
+                            .await;
+                    if !matches!(answered, Ok(Ok(_))) {
+                        tracing::warn!(
+                            "the upstream's task {id} was given up and canceled there \
+                             (tasks/cancel), which it did not answer: {}",
+                            match answered {
+                                Ok(Err(e)) => e.to_string(),
+                                _ => "no answer within 10s".into(),
+                            }
+                        );
+                    }
+                }
+                // The connection is gone, and with a child the task with it.
+                Err(e) => tracing::warn!(
+                    "the upstream's task {id} was given up but could not be canceled there \
+                     (tasks/cancel): {e}"
+                ),
             }
+            drop(in_flight);
         });
     }
 }
@@ -81,13 +175,24 @@ pub(super) async fn call(
     canceled: &CancellationToken,
     timeout: Duration,
 ) -> Result<CallToolResult, Failure> {
+    let calls = &link.task_calls;
+    let in_flight = calls.enter();
+    if calls.is_given_up(canceled) {
+        return Err(Failure::Canceled);
+    }
     let params = json!({"name": name, "arguments": arguments, "task": {}});
     // The answer that creates the task is awaited even when the call is given up meanwhile:
     // a task the server made is cancelled by its id, which only that answer gives (canceling
     // the request itself would leave the task running).
-    let creating = CancellationToken::new();
-    let (created, _following) =
-        ask(link, "tools/call", params, progress, &creating, timeout).await?;
+    let (created, _following) = ask(
+        link,
+        "tools/call",
+        params,
+        progress,
+        std::future::pending(),
+        timeout,
+    )
+    .await?;
     let created = match created {
         // A server that does not run it as a task after all answers as to a plain call.
         ServerResult::CallToolResult(result) => return Ok(result),
@@ -103,8 +208,9 @@ pub(super) async fn call(
     let mut running = Running {
         peer: link.peer.clone(),
         id: Some(id.to_owned()),
+        in_flight: Some(in_flight),
     };
-    if canceled.is_cancelled() {
+    if calls.is_given_up(canceled) {
         // Dropping `running` cancels the task at the server.
         return Err(Failure::Canceled);
     }
@@ -113,14 +219,14 @@ pub(super) async fn call(
     while status == "working" {
         tokio::select! {
             () = tokio::time::sleep(poll) => {}
-            () = canceled.cancelled() => return Err(Failure::Canceled),
+            () = calls.given_up(canceled) => return Err(Failure::Canceled),
         }
         let (got, _) = ask(
             link,
             "tasks/get",
             json!({"taskId": id}),
             None,
-            canceled,
+            calls.given_up(canceled),
             timeout,
         )
         .await?;
@@ -146,7 +252,7 @@ pub(super) async fn call(
         "tasks/result",
         json!({"taskId": id}),
         None,
-        canceled,
+        calls.given_up(canceled),
         patience,
     )
     .await;
@@ -161,15 +267,15 @@ pub(super) async fn call(
     }
 }
 
-/// Sends `method` with `params` and waits at most `timeout` for its answer (a request given up
-/// is canceled at the server); the answer, and the following of its progress when `progress`
-/// is given.
+/// Sends `method` with `params` and waits at most `timeout` for its answer, or until
+/// `given_up` resolves (a request given up is canceled at the server); the answer, and the
+/// following of its progress when `progress` is given.
 async fn ask(
     link: &Link,
     method: &str,
     params: Value,
     progress: Option<ProgressSink>,
-    canceled: &CancellationToken,
+    given_up: impl Future<Output = ()>,
     timeout: Duration,
 ) -> Result<(ServerResult, Option<Following>), Failure> {
     let handle = link
@@ -193,7 +299,7 @@ async fn ask(
             Ok((answered?, following))
         }
         () = deadline => Err(Failure::Timeout),
-        () = canceled.cancelled() => Err(Failure::Canceled),
+        () = given_up => Err(Failure::Canceled),
     }
 }
 
