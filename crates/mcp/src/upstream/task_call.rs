@@ -353,6 +353,35 @@ mod tests {
 
     use super::*;
 
+    #[tokio::test]
+    async fn closing_gives_up_the_task_calls_and_waits_for_those_in_flight_within_its_patience() {
+        let calls = Arc::new(TaskCalls::default());
+        let canceled = CancellationToken::new();
+        let in_flight = calls.enter();
+        assert!(!calls.is_given_up(&canceled));
+        let closing = tokio::spawn({
+            let calls = calls.clone();
+            async move { calls.close(Duration::from_secs(60)).await }
+        });
+        // Given up as the close begins; the close waits while the call is in flight.
+        calls.given_up(&canceled).await;
+        assert!(calls.is_given_up(&canceled));
+        assert!(!closing.is_finished());
+        drop(in_flight);
+        tokio::time::timeout(Duration::from_secs(30), closing)
+            .await
+            .expect("the close ended once no call was in flight")
+            .unwrap();
+        // One that never ends holds the close for its patience only.
+        let _stuck = calls.enter();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            calls.close(Duration::from_millis(50)),
+        )
+        .await
+        .expect("the close gave up waiting after its patience");
+    }
+
     #[test]
     fn a_servers_poll_interval_is_kept_within_bounds() {
         assert_eq!(
