@@ -2,20 +2,31 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future as _;
+use std::io::Write as _;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock, Weak};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::sse::{Event as Sse, KeepAlive};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream;
+use bytes::Bytes;
+use futures_util::{Stream, stream};
 use holdpoint_core::store::EventFilter;
-use holdpoint_core::{Engine, Scope};
+use holdpoint_core::{Engine, EventStream, Scope};
 use holdpoint_protocol::{ErrorBody, Event, EventPayload, HoldId, StreamParams};
+use parking_lot::Mutex;
+use tokio::time::Sleep;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::Params;
+use crate::limits::Slot;
 
 /// Live events. An agent's credential gets only the events of the holds raised under its
 /// name. Each SSE message has `id` (the event's position), `event` (its type) and
@@ -90,41 +101,144 @@ pub async fn stream(
         name: caller.principal.name.clone(),
         known: HashMap::new(),
     });
-    let engine = app.engine().clone();
-    let body = stream::unfold(
-        (events, shutdown, slot, raised),
-        move |(mut events, shutdown, slot, mut raised)| {
-            let caller = caller.clone();
-            let engine = engine.clone();
-            async move {
-                let next = loop {
-                    let next = tokio::select! {
-                        () = shutdown.cancelled() => return None,
-                        e = events.next() => e.ok()?,
-                    };
-                    let own = match &mut raised {
-                        Some(raised) => raised.sees(&engine, &next).await,
-                        None => true,
-                    };
-                    if own && caller.sees(&next) {
-                        break next;
-                    }
-                };
-                let message = Sse::default()
-                    .id(next.seq.to_string())
-                    .event(next.payload.type_name())
-                    .json_data(&*next)
-                    .unwrap_or_else(|_| Sse::default().comment("an event could not be encoded"));
-                Some((
-                    Ok::<_, Infallible>(message),
-                    (events, shutdown, slot, raised),
-                ))
+    let state = Streaming {
+        events,
+        shutdown,
+        _slot: slot,
+        raised,
+        caller,
+        engine: app.engine().clone(),
+    };
+    let body = stream::unfold(state, |mut s| async move {
+        let next = loop {
+            let next = tokio::select! {
+                () = s.shutdown.cancelled() => return None,
+                e = s.events.next() => e.ok()?,
+            };
+            let own = match &mut s.raised {
+                Some(raised) => raised.sees(&s.engine, &next).await,
+                None => true,
+            };
+            if own && s.caller.sees(&next) {
+                break next;
             }
-        },
-    );
-    Ok(axum::response::Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(app.config().heartbeat))
+        };
+        Some((frame(&next), s))
+    });
+    let every = app.config().heartbeat;
+    let body = Heartbeats {
+        inner: Box::pin(body),
+        beat: Box::pin(tokio::time::sleep(every)),
+        every,
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
         .into_response())
+}
+
+/// What one stream carries from one event to the next.
+struct Streaming {
+    events: EventStream,
+    shutdown: CancellationToken,
+    /// Its place under `limits.streams`, given back when the stream is dropped.
+    _slot: Slot,
+    raised: Option<Raised>,
+    caller: Caller,
+    engine: Engine,
+}
+
+/// A stream's frames, with a heartbeat whenever it has had nothing to send for `every` (as
+/// axum's `KeepAlive` does). The frames' stream is polled, never dropped, while a heartbeat is
+/// sent: a page being read from the log for it carries on.
+struct Heartbeats<S> {
+    inner: Pin<Box<S>>,
+    beat: Pin<Box<Sleep>>,
+    every: Duration,
+}
+
+impl<S: Stream<Item = Bytes>> Stream for Heartbeats<S> {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let next = match this.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(frame)) => frame,
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {
+                ready!(this.beat.as_mut().poll(cx));
+                Bytes::from_static(HEARTBEAT)
+            }
+        };
+        let at = tokio::time::Instant::now() + this.every;
+        this.beat.as_mut().reset(at);
+        Poll::Ready(Some(Ok(next)))
+    }
+}
+
+/// A comment line: what a heartbeat is (as axum's `KeepAlive` sends it).
+const HEARTBEAT: &[u8] = b":\n\n";
+
+/// Frames of the newest events, shared by every stream that sends them. A live event reaches
+/// every stream as the same `Arc` (the store's broadcast), and with thousands of streams,
+/// encoding it once for each was most of what a stream cost per event; here the first stream
+/// to send it encodes it and the others clone the bytes. A slot is found by position and kept
+/// by identity: it holds a `Weak` of the event it was made from, which keeps that allocation
+/// from being reused, so a frame is only ever handed out for the very event it encodes (even
+/// with several servers in one process, whose positions repeat). Few slots are needed, as the
+/// streams that keep up send each event within moments of each other; bounded, as frames can
+/// be large.
+static FRAMES: LazyLock<[Mutex<Option<Cached>>; SLOTS]> =
+    LazyLock::new(|| std::array::from_fn(|_| Mutex::new(None)));
+
+const SLOTS: usize = 64;
+
+struct Cached {
+    event: Weak<Event>,
+    frame: Bytes,
+}
+
+/// The SSE message of `event`: `id` its position, `event` its type, `data` it as JSON (one
+/// line: JSON as serde writes it has no raw newline).
+fn frame(event: &Arc<Event>) -> Bytes {
+    // An event read from the log for one stream that was catching up is not shared: encoding
+    // it here leaves the slots to the live events.
+    if Arc::strong_count(event) == 1 {
+        return encode(event);
+    }
+    let mut slot = FRAMES[(event.seq % SLOTS as u64) as usize].lock();
+    if let Some(cached) = &*slot
+        && std::ptr::eq(cached.event.as_ptr(), Arc::as_ptr(event))
+    {
+        return cached.frame.clone();
+    }
+    // Encoded under the slot's lock, so that the streams woken together by one event wait for
+    // one encoding rather than each making its own.
+    let frame = encode(event);
+    *slot = Some(Cached {
+        event: Arc::downgrade(event),
+        frame: frame.clone(),
+    });
+    frame
+}
+
+fn encode(event: &Event) -> Bytes {
+    let mut out = Vec::with_capacity(256);
+    let _ = write!(
+        out,
+        "id: {}\nevent: {}\ndata: ",
+        event.seq,
+        event.payload.type_name()
+    );
+    if serde_json::to_writer(&mut out, event).is_err() {
+        return Bytes::from_static(b": an event could not be encoded\n\n");
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 /// What an agent's credential sees of the log: the events of the holds raised under its name.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use holdpoint_test_support::PATIENCE;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{TestServer, answer, approval, held, live_streams, question, raise, streams_become};
@@ -152,4 +152,76 @@ async fn a_subscriber_that_stops_reading_is_cut_off_and_the_others_get_every_eve
     })
     .await;
     assert!(ended.is_ok(), "the stalled connection was not closed");
+}
+
+/// The next `n` messages of a stream: positions and data.
+async fn take(stream: &mut holdpoint_test_support::http::Sse, n: usize) -> Vec<(u64, Value)> {
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let m = stream.next().await;
+        seen.push((m.id.unwrap(), m.data));
+    }
+    seen
+}
+
+#[tokio::test]
+async fn streams_of_different_scopes_share_each_event_s_bytes_and_see_only_their_own() {
+    let t = TestServer::with(super::ASK_ALL, |_| {}).await;
+    t.world("lab").await;
+    t.world("ops").await;
+    let bot = t.caller("bot", "agent", None).await;
+    let other = t.caller("other-bot", "agent", None).await;
+    let lab_only = t.caller("lee", "approver", Some("lab")).await;
+    let start = head(&t).await;
+    // Open together, so each live event is sent to all of them at once.
+    let mut everything = t.api.events("", None).await;
+    let mut ops = t.api.events("?world=ops", None).await;
+    let mut lab = lab_only.events("", None).await;
+    let mut own = bot.events("", None).await;
+    streams_become(&t, 4).await;
+    let mut worlds = std::collections::HashMap::new();
+    let mut bots = std::collections::HashMap::new();
+    // Each stream's events are spread among the others', so that an event of another scope
+    // would come before one of its own and be seen; only the last (a lab event) would reach
+    // the ops stream unseen.
+    for i in 0..7 {
+        let (agent, name, world) = match i % 3 {
+            0 => (&bot, "bot", "lab"),
+            1 => (&other, "other", "ops"),
+            _ => (&bot, "bot", "ops"),
+        };
+        let hold = held(
+            &raise(agent, world, vec![question(&format!("Q{i}?"), &["yes"])]).await,
+            0,
+        );
+        worlds.insert(hold.clone(), world);
+        bots.insert(hold, name);
+    }
+    let log = super::audit_after(&t, start).await;
+    let positions = |keep: &dyn Fn(&str) -> bool| -> Vec<u64> {
+        log.iter()
+            .filter(|e| keep(e["hold"].as_str().unwrap()))
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    let all = positions(&|_| true);
+    assert_eq!(all.len(), 7);
+    let everything = take(&mut everything, all.len()).await;
+    assert_eq!(everything.iter().map(|e| e.0).collect::<Vec<_>>(), all);
+    for (name, stream, expected) in [
+        ("ops", &mut ops, positions(&|h| worlds[h] == "ops")),
+        ("lab", &mut lab, positions(&|h| worlds[h] == "lab")),
+        ("bot's own", &mut own, positions(&|h| bots[h] == "bot")),
+    ] {
+        let seen = take(stream, expected.len()).await;
+        assert_eq!(
+            seen.iter().map(|e| e.0).collect::<Vec<_>>(),
+            expected,
+            "{name}"
+        );
+        for (seq, data) in seen {
+            let same = everything.iter().find(|e| e.0 == seq).unwrap();
+            assert_eq!(data, same.1, "{name}: the event at {seq}");
+        }
+    }
 }
