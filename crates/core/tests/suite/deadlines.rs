@@ -259,3 +259,37 @@ async fn a_restarted_engine_rearms_deadlines_and_the_reminders_not_yet_sent() {
     let outcome = waiter.await.unwrap().unwrap().unwrap();
     assert_eq!(outcome.status, OutcomeStatus::TimedOut);
 }
+
+/// Start reads the open holds' marks a page at a time (16,384 a page): with more open than a
+/// page, every one is counted and has its timers after a restart, and none twice.
+#[tokio::test]
+async fn a_restart_with_more_open_holds_than_a_page_of_marks_tracks_each_once() {
+    const OPEN: usize = 16_384 + 300;
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let mut raised = 0;
+    while raised < OPEN {
+        let n = 64.min(OPEN - raised);
+        let items = (0..n)
+            .map(|i| {
+                approval(
+                    "shell_cmd",
+                    json!({"command": format!("ls {}", raised + i)}),
+                )
+            })
+            .collect();
+        raised += raise(&t, items).await.len();
+    }
+    assert_eq!(t.engine.open_holds(), OPEN as u64);
+    let (dir, clock) = t.shut_down().await;
+    let temp = TempStore {
+        store: Arc::new(SqliteStore::open(dir.path().join(DATABASE_FILE)).unwrap()),
+        dir,
+    };
+    let t = TestEngine::on(temp, Policy::from_toml(POLICY).unwrap(), clock).await;
+    assert_eq!(t.engine.open_holds(), OPEN as u64);
+    assert_eq!(
+        t.engine.tracked_timers(),
+        2 * OPEN,
+        "each hold's reminder and deadline"
+    );
+}
