@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use holdpoint_protocol::sse::SseDecoder;
 use parking_lot::Mutex;
 use reqwest::Client;
 use serde::Deserialize;
@@ -46,21 +47,74 @@ struct AboutHold {
 /// An event, by its hold and its type.
 type EventKey = (String, String);
 
-/// For each event, how many readers got it, and when the last did.
-#[derive(Clone, Default)]
-struct Deliveries(Arc<Mutex<HashMap<EventKey, (usize, Instant)>>>);
+/// Delivery is measured to the millisecond from each event's first arrival at any reader, in
+/// buckets that widen with the delay (1 ms to 500 ms, 10 ms to 5 s, 100 ms to 60 s, then one):
+/// a histogram per event, as every (event, reader) pair is counted and 10,000 readers times
+/// thousands of events are too many to keep one by one.
+const BUCKETS: usize = 500 + 450 + 550 + 1;
 
-impl Deliveries {
-    fn got(&self, hold: String, event: String, at: Instant) {
-        let mut map = self.0.lock();
-        let entry = map.entry((hold, event)).or_insert((0, at));
-        entry.0 += 1;
-        entry.1 = entry.1.max(at);
+fn bucket(ms: u64) -> usize {
+    match ms {
+        0..500 => ms as usize,
+        500..5_000 => 500 + (ms as usize - 500) / 10,
+        5_000..60_000 => 950 + (ms as usize - 5_000) / 100,
+        _ => BUCKETS - 1,
+    }
+}
+
+/// Where a bucket starts, in milliseconds.
+fn bucket_ms(b: usize) -> f64 {
+    match b {
+        0..500 => b as f64,
+        500..950 => 500.0 + (b - 500) as f64 * 10.0,
+        950..1500 => 5_000.0 + (b - 950) as f64 * 100.0,
+        _ => 60_000.0,
+    }
+}
+
+/// What the readers saw of one event (by position).
+struct Arrival {
+    readers: AtomicU32,
+    /// Microseconds from the bench's start to the first reader's and the last reader's copy.
+    first: AtomicU64,
+    last: AtomicU64,
+    /// Readers by how long after `first` their copy came, made by the first reader to come.
+    late: OnceLock<Box<[AtomicU16]>>,
+}
+
+/// Every reader's arrivals, by event position (positions past the end are not counted; the
+/// table is sized for the run).
+struct Arrivals {
+    start: Instant,
+    events: Box<[Arrival]>,
+}
+
+impl Arrivals {
+    fn new(start: Instant, positions: usize) -> Self {
+        let events = (0..positions)
+            .map(|_| Arrival {
+                readers: AtomicU32::new(0),
+                first: AtomicU64::new(u64::MAX),
+                last: AtomicU64::new(0),
+                late: OnceLock::new(),
+            })
+            .collect();
+        Arrivals { start, events }
     }
 
-    fn complete(&self, readers: usize) -> usize {
-        let map = self.0.lock();
-        map.values().filter(|(n, _)| *n == readers).count()
+    fn got(&self, seq: u64, at: Instant) {
+        let Some(a) = self.events.get(seq as usize) else {
+            return;
+        };
+        let us = at.saturating_duration_since(self.start).as_micros() as u64;
+        let first = a.first.fetch_min(us, Relaxed).min(us);
+        a.last.fetch_max(us, Relaxed);
+        // A reader that raced the first one and read an earlier clock counts as the first.
+        let late = us.saturating_sub(first) / 1000;
+        a.late
+            .get_or_init(|| (0..BUCKETS).map(|_| AtomicU16::new(0)).collect())[bucket(late)]
+        .fetch_add(1, Relaxed);
+        a.readers.fetch_add(1, Relaxed);
     }
 }
 
@@ -70,30 +124,147 @@ struct Read {
     out_of_order: usize,
 }
 
-/// Reads one live stream until `stop`.
+/// A live stream read by hand: the response's head parsed with `httparse`, its chunked body
+/// undone, and only each frame's `id` read (the first reader also reads which hold and event
+/// each position is, for everyone). Ten thousand readers share two cores with the server, so
+/// what each costs per event is kept to finding a few lines in the bytes.
+struct Lean {
+    tcp: tokio::net::TcpStream,
+    /// Bytes read and not yet undone from the chunked encoding.
+    raw: Vec<u8>,
+    chunk: Chunked,
+    /// The stream's text not yet cut into frames.
+    text: Vec<u8>,
+}
+
+/// Where the chunked decoding is.
+#[derive(Clone, Copy)]
+enum Chunked {
+    /// Reading a chunk's size (hex), so far.
+    Size(usize),
+    /// After the size: an extension, to the end of the line.
+    Extension(usize),
+    /// The size line's `\n`.
+    SizeEnd(usize),
+    /// Bytes of the chunk still to come.
+    Data(usize),
+    /// The `\r\n` after a chunk's data.
+    DataEnd,
+}
+
+impl Lean {
+    async fn open(addr: std::net::SocketAddr, token: &str) -> anyhow::Result<Lean> {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+        let request = format!(
+            "GET /api/v1/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        );
+        tcp.write_all(request.as_bytes()).await?;
+        let mut raw = Vec::with_capacity(4096);
+        loop {
+            if tcp.read_buf(&mut raw).await? == 0 {
+                bail!("the server closed a stream before answering");
+            }
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut response = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head) = response.parse(&raw)? {
+                anyhow::ensure!(
+                    response.code == Some(200),
+                    "a stream was refused: {:?}",
+                    response.code
+                );
+                anyhow::ensure!(
+                    response.headers.iter().any(|h| {
+                        h.name.eq_ignore_ascii_case("transfer-encoding")
+                            && h.value.eq_ignore_ascii_case(b"chunked")
+                    }),
+                    "a stream whose body is not chunked"
+                );
+                raw.drain(..head);
+                return Ok(Lean {
+                    tcp,
+                    raw,
+                    chunk: Chunked::Size(0),
+                    text: Vec::with_capacity(4096),
+                });
+            }
+        }
+    }
+
+    /// Moves what `raw` holds of the body into `text`; `false` once the body has ended.
+    fn dechunk(&mut self) -> anyhow::Result<bool> {
+        let mut i = 0;
+        while i < self.raw.len() {
+            let b = self.raw[i];
+            self.chunk = match self.chunk {
+                Chunked::Size(n) => match b {
+                    b'\r' => Chunked::SizeEnd(n),
+                    b';' => Chunked::Extension(n),
+                    _ => {
+                        let d = (b as char).to_digit(16).context("a bad chunk size")?;
+                        Chunked::Size(n * 16 + d as usize)
+                    }
+                },
+                Chunked::Extension(n) if b == b'\r' => Chunked::SizeEnd(n),
+                Chunked::Extension(n) => Chunked::Extension(n),
+                Chunked::SizeEnd(0) => return Ok(false),
+                Chunked::SizeEnd(n) => Chunked::Data(n),
+                Chunked::Data(n) => {
+                    let take = n.min(self.raw.len() - i);
+                    self.text.extend_from_slice(&self.raw[i..i + take]);
+                    i += take;
+                    self.chunk = if take == n {
+                        Chunked::DataEnd
+                    } else {
+                        Chunked::Data(n - take)
+                    };
+                    continue;
+                }
+                Chunked::DataEnd if b == b'\n' => Chunked::Size(0),
+                Chunked::DataEnd => Chunked::DataEnd,
+            };
+            i += 1;
+        }
+        self.raw.clear();
+        Ok(true)
+    }
+}
+
+/// The value of the line `field: value` in an SSE frame, if it has one.
+fn field<'a>(frame: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    frame
+        .split(|b| *b == b'\n')
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(b": "))
+}
+
+/// Streams opened at once.
+const OPENING: usize = 100;
+
+/// Reads one live stream until `stop`. The first reader (`keys`) also tells which hold and
+/// event each position is.
 async fn read(
-    mut stream: reqwest::Response,
-    deliveries: Deliveries,
+    mut stream: Lean,
+    arrivals: Arc<Arrivals>,
+    keys: Option<Arc<Mutex<HashMap<u64, EventKey>>>>,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Read> {
-    let mut frames = SseDecoder::default();
     let mut last: Option<u64> = None;
     let mut read = Read {
         events: 0,
         out_of_order: 0,
     };
     loop {
-        let chunk = tokio::select! {
-            _ = stop.changed() => return Ok(read),
-            chunk = stream.chunk() => chunk?,
-        };
-        let Some(chunk) = chunk else {
+        if !stream.dechunk()? {
             bail!("a live stream ended");
-        };
+        }
         let at = Instant::now();
-        frames.push(&chunk);
-        while let Some(frame) = frames.next_frame() {
-            let Some(seq) = frame.id.as_deref().and_then(|id| id.parse::<u64>().ok()) else {
+        let mut from = 0;
+        while let Some(end) = stream.text[from..].windows(2).position(|w| w == b"\n\n") {
+            let frame = &stream.text[from..from + end + 1];
+            from += end + 2;
+            let Some(seq) = field(frame, b"id")
+                .and_then(|id| std::str::from_utf8(id).ok())
+                .and_then(|id| id.parse::<u64>().ok())
+            else {
                 continue;
             };
             if last.is_some_and(|l| seq != l + 1) {
@@ -101,9 +272,23 @@ async fn read(
             }
             last = Some(seq);
             read.events += 1;
-            if let Some(hold) = serde_json::from_str::<AboutHold>(&frame.data)?.hold {
-                deliveries.got(hold, frame.event, at);
+            arrivals.got(seq, at);
+            if let Some(keys) = &keys {
+                let event = field(frame, b"event").unwrap_or_default();
+                let data = field(frame, b"data").unwrap_or_default();
+                if let Some(hold) = serde_json::from_slice::<AboutHold>(data)?.hold {
+                    let event = String::from_utf8_lossy(event).into_owned();
+                    keys.lock().insert(seq, (hold, event));
+                }
             }
+        }
+        stream.text.drain(..from);
+        let n = tokio::select! {
+            _ = stop.changed() => return Ok(read),
+            n = stream.tcp.read_buf(&mut stream.raw) => n?,
+        };
+        if n == 0 {
+            bail!("a live stream ended");
         }
     }
 }
@@ -203,11 +388,13 @@ pub async fn run(
     );
     let data = dir.path().join("data");
     let config = dir.path().join("holdpoint.toml");
-    let room = o.subscribers + 16;
+    let room = o.subscribers + 64;
+    // Every stream is one credential's request: opened by the thousand, they are no burst of
+    // one client's.
     std::fs::write(
         &config,
         format!(
-            "[server]\nsend_timeout = \"{}s\"\n[limits]\nstreams = {room}\nstreams_per_token = {room}\n[log]\nlevel = \"warn\"\n",
+            "[server]\nsend_timeout = \"{}s\"\n[limits]\nconnections = {room}\nconnections_per_address = {room}\nstreams = {room}\nstreams_per_token = {room}\nrequests_per_second = 1000000\nrequest_burst = 1000000\n[log]\nlevel = \"warn\"\n",
             o.send_timeout
         ),
     )?;
@@ -234,26 +421,31 @@ pub async fn run(
         .context("the server's address")?;
     let (rss0, anon0, fds0) = process(pid);
 
-    let deliveries = Deliveries::default();
     let (stop, stopped) = watch::channel(false);
     let opening = Instant::now();
+    // Positions for every event of the run at the asked rate, and the few before it.
+    let positions = (o.rate * o.seconds * 2.0 * 1.5) as usize + 1_000;
+    let arrivals = Arc::new(Arrivals::new(opening, positions));
+    let keys = Arc::new(Mutex::new(HashMap::new()));
+    // Opened a batch at a time, each stream answered before the batch is done, so that the
+    // server's accept queue is never asked to hold thousands of connections at once.
     let mut tasks = Vec::with_capacity(readers);
-    for _ in 0..readers {
-        let response = http
-            .get(format!("{}/api/v1/events", reader.base))
-            .bearer_auth(&reader.token)
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status() == 200,
-            "a stream was refused: {}",
-            response.status()
-        );
-        tasks.push(tokio::spawn(read(
-            response,
-            deliveries.clone(),
-            stopped.clone(),
-        )));
+    while tasks.len() < readers {
+        let mut opened = tokio::task::JoinSet::new();
+        for _ in 0..OPENING.min(readers - tasks.len()) {
+            let token = reader.token.clone();
+            opened.spawn(async move { Lean::open(addr, &token).await });
+        }
+        while let Some(stream) = opened.join_next().await {
+            let stream = stream??;
+            let keys = tasks.is_empty().then(|| keys.clone());
+            tasks.push(tokio::spawn(read(
+                stream,
+                arrivals.clone(),
+                keys,
+                stopped.clone(),
+            )));
+        }
     }
     let mut stalls = Vec::with_capacity(o.stalled);
     for _ in 0..o.stalled {
@@ -335,7 +527,19 @@ pub async fn run(
     let elapsed = start.elapsed().as_secs_f64();
     // Every reader has every event, or 60 s have passed.
     let settle = Instant::now();
-    while deliveries.complete(readers) < sent.len() && settle.elapsed() < Duration::from_secs(60) {
+    let everyone = |sent: &HashMap<EventKey, Instant>| {
+        let keys = keys.lock();
+        keys.iter()
+            .filter(|(seq, key)| {
+                sent.contains_key(*key)
+                    && arrivals
+                        .events
+                        .get(**seq as usize)
+                        .is_some_and(|a| a.readers.load(Relaxed) as usize == readers)
+            })
+            .count()
+    };
+    while everyone(&sent) < sent.len() && settle.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let _ = stop.send(true);
@@ -354,27 +558,56 @@ pub async fn run(
             Err(_) => failed += 1,
         }
     }
-    let map = deliveries.0.lock().clone();
-    let latencies: Vec<Duration> = sent
-        .iter()
-        .filter_map(|(key, at)| {
-            map.get(key)
-                .map(|(_, last)| last.saturating_duration_since(*at))
-        })
-        .collect();
-    let everyone = sent
-        .keys()
-        .filter(|k| map.get(*k).is_some_and(|(n, _)| *n == readers))
-        .count();
-    let lat = Latencies::new(latencies);
+    // Delivery of each (event, reader) pair, from the request that made the event: the
+    // event's first arrival after the request, plus how much later each reader's copy came.
+    let keys = keys.lock().clone();
+    let mut pairs = vec![0u64; BUCKETS];
+    let mut slowest = Vec::new();
+    let to = |us: u64| arrivals.start + Duration::from_micros(us);
+    for (seq, key) in &keys {
+        let (Some(sent_at), Some(a)) = (sent.get(key), arrivals.events.get(*seq as usize)) else {
+            continue;
+        };
+        let first = to(a.first.load(Relaxed)).saturating_duration_since(*sent_at);
+        slowest.push(to(a.last.load(Relaxed)).saturating_duration_since(*sent_at));
+        if let Some(late) = a.late.get() {
+            for (b, n) in late.iter().enumerate() {
+                let n = u64::from(n.load(Relaxed));
+                if n > 0 {
+                    let ms = first.as_secs_f64() * 1000.0 + bucket_ms(b);
+                    pairs[bucket(ms.max(0.0) as u64)] += n;
+                }
+            }
+        }
+    }
+    let all = everyone(&sent);
+    let lat = Latencies::new(slowest);
     println!(
         "  {raised} holds raised and decided in {elapsed:.0} s ({:.1}/s): {} events",
         raised as f64 / elapsed,
         sent.len()
     );
     println!(
-        "  every reader got every event: {everyone} of {} events reached all {readers}; {complete_readers} of {readers} readers got them all, {out_of_order} out of order, {failed} streams broke",
+        "  every reader got every event: {all} of {} events reached all {readers}; {complete_readers} of {readers} readers got them all, {out_of_order} out of order, {failed} streams broke",
         sent.len()
+    );
+    let total: u64 = pairs.iter().sum();
+    let pair = |p: f64| {
+        let want = (total as f64 * p / 100.0).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in pairs.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return format!("{:.0} ms", bucket_ms(b));
+            }
+        }
+        "-".to_owned()
+    };
+    println!(
+        "  delivery to each reader (request sent → that reader has it, over {total} event-reader pairs, to the ms): p50 {}   p99 {}   max {}",
+        pair(50.0),
+        pair(99.0),
+        pair(100.0)
     );
     println!(
         "  delivery to the slowest reader (request sent → last reader has it): p50 {}   p99 {}   max {}",
@@ -459,6 +692,16 @@ mod tests {
         assert_eq!(slope(&flat), 0.0);
         let rising: Vec<(f64, u64)> = (0..10).map(|t| (t as f64, 100 + 2 * t)).collect();
         assert!((slope(&rising) - 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_bucket_starts_where_its_milliseconds_fall() {
+        for b in 0..BUCKETS {
+            assert_eq!(bucket(bucket_ms(b) as u64), b, "bucket {b}");
+        }
+        assert_eq!(bucket(499), 499);
+        assert_eq!(bucket(509), 500);
+        assert_eq!(bucket(3_600_000), BUCKETS - 1);
     }
 
     #[test]
