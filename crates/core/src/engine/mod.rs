@@ -225,6 +225,8 @@ fn check_reachable(policy: &Policy, channels: &[Arc<dyn HumanChannel>]) -> Resul
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Answered {
     Durable,
+    /// Only for records nothing in memory follows from (allowed calls): the follower's
+    /// application of them is not waited for.
     Written,
 }
 
@@ -379,16 +381,10 @@ impl Engine {
                 self.inner.progress.reached(last).await;
                 Ok((events, synced))
             }
-            Answered::Written => {
-                // The events are published (and so applied) only once durable.
-                let engine = self.clone();
-                let owed = Synced::until(async move {
-                    synced.wait().await?;
-                    engine.inner.progress.reached(last).await;
-                    Ok(())
-                });
-                Ok((events, owed))
-            }
+            // Only calls' records are answered written (`gate_all_written`): nothing in memory
+            // follows from them, so what is owed is the sync alone, not the follower's
+            // application too (a wake-up of another task, on the gateway's path).
+            Answered::Written => Ok((events, synced)),
         }
     }
 }
