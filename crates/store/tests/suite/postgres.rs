@@ -359,24 +359,41 @@ async fn a_catalog_change_on_one_node_is_read_by_another_at_once_though_it_cache
     }
 }
 
+/// A node on a schema of its own with one `deploy` call held (none without PostgreSQL).
+async fn deploy_held() -> Option<(
+    TempSchema,
+    Arc<PgStore>,
+    Engine,
+    Box<holdpoint_protocol::Hold>,
+)> {
+    let schema = TempSchema::new().await?;
+    let store = schema.store().await;
+    let engine = node(&store).await;
+    let GateResult::Held { hold } = call(&engine, "deploy").await else {
+        panic!("deploy was not asked")
+    };
+    Some((schema, store, engine, hold))
+}
+
+/// A plain connection to `schema`, to change it behind the stores' backs.
+async fn connect(schema: &TempSchema) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 /// A conditional write that changes no row fails its transaction, though the `COMMIT` is
 /// sent with it: here a trigger someone put on the table skips the decision's update
 /// silently, after its precondition was checked. The decision fails, nothing of it is
 /// stored (no event without its write), and the chain still verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_changed_nothing_rolls_its_transaction_back() {
-    let Some(schema) = TempSchema::new().await else {
+    let Some((schema, store, engine, hold)) = deploy_held().await else {
         return;
     };
-    let store = schema.store().await;
-    let engine = node(&store).await;
-    let GateResult::Held { hold } = call(&engine, "deploy").await else {
-        panic!("deploy was not asked")
-    };
-    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = connect(&schema).await;
     client
         .batch_execute(
             "CREATE FUNCTION skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
@@ -406,20 +423,12 @@ async fn a_write_that_changed_nothing_rolls_its_transaction_back() {
 /// from the JSON, and a node starting on it counts each open hold against its raiser.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raisers_of_holds_stored_before_migration_3_are_filled_in() {
-    let Some(schema) = TempSchema::new().await else {
+    let Some((schema, store, engine, hold)) = deploy_held().await else {
         return;
-    };
-    let store = schema.store().await;
-    let engine = node(&store).await;
-    let GateResult::Held { hold } = call(&engine, "deploy").await else {
-        panic!("deploy was not asked")
     };
     drop(engine);
     store.close().await;
-    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = connect(&schema).await;
     // The schema as version 2 left it.
     client
         .batch_execute(
