@@ -129,6 +129,16 @@ async fn a_node_that_lost_its_lease_while_its_tool_ran_saves_nothing_and_the_cal
     .await
     .expect(200);
     events.next_of("turn.tool_started").await;
+    // The event comes before the tool's process starts: stopped before, the node would never
+    // start it, and the test would be of another case.
+    let started = &effect;
+    eventually(|| async move {
+        match std::fs::read_to_string(started) {
+            Ok(text) if text.contains("started") => Ok(()),
+            other => Err(format!("the tool has not started: {other:?}")),
+        }
+    })
+    .await;
 
     // The node running the tool stops answering: its lease runs out, and the other node takes
     // the turn over, reporting the call that was running as interrupted.

@@ -195,7 +195,7 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
         let store = store.clone();
         tokio::spawn(async move { store.open_marks(after, MARKS_PAGE).await })
     };
-    let mut open = open::OpenHolds::default();
+    let mut open = open::OpenHolds::loading();
     let mut next = Some(fetch(None));
     while let Some(fetching) = next.take() {
         let page = fetching
@@ -205,10 +205,10 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
             next = page.last().map(|last| fetch(Some(last.position)));
         }
         for mark in &page {
-            open.opened_mark(&mark.item);
+            open.add(&mark.item);
         }
     }
-    Ok(open)
+    Ok(open.done())
 }
 
 fn check_reachable(policy: &Policy, channels: &[Arc<dyn HumanChannel>]) -> Result<(), StartError> {
