@@ -166,16 +166,28 @@ impl OpenHolds {
         let std::collections::hash_map::Entry::Vacant(entry) = self.holds.entry(mark.id) else {
             return;
         };
-        let open = entry.insert(Open {
-            world: self.worlds.add(&mark.world),
-            raiser: self.raisers.add(&mark.requested_by),
-            remind: millis(mark.remind_at),
-            deadline: millis(mark.deadline),
-        });
-        self.timers += open.timers();
+        let open = Self::counted(&mut self.worlds, &mut self.raisers, &mut self.timers, mark);
         if let Some(at) = open.next() {
             self.queue.insert((at, mark.id));
         }
+        entry.insert(open);
+    }
+
+    /// The entry of the open hold `mark` describes, its names and timers counted.
+    fn counted(
+        worlds: &mut Names,
+        raisers: &mut Names,
+        timers: &mut usize,
+        mark: &OpenMark,
+    ) -> Open {
+        let open = Open {
+            world: worlds.add(&mark.world),
+            raiser: raisers.add(&mark.requested_by),
+            remind: millis(mark.remind_at),
+            deadline: millis(mark.deadline),
+        };
+        *timers += open.timers();
+        open
     }
 
     /// Forgets a resolved hold and its timers.
@@ -292,13 +304,7 @@ pub(crate) struct Loading {
 impl Loading {
     pub(crate) fn add(&mut self, mark: &OpenMark) {
         let open = &mut self.open;
-        let entry = Open {
-            world: open.worlds.add(&mark.world),
-            raiser: open.raisers.add(&mark.requested_by),
-            remind: millis(mark.remind_at),
-            deadline: millis(mark.deadline),
-        };
-        open.timers += entry.timers();
+        let entry = OpenHolds::counted(&mut open.worlds, &mut open.raisers, &mut open.timers, mark);
         if let Some(at) = entry.next() {
             self.queue.push((at, mark.id));
         }
