@@ -93,7 +93,45 @@ pub(crate) fn commit_error(e: CommitError) -> EngineError {
     }
 }
 
+/// What an attempt at a request under an idempotency key came to ([`Engine::once`]).
+pub(crate) enum Attempt<T> {
+    /// Committed, with the key's record: the answer.
+    Committed(T),
+    /// Nothing was committed: the answer, unless the key was used before.
+    Uncommitted(T),
+}
+
 impl Engine {
+    /// Answers a request under idempotency key `idem` by attempting it, reading nothing
+    /// first: a first attempt, nearly every request, costs no read of the key. A key used
+    /// before is refused by the commit ([`Conflict::KeyTaken`]), and whenever nothing was
+    /// committed, error or not, the key's record is read then: a repeat is answered as the
+    /// first time was, whatever attempting it again came to (the hold decided meanwhile, the
+    /// caps reached, the policy changed). `replayed` makes the recorded response an answer.
+    pub(crate) async fn once<T, R: DeserializeOwned>(
+        &self,
+        idem: Option<&Idem>,
+        attempt: impl Future<Output = Result<Attempt<T>, EngineError>>,
+        replayed: impl FnOnce(R) -> T,
+    ) -> Result<T, EngineError> {
+        let uncommitted = match attempt.await {
+            Ok(Attempt::Committed(answer)) => return Ok(answer),
+            Ok(Attempt::Uncommitted(answer)) => Ok(answer),
+            Err(e) => Err(e),
+        };
+        match self.replay(idem).await? {
+            Some(r) => Ok(replayed(r)),
+            // The key's record was forgotten between the commit's refusal and this read.
+            None => uncommitted.map_err(|e| {
+                if e.code() == KEY_TAKEN {
+                    EngineError::Busy
+                } else {
+                    e
+                }
+            }),
+        }
+    }
+
     /// The response recorded under an idempotency key, if the key was used before.
     pub(crate) async fn replay<R: DeserializeOwned>(
         &self,
@@ -209,27 +247,23 @@ impl Engine {
         mut f: impl FnMut(&Hold, Timestamp) -> Result<hold::Decided, EngineError>,
     ) -> Result<DecideResult, EngineError> {
         let idem = Idem::new(&self.inner.limits, op, who, key, request)?;
-        if let Some(r) = self.replay(idem.as_ref()).await? {
-            return Ok(r);
-        }
-        let result = self
-            .update(id, scope, idem.as_ref(), |h, now| {
-                let (t, result) = f(h, now)?;
-                let r = DecideResult {
-                    result,
-                    hold: t.hold.clone(),
-                };
-                Ok(Some((t, r)))
-            })
-            .await;
-        match result {
-            Ok(Updated::Applied(_, r)) => Ok(r),
-            Ok(Updated::Unchanged(_)) => Err(EngineError::Busy),
-            Err(e) if e.code() == KEY_TAKEN => {
-                self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy)
+        let attempt = async {
+            let result = self
+                .update(id, scope, idem.as_ref(), |h, now| {
+                    let (t, result) = f(h, now)?;
+                    let r = DecideResult {
+                        result,
+                        hold: t.hold.clone(),
+                    };
+                    Ok(Some((t, r)))
+                })
+                .await?;
+            match result {
+                Updated::Applied(_, r) => Ok(Attempt::Committed(r)),
+                Updated::Unchanged(_) => Err(EngineError::Busy),
             }
-            Err(e) => Err(e),
-        }
+        };
+        self.once(idem.as_ref(), attempt, |r| r).await
     }
 
     /// "Decide all": one approve / deny / deny-and-stop for every approval of a batch, bound
@@ -260,9 +294,18 @@ impl Engine {
             idempotency_key,
             &BatchFingerprint { batch, req: &req },
         )?;
-        if let Some(r) = self.replay(idem.as_ref()).await? {
-            return Ok(r);
-        }
+        let attempt = self.decide_batch_once(batch, &req, scope, who, idem.as_ref());
+        self.once(idem.as_ref(), attempt, |r| r).await
+    }
+
+    async fn decide_batch_once(
+        &self,
+        batch: BatchId,
+        req: &DecideBatchRequest,
+        scope: &Scope,
+        who: &Principal,
+        idem: Option<&Idem>,
+    ) -> Result<Attempt<DecideBatchResult>, EngineError> {
         for _ in 0..MAX_ATTEMPTS {
             let holds = self.batch_in_scope(batch, scope).await?;
             // The holds the decision is for: those of the kind that offers it (approvals).
@@ -270,7 +313,7 @@ impl Engine {
                 .iter()
                 .filter(|h| h.kind() == req.decision.kind().hold_kind())
                 .collect();
-            check_seen(&approvals, &req)?;
+            check_seen(&approvals, req)?;
             let now = self.now();
             let mut tx = Transaction::default();
             let mut results = Vec::with_capacity(approvals.len());
@@ -295,17 +338,14 @@ impl Engine {
             }
             let response = DecideBatchResult { holds: results };
             if tx.writes.is_empty() {
-                return Ok(response);
+                return Ok(Attempt::Uncommitted(response));
             }
-            if let Some(idem) = &idem {
+            if let Some(idem) = idem {
                 tx.writes.push(idem.record(&response, now)?);
             }
             match self.commit(tx).await {
-                Ok(_) => return Ok(response),
+                Ok(_) => return Ok(Attempt::Committed(response)),
                 Err(CommitError::Conflict(Conflict::StaleHold(_))) => continue,
-                Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
-                    return self.replay(idem.as_ref()).await?.ok_or(EngineError::Busy);
-                }
                 Err(e) => return Err(commit_error(e)),
             }
         }

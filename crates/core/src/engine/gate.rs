@@ -9,7 +9,7 @@ use holdpoint_protocol::{
     Source,
 };
 
-use super::decide::{Idem, commit_error};
+use super::decide::{Attempt, Idem, commit_error};
 use super::open::PendingLimit;
 use super::{Answered, Engine};
 use crate::audit::EventDraft;
@@ -20,7 +20,7 @@ use crate::hold::{
 };
 use crate::policy::{Action, Call, Policy};
 use crate::roles;
-use crate::store::{CommitError, Conflict, PreparedEvent, Synced, Transaction, Write};
+use crate::store::{PreparedEvent, Synced, Transaction, Write};
 
 /// What decides a call: the strictest rule, except that a grant allows what a rule would ask.
 struct CallDecision {
@@ -205,7 +205,6 @@ impl Engine {
         asking: AgentAsking<'_>,
         answered: Answered,
     ) -> Result<(GateResponse, Synced), EngineError> {
-        let because = asking.because;
         let limits = &self.inner.limits;
         check_name("world", &req.world, limits.name)?;
         for (field, value) in [("chat", &req.chat), ("agent", &req.agent)] {
@@ -230,10 +229,23 @@ impl Engine {
             .into());
         }
         let idem = Idem::new(limits, "gate", who, req.idempotency_key.as_deref(), &req)?;
-        if let Some(r) = self.replay(idem.as_ref()).await? {
-            return Ok((r, Synced::done()));
-        }
+        let attempt = self.gate_once(who, &req, all_or_nothing, asking, answered, idem.as_ref());
+        self.once(idem.as_ref(), attempt, |r| (r, Synced::done()))
+            .await
+    }
 
+    /// One attempt at [`Engine::gate_items`]'s request, its key's record committed with it.
+    async fn gate_once(
+        &self,
+        who: &Principal,
+        req: &GateRequest,
+        all_or_nothing: bool,
+        asking: AgentAsking<'_>,
+        answered: Answered,
+        idem: Option<&Idem>,
+    ) -> Result<Attempt<(GateResponse, Synced)>, EngineError> {
+        let because = asking.because;
+        let limits = &self.inner.limits;
         // Grants are consulted in memory: first bring them up to what other nodes committed
         // (a grant revoked there must not allow a call here).
         if req.items.iter().any(|i| hold::consults_grants(i.kind())) {
@@ -294,12 +306,12 @@ impl Engine {
             results,
         };
         if tx.events.is_empty() {
-            return Ok((response, Synced::done()));
+            return Ok(Attempt::Uncommitted((response, Synced::done())));
         }
         if all_or_nothing {
             self.admit(who, &req.world, &response)?;
         }
-        if let Some(idem) = &idem {
+        if let Some(idem) = idem {
             tx.writes.push(idem.record(&response, now)?);
         }
         // Only allowed calls are answered before they are durable: a denial is final, and a
@@ -316,19 +328,15 @@ impl Engine {
             _ => Answered::Durable,
         };
         match self.commit_as(tx, answered).await {
-            Ok((_, synced)) => Ok((response, synced)),
-            Err(CommitError::Conflict(Conflict::KeyTaken(_))) => {
-                let replayed = self.replay(idem.as_ref()).await?;
-                Ok((replayed.ok_or(EngineError::Busy)?, Synced::done()))
-            }
+            Ok((_, synced)) => Ok(Attempt::Committed((response, synced))),
             Err(e) => Err(commit_error(e)),
         }
     }
 
-    /// Refuses a raise that would leave more holds open than the caps allow. Counted after
-    /// an idempotent replay (a retry of a raise that was answered is answered again, whatever
-    /// is open now) and before anything is written, so a refused raise leaves nothing behind.
-    /// Raises in flight at once are not counted against each other, so each cap can be passed
+    /// Refuses a raise that would leave more holds open than the caps allow. A retry of a
+    /// raise that was answered is answered again, whatever is open now (a refusal here is
+    /// followed by a read of its key, [`Engine::once`]). Nothing is written before the count,
+    /// so a refused raise leaves nothing behind. Raises in flight at once are not counted against each other, so each cap can be passed
     /// by the holds of the raises being committed at that moment.
     fn admit(
         &self,

@@ -222,6 +222,51 @@ async fn the_same_idempotency_key_raises_one_hold() {
 }
 
 #[tokio::test]
+async fn a_retried_call_is_answered_as_the_first_time_though_the_policy_changed_since() {
+    // No key is read before a first attempt: a retry is attempted too, and only its commit
+    // finds the key taken. What the retry came to (denied now) must not be its answer.
+    let t = TestEngine::new(Policy::from_toml(POLICY).unwrap()).await;
+    let mut req = gate("w", None, vec![approval("read_file", json!({"path": "a"}))]);
+    req.idempotency_key = Some("read-1".into());
+    let first = t.engine.gate_all(&agent("bot"), req.clone()).await.unwrap();
+    assert!(matches!(first.results[..], [GateResult::Allowed { .. }]));
+    let deny_all = "[[rules]]\nname = \"no\"\ntools = [\"*\"]\naction = \"deny\"\n";
+    t.engine
+        .set_policy(Policy::from_toml(deny_all).unwrap())
+        .unwrap();
+    let again = t.engine.gate_all(&agent("bot"), req.clone()).await.unwrap();
+    assert_eq!(again, first);
+    let calls = t
+        .engine
+        .store()
+        .events(0, &Default::default(), 100)
+        .await
+        .unwrap()
+        .events
+        .into_iter()
+        .filter(|e| matches!(e.payload, EventPayload::CallAllowed { .. }))
+        .count();
+    assert_eq!(calls, 1, "the retried call was recorded once");
+}
+
+#[tokio::test]
+async fn racing_retries_of_one_request_raise_one_hold_and_get_one_answer() {
+    let t = TestEngine::new(Policy::default()).await;
+    let req = keyed_question();
+    let mut tries = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (engine, req) = (t.engine.clone(), req.clone());
+        tries.spawn(async move { engine.gate(&agent("bot"), req).await.unwrap() });
+    }
+    let answers = tries.join_all().await;
+    for answer in &answers {
+        assert_eq!(answer, &answers[0]);
+    }
+    let page = t.engine.holds(&Default::default()).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+}
+
+#[tokio::test]
 async fn a_forgotten_key_raises_anew_and_a_backlog_is_forgotten_in_pages() {
     use holdpoint_core::store::{Transaction, Write};
     let t = TestEngine::new(Policy::default()).await;
