@@ -8,12 +8,13 @@ use holdpoint_protocol::sse::SseDecoder;
 use holdpoint_protocol::{
     ActivePolicy, Agent, AgentChanges, ApplyDefault, AuditReport, BatchId, Chat, ChatChanges,
     CreatedToken, CreatedWebhook, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
-    DeliveriesPage, ErrorBody, Event, EventsPage, EventsParams, ExplainRequest, Explanation,
-    GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams, MessagesPage,
-    NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams, PolicyReloaded,
-    ReplayReport, ReplayRequest, SendMessage, SessionInfo, SetPolicy, StreamParams, SuggestedRule,
-    TokenId, TokenInfo, Turn, TurnId, TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook,
-    WebhookId, Withdraw, World, WorldChanges, WorldPolicy, WorldPolicyState,
+    DeliveriesPage, ErrorBody, ErrorDetail, Event, EventsPage, EventsParams, ExplainRequest,
+    Explanation, GateResponse, Grant, GrantId, Health, Hold, HoldDetail, HoldId, HoldsParams,
+    MessagesPage, NewAgent, NewChat, NewHolds, NewToken, NewWebhook, NewWorld, Page, PageParams,
+    PolicyReloaded, RAISE_LINES, RaiseSynced, ReplayReport, ReplayRequest, SendMessage,
+    SessionInfo, SetPolicy, StreamParams, SuggestedRule, TokenId, TokenInfo, Turn, TurnId,
+    TurnStarted, UpstreamConfig, WaitParams, WaitResult, Webhook, WebhookId, Withdraw, World,
+    WorldChanges, WorldPolicy, WorldPolicyState,
 };
 use reqwest::{Method, RequestBuilder};
 use serde::Serialize;
@@ -28,6 +29,77 @@ pub struct Client {
     token: String,
     /// The client a person decides through, sent as `Holdpoint-Via`.
     via: Option<String>,
+}
+
+/// The rest of a raise answered before its record was durable ([`Client::raise_written`]).
+#[must_use = "a raise answered written is durable only once its last line says so"]
+pub struct Syncing(Option<Lines>);
+
+impl Syncing {
+    /// Waits for the server to say the raise's record is durable; an error when it says it
+    /// could not be made so, or when the answer breaks off first (it may then be either).
+    pub async fn wait(self) -> Result<(), ClientError> {
+        let Some(mut lines) = self.0 else {
+            return Ok(());
+        };
+        let last = lines.next().await?;
+        let synced: RaiseSynced =
+            serde_json::from_slice(&last).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        match (synced.synced, synced.error) {
+            (true, _) => Ok(()),
+            (false, error) => {
+                let error = error.unwrap_or_else(|| ErrorDetail {
+                    code: "internal".into(),
+                    message: "the record could not be made durable".into(),
+                    details: None,
+                });
+                Err(ClientError::Api {
+                    status: 500,
+                    code: error.code,
+                    message: error.message,
+                    details: error.details.unwrap_or(Value::Null),
+                })
+            }
+        }
+    }
+}
+
+/// A body of JSON lines, read a line at a time.
+struct Lines {
+    response: reqwest::Response,
+    buffered: Vec<u8>,
+    url: String,
+}
+
+/// The longest line read: far more than a raise's answer of its most items.
+const LINE_MAX: usize = 64 << 20;
+
+impl Lines {
+    async fn next(&mut self) -> Result<Vec<u8>, ClientError> {
+        loop {
+            if let Some(end) = self.buffered.iter().position(|b| *b == b'\n') {
+                let rest = self.buffered.split_off(end + 1);
+                let mut line = std::mem::replace(&mut self.buffered, rest);
+                line.pop();
+                return Ok(line);
+            }
+            if self.buffered.len() > LINE_MAX {
+                return Err(ClientError::Protocol(format!(
+                    "a line of the answer is longer than {LINE_MAX} bytes"
+                )));
+            }
+            let broken = |cause: String| ClientError::Unreachable {
+                url: self.url.clone(),
+                cause,
+                connected: true,
+            };
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.buffered.extend_from_slice(&chunk),
+                Ok(None) => return Err(broken("the answer ended before its last line".into())),
+                Err(e) => return Err(broken(root_cause(&e))),
+            }
+        }
+    }
 }
 
 /// Why a request failed.
@@ -236,6 +308,14 @@ impl Client {
 
     async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
         let response = request.send().await.map_err(|e| self.unreachable(&e))?;
+        self.answer(response).await
+    }
+
+    /// A response's body as `T`, or the error it says.
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<T, ClientError> {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| self.unreachable(&e))?;
         if !status.is_success() {
@@ -457,6 +537,46 @@ impl Client {
     ) -> Result<GateResponse, ClientError> {
         let path = path::in_world(world, "holds", None);
         self.with_body(Method::POST, &path, new, key).await
+    }
+
+    /// Like [`Client::raise`], but answered as soon as the record of calls allowed at once is
+    /// written where a crash of the server's process cannot lose it, before it is durable
+    /// ([`RAISE_LINES`]): the [`Syncing`] returned reads the rest of the answer, which comes
+    /// once it is. A server that answers in one piece owes nothing.
+    pub async fn raise_written(
+        &self,
+        world: &str,
+        new: &NewHolds,
+        key: Option<&str>,
+    ) -> Result<(GateResponse, Syncing), ClientError> {
+        let path = path::in_world(world, "holds", None);
+        let mut request = self
+            .request(Method::POST, &path)
+            .json(new)
+            .header(reqwest::header::ACCEPT, RAISE_LINES);
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        let response = request.send().await.map_err(|e| self.unreachable(&e))?;
+        let in_lines = response.status().is_success()
+            && response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|t| t.to_str().ok())
+                .is_some_and(|t| t.starts_with(RAISE_LINES));
+        if !in_lines {
+            let answer = self.answer(response).await?;
+            return Ok((answer, Syncing(None)));
+        }
+        let mut lines = Lines {
+            response,
+            buffered: Vec::new(),
+            url: self.base.clone(),
+        };
+        let first = lines.next().await?;
+        let answer =
+            serde_json::from_slice(&first).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        Ok((answer, Syncing(Some(lines))))
     }
 
     /// One page of holds; its `next` is the `cursor` of the page after it.

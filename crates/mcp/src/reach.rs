@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use holdpoint_client::{Client, ClientError};
-use holdpoint_core::store::Synced;
+use holdpoint_core::store::{StoreError, Synced};
 use holdpoint_protocol::{GateResponse, HoldId, NewHolds, WaitParams, WaitResult, Withdraw};
 
 /// What the gateway asks of Holdpoint, as one agent.
@@ -27,7 +27,7 @@ pub trait Holdpoint: Send + Sync {
     /// Like [`Holdpoint::raise`], but an allowed call may be answered once its record is
     /// written (it survives a crash of Holdpoint's process), before it is durable: the call
     /// may be forwarded then, and its result returned once [`Synced`] resolves. Holdpoint in
-    /// this process does that; over HTTP the answer comes durable, with nothing owed.
+    /// this process does that, and so does a server over HTTP (its answer in two lines).
     async fn raise_written(
         &self,
         world: &str,
@@ -122,6 +122,20 @@ fn passing(what: String, e: &ClientError) -> HoldpointError {
     }
 }
 
+/// Why raising a hold in `world` failed.
+fn raise_refused(world: &str, e: &ClientError) -> HoldpointError {
+    let what = format!("raising a hold in world {world:?}");
+    match e {
+        ClientError::Api {
+            status: status @ 422,
+            message,
+            details,
+            ..
+        } => HoldpointError::refused_raise(what, *status, details["field"].as_str(), message),
+        _ => passing(what, e),
+    }
+}
+
 /// Over the HTTP API, as the agent whose token the client carries.
 #[async_trait]
 impl Holdpoint for Client {
@@ -131,20 +145,28 @@ impl Holdpoint for Client {
         new: NewHolds,
         key: &str,
     ) -> Result<GateResponse, HoldpointError> {
-        let what = format!("raising a hold in world {world:?}");
         Client::raise(self, world, &new, Some(key))
             .await
-            .map_err(|e| match &e {
-                ClientError::Api {
-                    status: status @ 422,
-                    message,
-                    details,
-                    ..
-                } => {
-                    HoldpointError::refused_raise(what, *status, details["field"].as_str(), message)
-                }
-                _ => passing(what, &e),
-            })
+            .map_err(|e| raise_refused(world, &e))
+    }
+
+    /// The answer comes in two lines: the gate's once written, then whether it was synced.
+    async fn raise_written(
+        &self,
+        world: &str,
+        new: NewHolds,
+        key: &str,
+    ) -> Result<(GateResponse, Synced), HoldpointError> {
+        let (response, syncing) = Client::raise_written(self, world, &new, Some(key))
+            .await
+            .map_err(|e| raise_refused(world, &e))?;
+        let synced = Synced::until(async move {
+            syncing
+                .wait()
+                .await
+                .map_err(|e| StoreError::new(format!("making the call's record durable: {e}")))
+        });
+        Ok((response, synced))
     }
 
     async fn wait(&self, id: HoldId, timeout: Duration) -> Result<WaitResult, HoldpointError> {

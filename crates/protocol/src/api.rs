@@ -168,6 +168,24 @@ pub struct NewHolds {
     pub items: Vec<HoldRequest>,
 }
 
+/// The media type of a raise answered in two lines (`Accept: application/x-ndjson`): first its
+/// [`GateResponse`](crate::GateResponse), then its [`RaiseSynced`].
+pub const RAISE_LINES: &str = "application/x-ndjson";
+
+/// The last line of a raise answered in two lines ([`RAISE_LINES`]). The first, the raise's
+/// `GateResponse`, comes as soon as the record of calls allowed at once is written where a
+/// crash of Holdpoint's process cannot lose it, before it is durable against a crash of the
+/// machine; this line comes once it is. A client may forward an allowed call meanwhile, and
+/// should answer its own caller only after this line (Holdpoint's MCP gateway does).
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RaiseSynced {
+    /// True once the record is durable. False when it could not be made durable: the record
+    /// may be lost, and the server refuses further writes; `error` says why.
+    pub synced: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
 /// The result of waiting on a hold.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WaitResult {

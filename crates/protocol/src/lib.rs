@@ -28,9 +28,9 @@ pub use api::{
     ActivePolicy, ApplyDefault, ArgCondition, AskInfo, AuditMismatch, AuditReport, ChatMessage,
     CommandCondition, CreatedToken, CreatedWebhook, DeliveriesPage, DeliveryStatus, ErrorBody,
     ErrorDetail, EventsPage, ExplainRequest, Explanation, Health, HoldDetail, HoldFile,
-    MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, PolicyRule, RuleAsk, SendMessage,
-    SessionInfo, TokenInfo, TurnStarted, WaitResult, Webhook, WebhookDelivery, Withdraw,
-    error_chain,
+    MatchedRule, MessagesPage, NewHolds, NewToken, NewWebhook, PolicyRule, RAISE_LINES,
+    RaiseSynced, RuleAsk, SendMessage, SessionInfo, TokenInfo, TurnStarted, WaitResult, Webhook,
+    WebhookDelivery, Withdraw, error_chain,
 };
 pub use decision::{
     ApproveScope, DecideBatchRequest, DecideBatchResult, DecideOutcome, DecideResult, Decision,

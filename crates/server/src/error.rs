@@ -109,6 +109,16 @@ impl ApiError {
     pub fn unauthorized(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
+
+    /// What the error body says, without its status.
+    pub fn detail(self) -> ErrorDetail {
+        ErrorDetail {
+            code: self.code,
+            message: self.message,
+            // Always an object, so clients can read `details.field` without a check.
+            details: Some(self.details.unwrap_or_else(|| json!({}))),
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -116,23 +126,18 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::warn!(code = %self.code, message = %self.message, "request failed");
         }
-        let retry_after = self.retry_after;
+        let (status, retry_after) = (self.status, self.retry_after);
         let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.message,
-                // Always an object, so clients can read `details.field` without a check.
-                details: Some(self.details.unwrap_or_else(|| json!({}))),
-            },
+            error: self.detail(),
         };
-        let mut response = (self.status, axum::Json(body)).into_response();
+        let mut response = (status, axum::Json(body)).into_response();
         if let Some(seconds) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(seconds),
             );
         }
-        if self.status == StatusCode::UNAUTHORIZED {
+        if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 "www-authenticate",
                 axum::http::HeaderValue::from_static("Bearer"),

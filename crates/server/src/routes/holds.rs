@@ -2,14 +2,22 @@
 
 use std::time::Duration;
 
+use std::convert::Infallible;
+use std::future::ready;
+
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::{StreamExt, stream};
+use holdpoint_core::EngineError;
 use holdpoint_core::hold::ReadFields;
 use holdpoint_protocol::{
     ApplyDefault, BatchId, DecideBatchRequest, DecideBatchResult, DecideResult, Decision,
     ErrorBody, GateResponse, GateResult, Hold, HoldCounts, HoldDetail, HoldFile, HoldId,
-    HoldRequest, HoldsParams, NewHolds, Page, Principal, WaitParams, WaitResult, Withdraw,
+    HoldRequest, HoldsParams, NewHolds, Page, Principal, RAISE_LINES, RaiseSynced, WaitParams,
+    WaitResult, Withdraw,
 };
 use serde::de::DeserializeOwned;
 
@@ -207,9 +215,17 @@ pub async fn wait(
 /// malformed item raises nothing at all (422 naming it). Repeating a request with the same
 /// `Idempotency-Key` raises nothing new and answers as the first time (keys are remembered for
 /// `server.idempotency_retention`, 7 days by default).
+///
+/// With `Accept: application/x-ndjson` the answer comes in two lines: the `GateResponse`,
+/// as soon as the record of calls allowed at once is written (a crash of the server's process
+/// cannot lose it), then a `RaiseSynced` once that record is durable (synced to disk). A
+/// client may run an allowed call meanwhile, overlapping the sync with its work, and answer
+/// its own caller after the second line (`holdpoint mcp --server` does). Anything else is
+/// durable before the first line, and the second follows at once.
 #[utoipa::path(post, path = "/api/v1/worlds/{world}/holds", tag = "holds", request_body = NewHolds,
     params(("world" = String, Path), ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 200, pattern = "^[\\u0020-\\u007e]*[\\u0021-\\u007e][\\u0020-\\u007e]*$", description = "1 to 200 visible ASCII characters (and spaces): the same key with the same request returns the first answer")),
-    responses((status = 201, description = "Holds were raised", body = GateResponse), (status = 200, description = "Nothing needed asking", body = GateResponse),
+    responses((status = 201, description = "Holds were raised. As `application/x-ndjson` (when accepted): two lines, a `GateResponse` then a `RaiseSynced` (#/components/schemas/RaiseSynced)", content((GateResponse = "application/json"), (String = "application/x-ndjson"))),
+        (status = 200, description = "Nothing needed asking. As `application/x-ndjson` (when accepted): two lines, a `GateResponse` then a `RaiseSynced` (#/components/schemas/RaiseSynced)", content((GateResponse = "application/json"), (String = "application/x-ndjson"))),
         (status = 422, body = ErrorBody),
         (status = 429, description = "The world has limits.pending_holds_per_world pending holds, or this credential limits.pending_holds_per_token, or would with these (nothing was raised); or too many requests (limits.requests_per_second). Retry-After says when to try again", body = ErrorBody),
         (status = 507, description = "The disk holding the data is short of space (`storage_full`, with Retry-After): nothing is raised, and no call is recorded allowed or denied, until space is freed; holds already raised can still be read, decided, withdrawn and waited on. The message and details (free_bytes, needed_bytes) say how much is free and how much is needed", body = ErrorBody)))]
@@ -219,22 +235,69 @@ pub async fn create(
     Path(world): Path<String>,
     headers: HeaderMap,
     Body(new): Body<serde_json::Value>,
-) -> Result<(StatusCode, Json<GateResponse>), ApiError> {
+) -> Result<Response, ApiError> {
     let new = new_holds(new)?;
     let key = idempotency_key(&headers)?;
-    let response = service::raise(&app, &caller, &world, new, key).await?;
-    let raised = response
+    if !accepts_lines(&headers) {
+        let response = service::raise(&app, &caller, &world, new, key).await?;
+        return Ok((raised_status(&response), Json(response)).into_response());
+    }
+    let (response, synced) = service::raise_written(&app, &caller, &world, new, key).await?;
+    let status = raised_status(&response);
+    let last = async move {
+        let synced = match synced.wait().await {
+            Ok(()) => RaiseSynced {
+                synced: true,
+                error: None,
+            },
+            Err(e) => RaiseSynced {
+                synced: false,
+                error: Some(ApiError::from(EngineError::Store(e)).detail()),
+            },
+        };
+        Ok::<_, Infallible>(json_line(&synced))
+    };
+    let lines = stream::once(ready(Ok(json_line(&response)))).chain(stream::once(last));
+    Ok((
+        status,
+        [(header::CONTENT_TYPE, RAISE_LINES)],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response())
+}
+
+/// 201 when the raise raised a hold, else 200 (policy answered every item).
+fn raised_status(response: &GateResponse) -> StatusCode {
+    if response
         .results
         .iter()
-        .any(|r| matches!(r, GateResult::Held { .. }));
-    Ok((
-        if raised {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        Json(response),
-    ))
+        .any(|r| matches!(r, GateResult::Held { .. }))
+    {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// Whether the client takes a raise's answer in two lines ([`RAISE_LINES`]).
+fn accepts_lines(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            media
+                .split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case(RAISE_LINES))
+        })
+}
+
+fn json_line(value: &impl serde::Serialize) -> Bytes {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// Reads [`NewHolds`]. serde loses the path inside an internally tagged enum, so when the

@@ -235,11 +235,11 @@ impl utoipa::Modify for Security {
     ),
     security(("token" = []), ("session" = [])),
     modifiers(&Security),
-    // Schemas that operations name but do not bring along themselves: the event stream's (its
-    // body is not JSON) and those of query parameters (utoipa collects only bodies').
+    // Schemas that operations name but do not bring along themselves: the event stream's and a
+    // raise's lines' (their bodies are not one JSON value) and those of query parameters (utoipa collects only bodies').
     components(schemas(
         holdpoint_protocol::EventPayload, holdpoint_protocol::Event, holdpoint_protocol::ErrorBody,
-        holdpoint_protocol::HoldKind, holdpoint_protocol::Order,
+        holdpoint_protocol::HoldKind, holdpoint_protocol::Order, holdpoint_protocol::RaiseSynced,
     )),
     tags(
         (name = "holds", description = "Holds: list, decide, wait on, raise and withdraw them"),

@@ -51,6 +51,76 @@ async fn health_answers_without_a_token() {
     ));
 }
 
+#[tokio::test]
+async fn a_raise_answered_in_lines_gives_the_gate_then_its_sync() {
+    use holdpoint_protocol::{GateResult, NewHolds, RaiseSynced};
+    use serde_json::json;
+
+    let t = TestServer::with(
+        "[[rules]]\nname = \"read\"\ntools = [\"read\"]\naction = \"allow\"\n",
+        |_| {},
+    )
+    .await;
+    t.world("lab").await;
+    let token = t.token("bot", "agent", None).await;
+    let agent = t.api.as_token(&token);
+    let lines = |items: serde_json::Value| {
+        agent.send(
+            agent
+                .request(reqwest::Method::POST, "/api/v1/worlds/lab/holds")
+                .header("accept", "application/json;q=0.5, application/x-ndjson")
+                .json(&json!({ "items": items })),
+        )
+    };
+    // An allowed call: its gate first, then its record's sync, as two JSON lines.
+    let allowed = lines(json!([{"kind": "approval", "tool": "read", "arguments": {}}])).await;
+    assert_eq!(allowed.status, 200, "{}", allowed.text);
+    assert_eq!(allowed.headers["content-type"], "application/x-ndjson");
+    let [gate, synced, end] = allowed.text.split('\n').collect::<Vec<_>>()[..] else {
+        panic!("not two lines: {:?}", allowed.text);
+    };
+    let gate: holdpoint_protocol::GateResponse = serde_json::from_str(gate).unwrap();
+    assert!(matches!(gate.results[..], [GateResult::Allowed { .. }]));
+    let synced: RaiseSynced = serde_json::from_str(synced).unwrap();
+    assert_eq!((synced.synced, synced.error, end), (true, None, ""));
+    // A hold: 201, in lines too.
+    let held = lines(json!([{"kind": "approval", "tool": "deploy", "arguments": {}}])).await;
+    assert_eq!(held.status, 201, "{}", held.text);
+    assert_eq!(held.text.lines().count(), 2);
+    // A refusal is one JSON error, as without the header.
+    let refused = lines(json!([])).await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(refused.body["error"]["details"]["field"], "items");
+
+    // The typed client reads the lines, and owes nothing against one JSON answer.
+    let client = Client::new(&t.server.url(), token).unwrap();
+    let new: NewHolds = serde_json::from_value(
+        json!({"items": [{"kind": "approval", "tool": "read", "arguments": {"n": 1}}]}),
+    )
+    .unwrap();
+    let (gate, syncing) = client
+        .raise_written("lab", &new, Some("k-1"))
+        .await
+        .unwrap();
+    assert!(matches!(gate.results[..], [GateResult::Allowed { .. }]));
+    syncing.wait().await.unwrap();
+    let (again, syncing) = client
+        .raise_written("lab", &new, Some("k-1"))
+        .await
+        .unwrap();
+    assert_eq!(again, gate, "a repeat is answered as the first time");
+    syncing.wait().await.unwrap();
+    let err = client
+        .raise_written("nowhere", &new, None)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, holdpoint_client::ClientError::Api { status: 404, .. }),
+        "{err:?}"
+    );
+}
+
 /// Every request the typed client makes, as method and path, recorded by a server that
 /// answers each with 404.
 async fn requests_of_every_client_method() -> Vec<(String, String)> {
@@ -113,6 +183,7 @@ async fn requests_of_every_client_method() -> Vec<(String, String)> {
     let _ = c.turn(w, TurnId::random()).await;
     let _ = c.cancel_turn(w, TurnId::random()).await;
     let _ = c.raise(w, &body(json!({"items": []})), None).await;
+    let _ = c.raise_written(w, &body(json!({"items": []})), None).await;
     let _ = c.holds(&HoldsParams::default()).await;
     let _ = c.all_holds(&HoldsParams::default()).await;
     let _ = c.hold("h").await;
@@ -157,7 +228,7 @@ fn instance_of(path: &str, template: &str) -> bool {
 #[tokio::test]
 async fn every_request_of_the_typed_client_is_an_operation_of_the_served_document() {
     let requests = requests_of_every_client_method().await;
-    assert_eq!(requests.len(), 44, "one request per call: {requests:?}");
+    assert_eq!(requests.len(), 45, "one request per call: {requests:?}");
     let doc = serde_json::to_value(holdpoint_server::openapi()).unwrap();
     let paths = doc["paths"].as_object().unwrap();
     let documented = |method: &str, path: &str| {
