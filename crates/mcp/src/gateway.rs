@@ -137,11 +137,18 @@ impl Gateway {
     {
         let served = ServiceExt::serve(self.clone(), transport).await;
         let result = match served {
-            Ok(service) => service
-                .waiting()
-                .await
-                .map(|_| ())
-                .map_err(|e| GatewayError(e.to_string())),
+            Ok(service) => {
+                // Shutting down ends the service too, as its client leaving would.
+                let ends = service.cancellation_token();
+                let shutdown = self.shutdown.clone();
+                let ending = tokio::spawn(async move {
+                    shutdown.cancelled().await;
+                    ends.cancel();
+                });
+                let waited = service.waiting().await;
+                ending.abort();
+                waited.map(|_| ()).map_err(|e| GatewayError(e.to_string()))
+            }
             Err(e) => Err(GatewayError(e.to_string())),
         };
         self.inner.disconnected.cancel();

@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 
-use rustix::process::Signal;
+pub use rustix::process::Signal;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
@@ -165,9 +165,7 @@ impl Serve {
 
     /// Sends `signal` to the server.
     pub fn signal(&self, signal: Signal) {
-        let id = self.child.id().expect("the server is running") as i32;
-        let pid = rustix::process::Pid::from_raw(id).expect("a process id is positive");
-        rustix::process::kill_process(pid, signal).unwrap();
+        signal_process(self.child.id().expect("the server is running"), signal);
     }
 
     /// SIGKILL: the process dies at once, whatever it was doing.
@@ -184,6 +182,12 @@ impl Serve {
             .expect("the server did not stop in time")
             .unwrap()
     }
+}
+
+/// Sends `signal` to the process `id` (a child of the test's, still running).
+pub fn signal_process(id: u32, signal: Signal) {
+    let pid = rustix::process::Pid::from_raw(id as i32).expect("a process id is positive");
+    rustix::process::kill_process(pid, signal).unwrap();
 }
 
 /// Reads `lines` off their pipe as they come, so the server never blocks writing them.

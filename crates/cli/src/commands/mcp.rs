@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 use holdpoint_client::{Client, ClientError};
 use holdpoint_mcp::{Approver, Gateway, Holds, McpSettings, Upstreams};
+use tokio_util::sync::CancellationToken;
 
 use super::raise::{self, Target};
 use super::runtime_on_one_thread;
@@ -90,7 +91,17 @@ async fn serve(args: McpArgs) -> Result<(), Failure> {
         world,
         args.target.chat().cloned(),
     );
-    let mut gateway = Gateway::new(holds, upstreams);
+    // SIGTERM (which an MCP client sends when closing our input is not enough) or Ctrl-C
+    // stops the gateway as its client leaving would: the holds its calls wait on are
+    // withdrawn, saying so, and its upstreams closed, rather than left to time out.
+    let shutdown = CancellationToken::new();
+    let stop = super::stop_signal();
+    let stopping = shutdown.clone();
+    tokio::spawn(async move {
+        stop.await;
+        stopping.cancel();
+    });
+    let mut gateway = Gateway::new(holds, upstreams).stopped_by(shutdown);
     if let Some(approver) = approver(&connection.client).await? {
         gateway = gateway.with_approver(approver);
     }

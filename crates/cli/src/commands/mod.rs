@@ -135,6 +135,28 @@ pub fn runtime_on_one_thread() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::Check(format!("cannot start: {e}")))
 }
 
+/// Ctrl-C or SIGTERM. Both handlers are installed when this is called, not when the
+/// future is first polled.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = wait(interrupt) => {}
+            () = wait(term) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::number_between;

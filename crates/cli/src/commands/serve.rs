@@ -174,7 +174,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Usage(e.to_string()))?;
         // The handlers are in place before the address is printed: whoever reads it may
         // send SIGTERM or SIGHUP at once, which would otherwise kill the process unasked.
-        let stop = stop_signal();
+        let stop = super::stop_signal();
         let hangups = signal(SignalKind::hangup());
         announce(&server, &data, settings.log.format);
         tokio::select! {
@@ -285,27 +285,6 @@ async fn reload_on_hangup(server: &Server, hangups: std::io::Result<Signal>) {
         }
     }
     std::future::pending().await
-}
-
-/// Ctrl-C or SIGTERM. Both handlers are installed when this is called, not when the
-/// future is first polled.
-fn stop_signal() -> impl std::future::Future<Output = ()> {
-    let term = signal(SignalKind::terminate());
-    let interrupt = signal(SignalKind::interrupt());
-    async move {
-        let wait = |s: std::io::Result<Signal>| async move {
-            match s {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = wait(interrupt) => {}
-            () = wait(term) => {}
-        }
-    }
 }
 
 #[cfg(test)]

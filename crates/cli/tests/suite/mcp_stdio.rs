@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use holdpoint_server::{Server, Settings};
 use holdpoint_test_support::PATIENCE;
 use holdpoint_test_support::http::Api;
+use holdpoint_test_support::serve::{Signal, signal_process};
 use rustix::fs::OFlags;
 use serde_json::{Value, json};
 
@@ -63,13 +64,49 @@ fn initialize(to: &mut impl Write, from: PipeReader) -> PipeReader {
 }
 
 /// Waits for the child's exit, within the tests' patience.
-async fn exits(mut child: std::process::Child) {
+async fn exits(mut child: std::process::Child) -> std::process::ExitStatus {
     let waited = tokio::task::spawn_blocking(move || child.wait());
     tokio::time::timeout(PATIENCE, waited)
         .await
         .expect("holdpoint mcp did not end")
         .unwrap()
+        .unwrap()
+}
+
+/// An MCP client whose server does not end when its input closes sends SIGTERM, and Ctrl-C
+/// at a terminal sends SIGINT. Either way `holdpoint mcp` ends as when its client leaves: the
+/// hold its call waits on is withdrawn at once, saying why (not when the server's grace for
+/// absent waiters runs out), and it exits cleanly.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_to_stop_withdraws_the_waiting_calls_hold_and_ends_the_gateway() {
+    for signal in [Signal::TERM, Signal::INT] {
+        let gw = Gateway::start("").await;
+        let (stdin, mut to_gateway) = std::io::pipe().unwrap();
+        let (from_gateway, stdout) = std::io::pipe().unwrap();
+        let child = gateway(&gw, stdin.into(), stdout.into(), Stdio::inherit());
+        // Kept open: the gateway's input does not end, and its output is read by nobody.
+        let _output = initialize(&mut to_gateway, from_gateway);
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "ask_human",
+            "arguments": {"question": "Ship it?", "options": [{"id": "yes", "label": "Yes"}]}}});
+        writeln!(
+            to_gateway,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
         .unwrap();
+        writeln!(to_gateway, "{call}").unwrap();
+        to_gateway.flush().unwrap();
+        let hold = gw.lab.pending_hold().await;
+        signal_process(child.id(), signal);
+        let status = exits(child).await;
+        assert!(status.success(), "{signal:?}: {status:?}");
+        let withdrawn = gw.resolved(hold["id"].as_str().unwrap()).await;
+        assert_eq!(withdrawn["status"], "canceled", "{withdrawn}");
+        assert_eq!(
+            withdrawn["outcome"]["reason"],
+            "the MCP gateway stopped: Holdpoint shut down while the call waited"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
