@@ -130,6 +130,11 @@ struct Read {
 /// what each costs per event is kept to finding a few lines in the bytes.
 struct Lean {
     tcp: tokio::net::TcpStream,
+    body: Body,
+}
+
+/// A chunked body, undone as its bytes come.
+struct Body {
     /// Bytes read and not yet undone from the chunked encoding.
     raw: Vec<u8>,
     chunk: Chunked,
@@ -180,16 +185,18 @@ impl Lean {
                     "a stream whose body is not chunked"
                 );
                 raw.drain(..head);
-                return Ok(Lean {
-                    tcp,
+                let body = Body {
                     raw,
                     chunk: Chunked::Size(0),
                     text: Vec::with_capacity(4096),
-                });
+                };
+                return Ok(Lean { tcp, body });
             }
         }
     }
+}
 
+impl Body {
     /// Moves what `raw` holds of the body into `text`; `false` once the body has ended.
     fn dechunk(&mut self) -> anyhow::Result<bool> {
         let mut i = 0;
@@ -253,13 +260,16 @@ async fn read(
         out_of_order: 0,
     };
     loop {
-        if !stream.dechunk()? {
+        if !stream.body.dechunk()? {
             bail!("a live stream ended");
         }
         let at = Instant::now();
         let mut from = 0;
-        while let Some(end) = stream.text[from..].windows(2).position(|w| w == b"\n\n") {
-            let frame = &stream.text[from..from + end + 1];
+        while let Some(end) = stream.body.text[from..]
+            .windows(2)
+            .position(|w| w == b"\n\n")
+        {
+            let frame = &stream.body.text[from..from + end + 1];
             from += end + 2;
             let Some(seq) = field(frame, b"id")
                 .and_then(|id| std::str::from_utf8(id).ok())
@@ -282,10 +292,10 @@ async fn read(
                 }
             }
         }
-        stream.text.drain(..from);
+        stream.body.text.drain(..from);
         let n = tokio::select! {
             _ = stop.changed() => return Ok(read),
-            n = stream.tcp.read_buf(&mut stream.raw) => n?,
+            n = stream.tcp.read_buf(&mut stream.body.raw) => n?,
         };
         if n == 0 {
             bail!("a live stream ended");
@@ -702,6 +712,37 @@ mod tests {
         assert_eq!(bucket(499), 499);
         assert_eq!(bucket(509), 500);
         assert_eq!(bucket(3_600_000), BUCKETS - 1);
+    }
+
+    #[test]
+    fn a_chunked_body_is_undone_however_its_bytes_are_split() {
+        let wire = b"5\r\nid: 1\r\n1b;ext=x\r\n\n\ndata: {}\n\nid: 2\ndata: {}\n\r\n0\r\n\r\n";
+        let text = b"id: 1\n\ndata: {}\n\nid: 2\ndata: {}\n";
+        // Every split of the bytes into two reads, the size line and the data's end included.
+        for at in 0..=wire.len() {
+            let mut body = Body {
+                raw: Vec::new(),
+                chunk: Chunked::Size(0),
+                text: Vec::new(),
+            };
+            let mut open = true;
+            for part in [&wire[..at], &wire[at..]] {
+                body.raw.extend_from_slice(part);
+                open = body.dechunk().unwrap();
+                if !open {
+                    break;
+                }
+                assert!(body.raw.is_empty(), "split at {at}: all of a read is taken");
+            }
+            assert!(!open, "split at {at}: the last chunk ends the body");
+            assert_eq!(body.text, text, "split at {at}");
+        }
+        let mut bad = Body {
+            raw: b"zz\r\n".to_vec(),
+            chunk: Chunked::Size(0),
+            text: Vec::new(),
+        };
+        assert!(bad.dechunk().is_err());
     }
 
     #[test]
