@@ -99,7 +99,8 @@ pub fn report(concurrency: usize, floor: &Floor, cycle_cpu: Option<Duration>) {
     );
 }
 
-fn micros(d: Duration) -> f64 {
+/// A duration in microseconds.
+pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 

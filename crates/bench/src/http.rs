@@ -16,6 +16,12 @@
 //! one database, each with its own store connections, tail and engine): caller `i` raises
 //! and waits on node `i`, decides on the next node, and the approver's stream is on the last
 //! one, so every leg but the create crosses nodes.
+//!
+//! Each level reports the CPU time a cycle of the processes involved (cpu.rs, [`Involved`]):
+//! this one (the nodes and the callers) and PostgreSQL's, whatever else the machine runs.
+//! `nodes` ends with PostgreSQL's targets: one node's cycles a second against SQLite's, and
+//! several nodes' CPU time a cycle against one node's (on one small machine the nodes share
+//! its CPUs, so their rate says little).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -34,7 +40,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::cpu::CpuTimes;
+use crate::cpu::{CpuTimes, Involved, InvolvedShares};
 use crate::stats::{Latencies, ms};
 use crate::wire::Connection;
 
@@ -50,6 +56,9 @@ struct Samples {
     cycle: Vec<Duration>,
     /// The share of the machine's CPUs busy while the samples were taken.
     busy: Option<f64>,
+    /// The share the processes involved took meanwhile: this one (nodes and callers) and
+    /// PostgreSQL's.
+    involved: Option<InvolvedShares>,
 }
 
 impl Samples {
@@ -60,6 +69,7 @@ impl Samples {
         self.resume.extend(other.resume);
         self.cycle.extend(other.cycle);
         self.busy = self.busy.or(other.busy);
+        self.involved = self.involved.or(other.involved);
     }
 }
 
@@ -316,11 +326,15 @@ async fn level(
         }));
     }
     tokio::time::sleep_until(warmup.into()).await;
-    let before = CpuTimes::now();
+    let before = (CpuTimes::now(), Involved::now());
     tokio::time::sleep_until(end.into()).await;
-    let after = CpuTimes::now();
+    let after = (CpuTimes::now(), Involved::now());
+    let machine = before.0.zip(after.0);
     let mut all = Samples {
-        busy: before.zip(after).and_then(|(b, a)| b.busy_until(a)),
+        busy: machine.and_then(|(b, a)| b.busy_until(a)),
+        involved: machine
+            .zip(before.1.zip(after.1))
+            .and_then(|(machine, (b, a))| b.until(a, machine)),
         ..Samples::default()
     };
     for w in workers {
@@ -398,12 +412,22 @@ pub async fn run(
     Ok(())
 }
 
-/// Cycles per second and each leg's latency, per level of concurrency; the rates, for a
-/// summary.
-fn print_levels(measured: Vec<(usize, Samples)>, seconds: f64) -> Vec<(usize, f64)> {
-    let mut rates = Vec::new();
+/// One level's figures, for a summary.
+struct Level {
+    concurrency: usize,
+    /// Cycles a second.
+    rate: f64,
+    /// CPU time a cycle, of every process involved (the bench's and PostgreSQL's).
+    cpu: Option<Duration>,
+}
+
+/// Cycles per second, each leg's latency and the CPU time a cycle, per level of concurrency;
+/// the figures, for a summary.
+fn print_levels(measured: Vec<(usize, Samples)>, seconds: f64) -> Vec<Level> {
+    let mut levels = Vec::new();
     for (c, samples) in measured {
         let rate = samples.cycle.len() as f64 / seconds;
+        let per_cycle = |share: f64| crate::floor::cpu_per(share, rate);
         let busy = samples.busy.map_or(String::new(), |b| {
             format!(
                 "   machine's CPU {:.0}% busy (of {})",
@@ -420,9 +444,86 @@ fn print_levels(measured: Vec<(usize, Samples)>, seconds: f64) -> Vec<(usize, f6
         report("decide", samples.decide);
         report("resume", samples.resume);
         report("cycle", samples.cycle);
-        rates.push((c, rate));
+        let involved = samples.involved.and_then(|shares| {
+            Some((
+                per_cycle(shares.total())?,
+                per_cycle(shares.ours)?,
+                per_cycle(shares.postgres)?,
+            ))
+        });
+        if let Some((all, ours, postgres)) = involved {
+            // What else kept the machine busy meanwhile (other processes, interrupts): near
+            // nothing on a quiet machine.
+            let besides =
+                samples
+                    .busy
+                    .zip(samples.involved)
+                    .map_or(String::new(), |(busy, involved)| {
+                        format!(
+                            "; the machine's CPUs {:.0}% busy besides",
+                            ((busy - involved.total()) * 100.0).max(0.0)
+                        )
+                    });
+            println!(
+                "      CPU     {:.1} µs a cycle (all processes: the bench's, its nodes and callers, {:.1} µs; PostgreSQL's {:.1} µs){besides}",
+                crate::floor::micros(all),
+                crate::floor::micros(ours),
+                crate::floor::micros(postgres)
+            );
+        }
+        levels.push(Level {
+            concurrency: c,
+            rate,
+            cpu: involved.map(|(all, _, _)| all),
+        });
     }
-    rates
+    levels
+}
+
+/// The callers at which PostgreSQL's targets are set.
+const TARGET_CALLERS: usize = 16;
+/// PostgreSQL with one node: at least this many times SQLite's cycles a second.
+const PG_RATE_TARGET: f64 = 0.75;
+/// Several nodes on one database: at most this many times one node's CPU time a cycle.
+const NODES_CPU_TARGET: f64 = 1.5;
+
+/// `part ÷ whole` at each level of concurrency both have (and `whole` is not zero at).
+fn ratios(part: &[(usize, f64)], whole: &[(usize, f64)]) -> Vec<(usize, f64)> {
+    part.iter()
+        .filter_map(|(c, p)| {
+            let (_, w) = whole.iter().find(|(wc, w)| wc == c && *w > 0.0)?;
+            Some((*c, p / w))
+        })
+        .collect()
+}
+
+/// Prints `part ÷ whole` at each level, and whether the ratio at [`TARGET_CALLERS`] meets
+/// `target` (`at_least`: reaches it; else stays within it). The ratios are bare numbers and
+/// the verdict has a line of its own, so that `compare` reads the ratios as figures and
+/// names their line alike whatever they come to.
+fn print_ratio(
+    title: &str,
+    part: &[(usize, f64)],
+    whole: &[(usize, f64)],
+    target: f64,
+    at_least: bool,
+) {
+    let ratios = ratios(part, whole);
+    let verdict = match ratios.iter().find(|(c, _)| *c == TARGET_CALLERS) {
+        None => "not measured (no level at its callers)",
+        Some((_, r)) if (at_least && *r >= target) || (!at_least && *r <= target) => "met",
+        Some(_) => "NOT met",
+    };
+    let shown: Vec<String> = ratios
+        .iter()
+        .map(|(c, r)| format!("{c:>4}: {r:.2}"))
+        .collect();
+    let bound = if at_least { "or more" } else { "or less" };
+    println!(
+        "    {title:<56} {}   (target at {TARGET_CALLERS} callers: {target} {bound})",
+        shown.join("   ")
+    );
+    println!("      the target is {verdict}");
 }
 
 /// The HTTP cycle on SQLite (one node), on PostgreSQL with one node, and spread over `nodes`
@@ -460,13 +561,59 @@ pub async fn compare_nodes(
         summary.push((name, print_levels(measured, seconds)));
     }
     println!("  cycles/s by concurrency:");
-    for (name, rates) in summary {
-        let rates: Vec<String> = rates
+    for (name, levels) in &summary {
+        let rates: Vec<String> = levels
             .iter()
-            .map(|(c, r)| format!("{c:>4}: {r:>7.0}"))
+            .map(|l| format!("{:>4}: {:>7.0}", l.concurrency, l.rate))
             .collect();
         println!("    {name:<22} {}", rates.join("   "));
     }
+    println!(
+        "  CPU time a cycle by concurrency (all processes: the bench's, with its nodes and callers, and PostgreSQL's):"
+    );
+    for (name, levels) in &summary {
+        let cpu: Vec<String> = levels
+            .iter()
+            .map(|l| match l.cpu {
+                Some(cpu) => format!(
+                    "{:>4}: {:>7.1} µs",
+                    l.concurrency,
+                    crate::floor::micros(cpu)
+                ),
+                None => format!("{:>4}: ?", l.concurrency),
+            })
+            .collect();
+        println!("    {name:<22} {}", cpu.join("   "));
+    }
+    let rates = |i: usize| -> Vec<(usize, f64)> {
+        summary[i]
+            .1
+            .iter()
+            .map(|l| (l.concurrency, l.rate))
+            .collect()
+    };
+    let cpu = |i: usize| -> Vec<(usize, f64)> {
+        summary[i]
+            .1
+            .iter()
+            .filter_map(|l| Some((l.concurrency, l.cpu?.as_secs_f64())))
+            .collect()
+    };
+    println!("  PostgreSQL's targets, the ratios by concurrency:");
+    print_ratio(
+        &format!("cycles/s, {} ÷ {}", summary[1].0, summary[0].0),
+        &rates(1),
+        &rates(0),
+        PG_RATE_TARGET,
+        true,
+    );
+    print_ratio(
+        &format!("CPU a cycle, {} ÷ {}", summary[2].0, summary[1].0),
+        &cpu(2),
+        &cpu(1),
+        NODES_CPU_TARGET,
+        false,
+    );
     println!();
     Ok(())
 }
@@ -584,6 +731,14 @@ mod tests {
             let n = samples.cycle.len();
             assert!(n >= c, "{c} callers completed only {n} cycles");
         }
+    }
+
+    #[test]
+    fn ratios_pair_the_levels_both_measured() {
+        let part = [(1, 300.0), (16, 3000.0), (64, 1.0)];
+        let whole = [(1, 600.0), (16, 4000.0), (256, 1.0)];
+        assert_eq!(ratios(&part, &whole), vec![(1, 0.5), (16, 0.75)]);
+        assert_eq!(ratios(&part, &[(1, 0.0)]), vec![], "nothing to divide by");
     }
 
     /// The same, spread over three nodes on one PostgreSQL database: every cycle's legs but
