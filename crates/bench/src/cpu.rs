@@ -190,18 +190,21 @@ pub fn count() -> usize {
 mod tests {
     use super::*;
 
+    /// Two readings of the machine: 150 of 200 ticks busy between them.
+    const READINGS: (CpuTimes, CpuTimes) = (
+        CpuTimes {
+            busy: 100,
+            total: 400,
+        },
+        CpuTimes {
+            busy: 250,
+            total: 600,
+        },
+    );
+
     #[test]
     fn the_share_is_of_the_time_between_two_readings() {
-        let (before, after) = (
-            CpuTimes {
-                busy: 100,
-                total: 400,
-            },
-            CpuTimes {
-                busy: 250,
-                total: 600,
-            },
-        );
+        let (before, after) = READINGS;
         assert_eq!(before.busy_until(after), Some(0.75));
         assert_eq!(after.busy_until(before), None, "readings out of order");
         assert_eq!(after.busy_until(after), None, "no time between them");
@@ -258,16 +261,7 @@ mod tests {
 
     #[test]
     fn the_processes_time_is_a_share_of_the_machines() {
-        let machine = (
-            CpuTimes {
-                busy: 100,
-                total: 400,
-            },
-            CpuTimes {
-                busy: 250,
-                total: 600,
-            },
-        );
+        let machine = READINGS;
         let before = Involved {
             ours: 10,
             postgres: 5,
