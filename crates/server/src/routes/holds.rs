@@ -279,18 +279,26 @@ fn raised_status(response: &GateResponse) -> StatusCode {
     }
 }
 
-/// Whether the client takes a raise's answer in two lines ([`RAISE_LINES`]).
+/// Whether the client takes a raise's answer in two lines ([`RAISE_LINES`]): it names that
+/// media type in `Accept`, without `q=0` (which says it does not).
 fn accepts_lines(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|media| {
-            media
-                .split(';')
+        .any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let named = parts
                 .next()
-                .is_some_and(|m| m.trim().eq_ignore_ascii_case(RAISE_LINES))
+                .is_some_and(|media| media.eq_ignore_ascii_case(RAISE_LINES));
+            let refused = parts.any(|p| {
+                p.split_once('=').is_some_and(|(name, q)| {
+                    name.trim().eq_ignore_ascii_case("q")
+                        && q.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
+                })
+            });
+            named && !refused
         })
 }
 

@@ -87,6 +87,23 @@ async fn a_raise_answered_in_lines_gives_the_gate_then_its_sync() {
     let held = lines(json!([{"kind": "approval", "tool": "deploy", "arguments": {}}])).await;
     assert_eq!(held.status, 201, "{}", held.text);
     assert_eq!(held.text.lines().count(), 2);
+    // `q=0` says the client does not take lines: one JSON answer.
+    let refusing = agent
+        .send(
+            agent
+                .request(reqwest::Method::POST, "/api/v1/worlds/lab/holds")
+                .header("accept", "application/x-ndjson; q=0, application/json")
+                .json(&json!({"items": [{"kind": "approval", "tool": "read", "arguments": {"q": 0}}]})),
+        )
+        .await;
+    assert_eq!(refusing.status, 200, "{}", refusing.text);
+    assert_eq!(refusing.headers["content-type"], "application/json");
+    assert!(matches!(
+        serde_json::from_value::<holdpoint_protocol::GateResponse>(refusing.body)
+            .unwrap()
+            .results[..],
+        [GateResult::Allowed { .. }]
+    ));
     // A refusal is one JSON error, as without the header.
     let refused = lines(json!([])).await;
     assert_eq!(refused.status, 422);
