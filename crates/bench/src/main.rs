@@ -122,10 +122,16 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         holds: usize,
     },
-    /// Memory per pending hold and first-page latency with many pending.
+    /// Memory per pending hold, first-page latency and restart with many pending; the
+    /// restart timed twice, the second time with the database out of the page cache.
     Pending {
         #[arg(long, default_value_t = 100_000)]
         holds: usize,
+        /// Keep the database at PATH: the run that creates it raises the holds and times
+        /// the first pages; a later run with the same --holds finds them there and times
+        /// only the restarts (ten million take minutes to raise).
+        #[arg(long, value_name = "PATH")]
+        database: Option<PathBuf>,
     },
     /// Many deadlines: pending holds whose deadlines fall evenly over `--spread` seconds,
     /// timed out by the engine on the system clock; how late each timeout is, and memory.
@@ -317,7 +323,13 @@ fn main() -> anyhow::Result<()> {
             concurrency,
             seconds,
         } => runtime.block_on(a2a::run(&bench_dir(cli.dir)?, &concurrency, seconds))?,
-        Bench::Pending { holds } => runtime.block_on(pending::run(&bench_dir(cli.dir)?, holds))?,
+        Bench::Pending { holds, database } => {
+            let database = match database {
+                Some(path) => pending::Database::Kept(path),
+                None => pending::Database::Temporary(bench_dir(cli.dir)?),
+            };
+            runtime.block_on(pending::run(&database, holds))?
+        }
         Bench::Channels { holds } => {
             runtime.block_on(channels::run(&bench_dir(cli.dir)?, holds.max(1)))?
         }
@@ -423,7 +435,8 @@ fn main() -> anyhow::Result<()> {
                 SECONDS,
             ))?;
             runtime.block_on(channels::run(&bench_dir(cli.dir.clone())?, 200))?;
-            runtime.block_on(pending::run(&bench_dir(cli.dir)?, 100_000))?;
+            let database = pending::Database::Temporary(bench_dir(cli.dir.clone())?);
+            runtime.block_on(pending::run(&database, 100_000))?;
         }
     }
     Ok(())

@@ -1,9 +1,11 @@
 //! Many pending holds: what they cost in memory, and how fast the first page comes back.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use holdpoint_core::Engine;
+use holdpoint_core::store::Store;
 use holdpoint_protocol::{BatchId, GateRequest, HoldQuery, HoldRequest, Order, Principal, Role};
 use holdpoint_store::SqliteStore;
 
@@ -83,17 +85,65 @@ async fn page_latency(
     Ok(Latencies::new(samples))
 }
 
-pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
+/// Where `pending` keeps its database: a temporary directory's, or one kept between runs.
+pub enum Database {
+    Temporary(tempfile::TempDir),
+    /// Raised into once, kept: a run that finds its holds there times only the restarts.
+    Kept(PathBuf),
+}
+
+impl Database {
+    fn path(&self) -> PathBuf {
+        match self {
+            Database::Temporary(dir) => dir.path().join("pending.db"),
+            Database::Kept(path) => path.clone(),
+        }
+    }
+}
+
+pub async fn run(database: &Database, holds: usize) -> anyhow::Result<()> {
     println!("== {holds} pending holds");
-    let path = dir.path().join("pending.db");
+    let path = database.path();
     let store = Arc::new(SqliteStore::open(&path)?);
-    let engine = Engine::builder(store.clone())
-        .channel(Arc::new(Inbox))
-        .start()
-        .await?;
+    // Counted from the open holds' index, without an engine's start (which would read them
+    // all, as the restarts timed below do).
+    let found: u64 = store
+        .open_hold_counts(None)
+        .await?
+        .iter()
+        .map(|c| c.pending)
+        .sum();
+    if found == 0 {
+        let engine = Engine::builder(store.clone())
+            .channel(Arc::new(Inbox))
+            .start()
+            .await?;
+        raise_and_list(&engine, &path, holds).await?;
+    } else {
+        anyhow::ensure!(
+            found == holds as u64,
+            "{} holds {found} pending holds, not {holds}: remove it or ask for {found}",
+            path.display()
+        );
+        println!(
+            "  {found} pending holds found in {}: restarts only",
+            path.display()
+        );
+    }
+    store.close().await;
+
+    restart(&path, holds, "restart").await?;
+    evict(&path)?;
+    restart(&path, holds, "restart from a cold cache").await?;
+    println!();
+    Ok(())
+}
+
+/// Raises `holds` into `engine`, and times the first pages.
+async fn raise_and_list(engine: &Engine, path: &Path, holds: usize) -> anyhow::Result<()> {
     let (heap0, rss0) = (ALLOCATOR.allocated(), rss_bytes());
     let start = Instant::now();
-    fill(&engine, holds, question).await?;
+    fill(engine, holds, question).await?;
     let filled = start.elapsed();
     let (heap1, rss1) = (ALLOCATOR.allocated(), rss_bytes());
     println!(
@@ -102,9 +152,8 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         holds as f64 / filled.as_secs_f64()
     );
     println!("  timers tracked: {}", engine.tracked_timers());
-    let on_disk: u64 = ["pending.db", "pending.db-wal"]
-        .iter()
-        .filter_map(|f| std::fs::metadata(dir.path().join(f)).ok())
+    let on_disk: u64 = database_files(path)
+        .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
     println!(
@@ -183,8 +232,8 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
         } else {
             2000
         };
-        page_latency(&engine, &query, items, (runs / 20).max(1)).await?;
-        let lat = page_latency(&engine, &query, items, runs).await?;
+        page_latency(engine, &query, items, (runs / 20).max(1)).await?;
+        let lat = page_latency(engine, &query, items, runs).await?;
         println!(
             "  {name:<26} p50 {}   p99 {}   ({items} holds, {} runs)",
             ms(lat.percentile(50.0)),
@@ -192,12 +241,21 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
             lat.len()
         );
     }
-    drop(engine);
-    store.close().await;
+    Ok(())
+}
 
+/// The database's files: the main one and its write-ahead log.
+fn database_files(path: &Path) -> impl Iterator<Item = PathBuf> {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    [path.to_path_buf(), wal].into_iter()
+}
+
+/// Opens the store at `path` and starts an engine on it, timing both; the heap it takes.
+async fn restart(path: &Path, holds: usize, name: &str) -> anyhow::Result<()> {
+    let per = |bytes: usize| bytes as f64 / holds as f64;
     let heap0 = ALLOCATOR.allocated();
     let start = Instant::now();
-    let store = Arc::new(SqliteStore::open(&path)?);
+    let store = Arc::new(SqliteStore::open(path)?);
     let opened = start.elapsed();
     let engine = Engine::builder(store.clone())
         .channel(Arc::new(Inbox))
@@ -206,7 +264,7 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
     let restarted = start.elapsed();
     let heap1 = ALLOCATOR.allocated();
     println!(
-        "  restart with {} pending (deadlines reloaded): {:.0} ms",
+        "  {name} with {} pending (deadlines reloaded): {:.0} ms",
         engine.open_holds(),
         restarted.as_secs_f64() * 1000.0
     );
@@ -222,6 +280,18 @@ pub async fn run(dir: &tempfile::TempDir, holds: usize) -> anyhow::Result<()> {
     );
     drop(engine);
     store.close().await;
-    println!();
+    Ok(())
+}
+
+/// Drops the database's files from the kernel's page cache, as after a reboot: written back
+/// first, since only clean pages are dropped.
+fn evict(path: &Path) -> anyhow::Result<()> {
+    for file in database_files(path) {
+        let Ok(file) = std::fs::File::open(&file) else {
+            continue;
+        };
+        file.sync_all()?;
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! a store on several nodes publishes every node's events to each node's subscribers.
 
 use std::future::Future;
+use std::ops::RangeInclusive;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -253,8 +254,9 @@ impl RecordKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenMark {
     pub id: HoldId,
-    pub world: String,
-    pub requested_by: String,
+    /// Shared with the marks read before it that name the same world ([`MarkNames`]).
+    pub world: Arc<str>,
+    pub requested_by: Arc<str>,
     pub deadline: Option<Timestamp>,
     /// The reminder's time, unless the reminder was sent.
     pub remind_at: Option<Timestamp>,
@@ -265,10 +267,36 @@ impl OpenMark {
     pub fn of(hold: &Hold) -> OpenMark {
         OpenMark {
             id: hold.id,
-            world: hold.world.clone(),
-            requested_by: hold.requested_by.clone(),
+            world: Arc::from(hold.world.as_str()),
+            requested_by: Arc::from(hold.requested_by.as_str()),
             deadline: hold.deadline,
             remind_at: hold.remind_at.filter(|_| !hold.reminded),
+        }
+    }
+}
+
+/// The names of marks as a store reads them: holds come in runs of one world and raiser (a
+/// batch each), so a name equal to the last one read is shared rather than allocated again;
+/// with millions open, start would otherwise allocate two strings a hold.
+#[derive(Default)]
+pub struct MarkNames {
+    world: Option<Arc<str>>,
+    raiser: Option<Arc<str>>,
+}
+
+impl MarkNames {
+    pub fn world(&mut self, name: &str) -> Arc<str> {
+        Self::shared(&mut self.world, name)
+    }
+
+    pub fn raiser(&mut self, name: &str) -> Arc<str> {
+        Self::shared(&mut self.raiser, name)
+    }
+
+    fn shared(last: &mut Option<Arc<str>>, name: &str) -> Arc<str> {
+        match last {
+            Some(kept) if **kept == *name => kept.clone(),
+            _ => last.insert(Arc::from(name)).clone(),
         }
     }
 }
@@ -477,21 +505,24 @@ pub struct EventPage {
 /// Rows read a page at a time.
 pub const PAGE: usize = 1000;
 
-/// Reads a listing ordered by position a page at a time ([`PAGE`] rows), to its end as it
-/// is now, handing each page to `visit`: the one definition of paging by position, so
-/// that whatever walks holds or records stops at the end of the listing and never at the
-/// end of a page. `read` is asked for the rows after a position (none: from the start).
+/// Reads a listing ordered by position a page at a time (`page` rows; [`PAGE`] unless rows
+/// are small and many), to its end as it is now, handing each page to `visit`: the one
+/// definition of paging by position, so that whatever walks holds or records stops at the
+/// end of the listing and never at the end of a page. `read` is asked for the rows after a
+/// position (none: from the start).
 pub async fn each_page<T, F>(
+    page: usize,
     mut read: impl FnMut(Option<u64>, usize) -> F,
     mut visit: impl FnMut(Vec<Positioned<T>>),
 ) -> Result<(), StoreError>
 where
     F: std::future::Future<Output = Result<Vec<Positioned<T>>, StoreError>>,
 {
+    let size = page;
     let mut after = None;
     loop {
-        let page = read(after, PAGE).await?;
-        let full = page.len() == PAGE;
+        let page = read(after, size).await?;
+        let full = page.len() == size;
         after = page.last().map(|p| p.position);
         visit(page);
         if !full {
@@ -567,13 +598,16 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the chat has an open hold (the composer lock).
     async fn chat_has_open_hold(&self, world: &str, chat: &str) -> Result<bool, StoreError>;
     /// What the engine keeps in memory of the open holds, read once at start from an index
-    /// that carries the columns it needs (no hold is read or parsed): the next `limit` after
-    /// position `after`, in position order.
+    /// that carries the columns it needs (no hold is read or parsed): the first `limit` of
+    /// those at `positions`, in position order.
     async fn open_marks(
         &self,
-        after: Option<u64>,
+        positions: RangeInclusive<u64>,
         limit: usize,
     ) -> Result<Vec<Positioned<OpenMark>>, StoreError>;
+    /// The first and the last open hold's positions (none open: `None`), from the same index:
+    /// start reads the marks between them in parts at once.
+    async fn open_span(&self) -> Result<Option<RangeInclusive<u64>>, StoreError>;
 
     /// Grants not revoked, of one world or of all.
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;
@@ -613,6 +647,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Record>, StoreError> {
         let mut out = Vec::new();
         each_page(
+            PAGE,
             |after, limit| self.records(kind, parent, after, limit),
             |page| out.extend(page.into_iter().map(|p| p.item)),
         )
@@ -799,9 +834,11 @@ mod tests {
                 .collect();
             async move { Ok(page) }
         };
-        each_page(read, |page| seen.extend(page.iter().map(|p| p.position)))
-            .await
-            .expect("the reads do not fail");
+        each_page(PAGE, read, |page| {
+            seen.extend(page.iter().map(|p| p.position))
+        })
+        .await
+        .expect("the reads do not fail");
         (seen, reads)
     }
 

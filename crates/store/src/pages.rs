@@ -2,6 +2,8 @@
 //! reads, in which order, how many rows each may give, and how the parts are merged. Each
 //! store only turns a part into its SQL.
 
+use std::ops::RangeInclusive;
+
 use holdpoint_core::store::{HoldFilter, Positioned, StatusSet, StoreError};
 use holdpoint_protocol::{Hold, Order};
 
@@ -22,6 +24,13 @@ impl Part {
     pub(crate) fn open(self) -> bool {
         self != Part::Resolved
     }
+}
+
+/// A range of positions as the stores' SQL takes it: both ends inclusive, as signed 64-bit
+/// integers (positions beyond them are none a store gives).
+pub(crate) fn position_range(positions: &RangeInclusive<u64>) -> (i64, i64) {
+    let bound = |p: u64| i64::try_from(p).unwrap_or(i64::MAX);
+    (bound(*positions.start()), bound(*positions.end()))
 }
 
 /// The parts a page of `f` reads, in order.

@@ -647,7 +647,9 @@ pub async fn counts_open_holds_by_world_and_kind(store: Arc<dyn Store>) {
 /// What the engine reads of each open hold at start equals what the hold itself says: its
 /// world, raiser, deadline, and the reminder while it is due; resolved holds are left out.
 pub async fn marks_every_open_hold_from_its_columns(store: Arc<dyn Store>) {
-    assert_eq!(store.open_marks(None, 10).await.unwrap(), vec![]);
+    let all = 0..=u64::MAX;
+    assert_eq!(store.open_marks(all.clone(), 10).await.unwrap(), vec![]);
+    assert_eq!(store.open_span().await.unwrap(), None);
     let mut a = hold_of("w1", None, Some("shell"));
     a.requested_by = "bot-a".into();
     a.deadline = Some(Timestamp::from_millis(START.as_millis() + 60_000));
@@ -667,20 +669,26 @@ pub async fn marks_every_open_hold_from_its_columns(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    let marks: Vec<_> = store.open_marks(None, 10).await.unwrap();
+    let marks: Vec<_> = store.open_marks(all.clone(), 10).await.unwrap();
     let items: Vec<_> = marks.iter().map(|m| m.item.clone()).collect();
     assert_eq!(items, vec![OpenMark::of(&a), OpenMark::of(&b)]);
     assert_eq!(items[1].remind_at, None, "a reminder sent is not due again");
-    // Read a page at a time, in position order.
-    assert_eq!(store.open_marks(None, 1).await.unwrap(), marks[..1]);
+    // Read a page at a time, in position order, between positions given (both included).
+    let (pa, pb) = (marks[0].position, marks[1].position);
+    assert_eq!(store.open_marks(all.clone(), 1).await.unwrap(), marks[..1]);
     assert_eq!(
-        store.open_marks(Some(marks[0].position), 10).await.unwrap(),
+        store.open_marks(pa + 1..=u64::MAX, 10).await.unwrap(),
         marks[1..]
     );
     assert_eq!(
-        store.open_marks(Some(marks[1].position), 10).await.unwrap(),
+        store.open_marks(pb + 1..=u64::MAX, 10).await.unwrap(),
         vec![]
     );
+    assert_eq!(store.open_marks(pa..=pa, 10).await.unwrap(), marks[..1]);
+    assert_eq!(store.open_marks(pa..=pb, 10).await.unwrap(), marks);
+    assert_eq!(store.open_marks(pa + 1..=pb - 1, 10).await.unwrap(), vec![]);
+    // The span runs from the first open hold to the last, the resolved one aside.
+    assert_eq!(store.open_span().await.unwrap(), Some(pa..=pb));
 }
 
 pub async fn grants_are_listed_until_revoked(store: Arc<dyn Store>) {

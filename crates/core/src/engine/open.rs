@@ -311,23 +311,32 @@ impl Loading {
         self.holds.push((mark.id, entry));
     }
 
+    /// The map and the queue, each built on a core of its own: with millions open, each
+    /// takes a second or more (most of it the kernel zeroing their fresh memory).
     pub(crate) fn done(self) -> OpenHolds {
         let Loading {
             mut open,
             holds,
             queue,
         } = self;
-        open.holds.reserve(holds.len());
-        for (id, entry) in holds {
-            // Each hold is read once (pages follow positions); were one read twice, it is
-            // counted once.
-            if let Some(twice) = open.holds.insert(id, entry) {
-                open.worlds.remove(twice.world);
-                open.raisers.remove(twice.raiser);
-                open.timers -= twice.timers();
+        let queue = std::thread::scope(|scope| {
+            let queue = scope.spawn(|| queue.into_iter().collect::<BTreeSet<_>>());
+            open.holds.reserve(holds.len());
+            for (id, entry) in holds {
+                // Each hold is read once (parts and their pages are disjoint ranges of
+                // positions); were one read twice, it is counted once.
+                if let Some(twice) = open.holds.insert(id, entry) {
+                    open.worlds.remove(twice.world);
+                    open.raisers.remove(twice.raiser);
+                    open.timers -= twice.timers();
+                }
             }
-        }
-        open.queue = queue.into_iter().collect();
+            queue.join()
+        });
+        open.queue = match queue {
+            Ok(queue) => queue,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
         open
     }
 }
@@ -341,8 +350,8 @@ mod tests {
     fn mark(world: &str, raiser: &str, remind: Option<i64>, deadline: Option<i64>) -> OpenMark {
         OpenMark {
             id: HoldId::random(),
-            world: world.into(),
-            requested_by: raiser.into(),
+            world: Arc::from(world),
+            requested_by: Arc::from(raiser),
             deadline: deadline.map(Timestamp::from_millis),
             remind_at: remind.map(Timestamp::from_millis),
         }

@@ -19,7 +19,9 @@ use crate::audit::state::{Checked, StateCheck};
 use crate::audit::{ChainError, ChainVerifier, VerifyReport};
 use crate::error::EngineError;
 use crate::record::decode;
-use crate::store::{HoldColumns, Record, RecordKind, Store, StoreError, StoredHold, each_page};
+use crate::store::{
+    HoldColumns, PAGE, Record, RecordKind, Store, StoreError, StoredHold, each_page,
+};
 
 /// Events read from the log at a time.
 const EVENTS: usize = 1024;
@@ -109,7 +111,7 @@ impl Walk {
         // Suspects by position: a hold's stored row is read again by it.
         let mut suspects = Vec::new();
         let read = |after, limit| store.stored_holds(after, limit);
-        each_page(read, |page| {
+        each_page(PAGE, read, |page| {
             checked.holds += page.len() as u64;
             for row in &page {
                 if self.stored_hold_differs(&row.item).is_some() {
@@ -192,7 +194,7 @@ impl Walk {
                 let name = ChatId::from_uuid(chat.id).to_string();
                 let read =
                     |after, limit| store.records(RecordKind::Message, Some(chat.id), after, limit);
-                each_page(read, |page| {
+                each_page(PAGE, read, |page| {
                     checked.messages += page.len() as u64;
                     for record in &page {
                         self.message(&name, &record.item, &mut odd_messages);

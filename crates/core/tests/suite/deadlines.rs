@@ -260,8 +260,9 @@ async fn a_restarted_engine_rearms_deadlines_and_the_reminders_not_yet_sent() {
     assert_eq!(outcome.status, OutcomeStatus::TimedOut);
 }
 
-/// Start reads the open holds' marks a page at a time (16,384 a page): with more open than a
-/// page, every one is counted and has its timers after a restart, and none twice.
+/// Start reads the open holds' marks in four parts of their positions at once, each a page at
+/// a time (4,096 a page): with more open than four pages, so that every part reads two, each
+/// is counted and has its timers after a restart, and none twice.
 #[tokio::test]
 async fn a_restart_with_more_open_holds_than_a_page_of_marks_tracks_each_once() {
     const OPEN: usize = 16_384 + 300;

@@ -18,6 +18,7 @@ mod schema;
 mod tail;
 mod writer;
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -230,10 +231,14 @@ impl Store for PgStore {
 
     async fn open_marks(
         &self,
-        after: Option<u64>,
+        positions: RangeInclusive<u64>,
         limit: usize,
     ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
-        reader::open_marks(&*self.conn().await?, after, limit).await
+        reader::open_marks(&*self.conn().await?, positions, limit).await
+    }
+
+    async fn open_span(&self) -> Result<Option<RangeInclusive<u64>>, StoreError> {
+        reader::open_span(&*self.conn().await?).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

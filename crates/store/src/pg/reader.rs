@@ -1,11 +1,12 @@
 //! Reads. Each is one statement (one snapshot, one round trip) on a readers' connection.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldColumns, HoldFilter, OpenMark, Positioned, Record, RecordKind,
-    StatusSet, StoreError, StoredHold,
+    EventFilter, EventPage, HoldColumns, HoldFilter, MarkNames, OpenMark, Positioned, Record,
+    RecordKind, StatusSet, StoreError, StoredHold,
 };
 use holdpoint_protocol::{
     BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
@@ -218,31 +219,30 @@ pub(super) async fn chat_has_open_hold(
     Ok(row.is_some())
 }
 
-/// The open holds by world and kind: a count over the open holds' partial index, never a
-/// read of the holds themselves.
-/// Open holds' marks after `after`, from the open holds' index (it carries the columns).
+/// Open holds' marks at `positions`, from the open holds' index (it carries the columns).
 pub(super) async fn open_marks(
     conn: &Conn,
-    after: Option<u64>,
+    positions: RangeInclusive<u64>,
     limit: usize,
 ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
-    let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+    let (from, until) = pages::position_range(&positions);
     let rows = conn
         .query(
             "SELECT position, id, world, raiser, deadline, remind_at FROM holds \
-             WHERE open AND position > $1 ORDER BY position LIMIT $2",
-            &[&after, &count(limit)],
+             WHERE open AND position BETWEEN $1 AND $2 ORDER BY position LIMIT $3",
+            &[&from, &until, &count(limit)],
         )
         .await
         .map_err(sql_error)?;
+    let mut names = MarkNames::default();
     Ok(rows
         .iter()
         .map(|r| Positioned {
             position: r.get::<_, i64>(0) as u64,
             item: OpenMark {
                 id: HoldId::from_uuid(r.get(1)),
-                world: r.get(2),
-                requested_by: r.get::<_, Option<String>>(3).unwrap_or_default(),
+                world: names.world(r.get(2)),
+                requested_by: names.raiser(r.get::<_, Option<&str>>(3).unwrap_or_default()),
                 deadline: r.get::<_, Option<i64>>(4).map(Timestamp::from_millis),
                 remind_at: r.get::<_, Option<i64>>(5).map(Timestamp::from_millis),
             },
@@ -250,6 +250,23 @@ pub(super) async fn open_marks(
         .collect())
 }
 
+/// The first and last open positions, from the open holds' index.
+pub(super) async fn open_span(conn: &Conn) -> Result<Option<RangeInclusive<u64>>, StoreError> {
+    let row = conn
+        .query_opt(
+            "SELECT min(position), max(position) FROM holds WHERE open",
+            &[],
+        )
+        .await
+        .map_err(sql_error)?;
+    Ok(row.and_then(|r| {
+        let (first, last): (Option<i64>, Option<i64>) = (r.get(0), r.get(1));
+        first.zip(last).map(|(a, b)| a as u64..=b as u64)
+    }))
+}
+
+/// The open holds by world and kind: a count over the open holds' partial index, never a
+/// read of the holds themselves.
 pub(super) async fn open_hold_counts(
     conn: &Conn,
     world: Option<&str>,

@@ -9,6 +9,7 @@ mod syncer;
 mod writer;
 
 use std::fs::File;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -350,11 +351,15 @@ impl Store for SqliteStore {
 
     async fn open_marks(
         &self,
-        after: Option<u64>,
+        positions: RangeInclusive<u64>,
         limit: usize,
     ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
-        self.read(move |c| reader::open_marks(c, after, limit))
+        self.read(move |c| reader::open_marks(c, positions, limit))
             .await
+    }
+
+    async fn open_span(&self) -> Result<Option<RangeInclusive<u64>>, StoreError> {
+        self.read(reader::open_span).await
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

@@ -1,12 +1,13 @@
 //! Reads, on a small pool of connections of their own (WAL readers never wait for the writer).
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use holdpoint_core::audit::{self, AuditHead, RawEvent};
 use holdpoint_core::store::{
-    EventFilter, EventPage, HoldColumns, HoldFilter, OpenMark, Positioned, Record, RecordKind,
-    StatusSet, StoreError, StoredHold,
+    EventFilter, EventPage, HoldColumns, HoldFilter, MarkNames, OpenMark, Positioned, Record,
+    RecordKind, StatusSet, StoreError, StoredHold,
 };
 use holdpoint_protocol::{
     BatchId, Grant, GrantId, Hold, HoldCount, HoldId, HoldKind, Order, Timestamp,
@@ -100,49 +101,71 @@ pub(super) fn hold(conn: &Connection, id: HoldId) -> Result<Option<Hold>, StoreE
     data.map(|d| parse("hold", &d)).transpose()
 }
 
-/// Open holds' marks after `after`, from the open holds' index alone (it carries the columns).
+/// Open holds' marks at `positions`, from the open holds' index alone (it carries the columns).
 pub(super) fn open_marks(
     conn: &Connection,
-    after: Option<u64>,
+    positions: RangeInclusive<u64>,
     limit: usize,
 ) -> Result<Vec<Positioned<OpenMark>>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
             "SELECT position, id, world, raiser, deadline, remind_at FROM holds \
-             INDEXED BY holds_open WHERE open = 1 AND position > ? ORDER BY position LIMIT ?",
+             INDEXED BY holds_open WHERE open = 1 AND position BETWEEN ? AND ? \
+             ORDER BY position LIMIT ?",
         )
         .map_err(sql_error)?;
-    let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+    let (from, until) = pages::position_range(&positions);
     let mut rows = stmt
-        .query(params![after, limit as i64])
+        .query(params![from, until, limit as i64])
         .map_err(sql_error)?;
     let mut out = Vec::with_capacity(limit.min(65_536));
+    let mut names = MarkNames::default();
+    // Names read by reference: a mark's are shared with the last one's where they repeat.
+    let millis = |r: &rusqlite::Row<'_>, i: usize| -> rusqlite::Result<Option<Timestamp>> {
+        Ok(r.get_ref(i)?.as_i64_or_null()?.map(Timestamp::from_millis))
+    };
     while let Some(r) = rows.next().map_err(sql_error)? {
         let id = r
             .get_ref(1)
             .and_then(|v| Ok(v.as_blob()?))
             .map_err(sql_error)?;
         out.push(Positioned {
-            position: r.get::<_, i64>(0).map_err(sql_error)? as u64,
+            position: r
+                .get_ref(0)
+                .and_then(|v| Ok(v.as_i64()?))
+                .map_err(sql_error)? as u64,
             item: OpenMark {
                 id: HoldId::from_uuid(stored_id(id)?),
-                world: r.get(2).map_err(sql_error)?,
-                requested_by: r
-                    .get::<_, Option<String>>(3)
-                    .map_err(sql_error)?
-                    .unwrap_or_default(),
-                deadline: r
-                    .get::<_, Option<i64>>(4)
-                    .map_err(sql_error)?
-                    .map(Timestamp::from_millis),
-                remind_at: r
-                    .get::<_, Option<i64>>(5)
-                    .map_err(sql_error)?
-                    .map(Timestamp::from_millis),
+                world: names.world(
+                    r.get_ref(2)
+                        .and_then(|v| Ok(v.as_str()?))
+                        .map_err(sql_error)?,
+                ),
+                requested_by: names.raiser(
+                    r.get_ref(3)
+                        .and_then(|v| Ok(v.as_str_or_null()?))
+                        .map_err(sql_error)?
+                        .unwrap_or_default(),
+                ),
+                deadline: millis(r, 4).map_err(sql_error)?,
+                remind_at: millis(r, 5).map_err(sql_error)?,
             },
         });
     }
     Ok(out)
+}
+
+/// The first and last open positions, each one step down the open holds' index (two
+/// subqueries: SQLite answers `min` and `max` from an index only one at a time).
+pub(super) fn open_span(conn: &Connection) -> Result<Option<RangeInclusive<u64>>, StoreError> {
+    let (first, last): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT (SELECT min(position) FROM holds INDEXED BY holds_open WHERE open = 1), \
+                    (SELECT max(position) FROM holds INDEXED BY holds_open WHERE open = 1)",
+        )
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(sql_error)?;
+    Ok(first.zip(last).map(|(a, b)| a as u64..=b as u64))
 }
 
 /// Holds' stored rows by position (the primary key: no index the check is about is used).

@@ -440,10 +440,10 @@ async fn raisers_of_holds_stored_before_migration_3_are_filled_in() {
         .await
         .unwrap();
     let store = schema.store().await;
-    let marks = store.open_marks(None, 10).await.unwrap();
+    let marks = store.open_marks(0..=u64::MAX, 10).await.unwrap();
     assert_eq!(marks.len(), 1);
     assert_eq!(
-        (marks[0].item.id, marks[0].item.requested_by.as_str()),
+        (marks[0].item.id, &*marks[0].item.requested_by),
         (hold.id, hold.requested_by.as_str())
     );
     let report = verify(&*store).await.unwrap().unwrap();
