@@ -222,9 +222,7 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
     }
     drop(pages);
     while let Some(page) = arrived.recv().await {
-        for mark in &page? {
-            open.add(&mark.item);
-        }
+        open.add_page(page?.iter().map(|m| &m.item));
     }
     Ok(open.done())
 }

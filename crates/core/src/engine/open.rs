@@ -54,6 +54,7 @@ fn millis(at: Option<Timestamp>) -> Millis {
 }
 
 /// One open hold.
+#[derive(Clone, Copy)]
 struct Open {
     world: u32,
     raiser: u32,
@@ -140,9 +141,34 @@ impl Names {
     }
 }
 
+/// The open holds' entries, in two maps by one random bit of each id, so that start fills
+/// them on two cores: with ten million open, filling one map took two seconds on one core,
+/// most of it the kernel zeroing its fresh memory as the inserts first touched it.
+#[derive(Default)]
+struct Entries([HashMap<HoldId, Open>; 2]);
+
+impl Entries {
+    /// The map of `id`: by the last byte of its random part.
+    fn of(id: HoldId) -> usize {
+        usize::from(id.as_uuid().as_bytes()[15] & 1)
+    }
+
+    fn map(&self, id: HoldId) -> &HashMap<HoldId, Open> {
+        &self.0[Self::of(id)]
+    }
+
+    fn map_mut(&mut self, id: HoldId) -> &mut HashMap<HoldId, Open> {
+        &mut self.0[Self::of(id)]
+    }
+
+    fn len(&self) -> usize {
+        self.0.iter().map(HashMap::len).sum()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct OpenHolds {
-    holds: HashMap<HoldId, Open>,
+    holds: Entries,
     worlds: Names,
     raisers: Names,
     /// Each open hold's next timer, in time order.
@@ -163,7 +189,9 @@ impl OpenHolds {
 
     /// Tracks the open hold `mark` describes (once, however often it is told).
     pub(crate) fn opened_mark(&mut self, mark: &OpenMark) {
-        let std::collections::hash_map::Entry::Vacant(entry) = self.holds.entry(mark.id) else {
+        let std::collections::hash_map::Entry::Vacant(entry) =
+            self.holds.map_mut(mark.id).entry(mark.id)
+        else {
             return;
         };
         let open = Self::counted(&mut self.worlds, &mut self.raisers, &mut self.timers, mark);
@@ -192,7 +220,7 @@ impl OpenHolds {
 
     /// Forgets a resolved hold and its timers.
     pub(crate) fn closed(&mut self, id: HoldId) {
-        let Some(open) = self.holds.remove(&id) else {
+        let Some(open) = self.holds.map_mut(id).remove(&id) else {
             return;
         };
         self.worlds.remove(open.world);
@@ -205,7 +233,7 @@ impl OpenHolds {
 
     /// Sets (or moves) one timer of an open hold; nothing for a hold not open.
     pub(crate) fn set_timer(&mut self, id: HoldId, kind: TimerKind, at: Timestamp) {
-        let Some(open) = self.holds.get_mut(&id) else {
+        let Some(open) = self.holds.map_mut(id).get_mut(&id) else {
             return;
         };
         let before = open.next();
@@ -241,7 +269,7 @@ impl OpenHolds {
                 break;
             };
             self.queue.pop_first();
-            let Some(open) = self.holds.get_mut(&id) else {
+            let Some(open) = self.holds.map_mut(id).get_mut(&id) else {
                 continue;
             };
             for kind in [TimerKind::Remind, TimerKind::Deadline] {
@@ -261,7 +289,7 @@ impl OpenHolds {
 
     /// Whether the hold is open as far as the applied log tells.
     pub(crate) fn tracks(&self, id: HoldId) -> bool {
-        self.holds.contains_key(&id)
+        self.holds.map(id).contains_key(&id)
     }
 
     pub(crate) fn total(&self) -> u64 {
@@ -294,51 +322,85 @@ impl OpenHolds {
 /// The open holds as start reads them, taken in page by page and then built at once: the map
 /// made at its size, and the queue from its entries sorted, which packs its nodes full (with
 /// ten million open, 95 bytes a hold after a restart against 117 inserted one by one).
+/// Kept a page to a vector: one vector for them all grew by doubling, which with millions
+/// open touched and copied twice the memory.
 #[derive(Default)]
 pub(crate) struct Loading {
     open: OpenHolds,
-    holds: Vec<(HoldId, Open)>,
-    queue: Vec<(Millis, HoldId)>,
+    holds: Vec<Vec<(HoldId, Open)>>,
+    queue: Vec<Vec<(Millis, HoldId)>>,
 }
 
 impl Loading {
-    pub(crate) fn add(&mut self, mark: &OpenMark) {
+    /// Takes in one page of marks.
+    pub(crate) fn add_page<'a>(&mut self, marks: impl ExactSizeIterator<Item = &'a OpenMark>) {
         let open = &mut self.open;
-        let entry = OpenHolds::counted(&mut open.worlds, &mut open.raisers, &mut open.timers, mark);
-        if let Some(at) = entry.next() {
-            self.queue.push((at, mark.id));
+        let mut holds = Vec::with_capacity(marks.len());
+        let mut queue = Vec::with_capacity(marks.len());
+        for mark in marks {
+            let entry =
+                OpenHolds::counted(&mut open.worlds, &mut open.raisers, &mut open.timers, mark);
+            if let Some(at) = entry.next() {
+                queue.push((at, mark.id));
+            }
+            holds.push((mark.id, entry));
         }
-        self.holds.push((mark.id, entry));
+        self.holds.push(holds);
+        self.queue.push(queue);
     }
 
-    /// The map and the queue, each built on a core of its own: with millions open, each
-    /// takes a second or more (most of it the kernel zeroing their fresh memory).
+    /// The maps and the queue, built at once on cores of their own: with millions open,
+    /// each takes a second or more (most of it the kernel zeroing their fresh memory).
     pub(crate) fn done(self) -> OpenHolds {
         let Loading {
             mut open,
             holds,
             queue,
         } = self;
-        let queue = std::thread::scope(|scope| {
-            let queue = scope.spawn(|| queue.into_iter().collect::<BTreeSet<_>>());
-            open.holds.reserve(holds.len());
-            for (id, entry) in holds {
-                // Each hold is read once (parts and their pages are disjoint ranges of
-                // positions); were one read twice, it is counted once.
-                if let Some(twice) = open.holds.insert(id, entry) {
-                    open.worlds.remove(twice.world);
-                    open.raisers.remove(twice.raiser);
-                    open.timers -= twice.timers();
+        let holds = &holds;
+        let (twice, queue) = std::thread::scope(|scope| {
+            let queue = scope.spawn(|| {
+                let mut all = Vec::with_capacity(queue.iter().map(Vec::len).sum());
+                for page in queue {
+                    all.extend(page);
                 }
-            }
-            queue.join()
+                BTreeSet::from_iter(all)
+            });
+            let [first, second] = &mut open.holds.0;
+            let second = scope.spawn(|| fill(second, 1, holds));
+            let mut twice = fill(first, 0, holds);
+            twice.extend(joined(second.join()));
+            (twice, joined(queue.join()))
         });
-        open.queue = match queue {
-            Ok(queue) => queue,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
+        // Each hold is read once (parts and their pages are disjoint ranges of positions);
+        // were one read twice, it is counted once.
+        for entry in twice {
+            open.worlds.remove(entry.world);
+            open.raisers.remove(entry.raiser);
+            open.timers -= entry.timers();
+        }
+        open.queue = queue;
         open
     }
+}
+
+/// Fills map number `n` with its share of `holds`; the entries found there already.
+fn fill(map: &mut HashMap<HoldId, Open>, n: usize, holds: &[Vec<(HoldId, Open)>]) -> Vec<Open> {
+    let mine = || {
+        holds
+            .iter()
+            .flatten()
+            .filter(|(id, _)| Entries::of(*id) == n)
+    };
+    map.reserve(mine().count());
+    mine()
+        .filter_map(|(id, entry)| map.insert(*id, *entry))
+        .collect()
+}
+
+/// What a scoped thread returned; its panic, carried on.
+fn joined<T>(result: std::thread::Result<T>) -> T {
+    result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 #[cfg(test)]
@@ -465,9 +527,12 @@ mod tests {
         let mut loading = OpenHolds::loading();
         for m in &marks {
             one_by_one.opened_mark(m);
-            loading.add(m);
         }
-        loading.add(&marks[3]);
+        // Pages of 16, and one hold read twice.
+        for page in marks.chunks(16) {
+            loading.add_page(page.iter());
+        }
+        loading.add_page([&marks[3]].into_iter());
         let mut loaded = loading.done();
         assert_eq!(loaded.total(), 50, "a hold read twice is counted once");
         assert_eq!(loaded.timers(), one_by_one.timers());
