@@ -200,6 +200,7 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
     let step = (last - first) / MARK_READERS + 1;
     // Unbounded: a page is taken in (counted, pushed) far faster than it is read.
     let (pages, mut arrived) = tokio::sync::mpsc::unbounded_channel();
+    let mut parts = Vec::new();
     for part in 0..MARK_READERS {
         let from = first.saturating_add(part * step);
         if from > last {
@@ -207,7 +208,7 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
         }
         let until = from.saturating_add(step - 1).min(last);
         let (store, pages) = (store.clone(), pages.clone());
-        tokio::spawn(async move {
+        parts.push(tokio::spawn(async move {
             let read = |after: Option<u64>, limit| {
                 let store = store.clone();
                 let from = after.map_or(from, |a| a.saturating_add(1));
@@ -218,11 +219,17 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
             if let Err(e) = read {
                 drop(pages.send(Err(e)));
             }
-        });
+        }));
     }
     drop(pages);
     while let Some(page) = arrived.recv().await {
         open.add_page(page?.iter().map(|m| &m.item));
+    }
+    // A part that ended without reading to its end (it panicked) sent no error: its holds
+    // would be missing, their deadlines never armed. Start fails instead.
+    for part in parts {
+        part.await
+            .map_err(|e| StoreError::new(format!("reading the open holds failed: {e}")))?;
     }
     Ok(open.done())
 }
