@@ -37,6 +37,11 @@ fn row(line: &str, seq: u64, prev: &str) -> Option<(RawEvent, Option<bool>)> {
     // Read from the canonical text, as the verifier reads the stored body.
     let canonical_text = canonical::to_string(&value);
     let draft = serde_json::from_str::<EventDraft>(&canonical_text).ok();
+    if let Some(d) = &draft {
+        // The engine writes a draft's canonical text straight from it, not through a `Value`.
+        let through_value = canonical::to_string(&serde_json::to_value(d).expect("plain data"));
+        assert_eq!(d.canonical(), through_value, "the draft's canonical text differs");
+    }
     let sealed = seal(seq, prev, &canonical_text);
     let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_owned);
     let type_name = draft

@@ -1,6 +1,6 @@
 //! Canonical JSON and argument digests, over any JSON text: the canonical text is JSON of the
-//! same value, canonicalising it again changes nothing, and its digest is the digest of the
-//! value it was made from.
+//! same value, the same written from the value's `Serialize`, canonicalising it again changes
+//! nothing, and its digest is the digest of the value it was made from.
 #![no_main]
 
 use holdpoint_core::canonical;
@@ -12,6 +12,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = canonical::to_string(&value);
+    assert_eq!(
+        canonical::to_string_of(&value).ok().as_deref(),
+        Some(text.as_str()),
+        "written from the value's Serialize, the canonical text differs"
+    );
     let back: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => panic!("the canonical text {text:?} is not JSON: {e}"),

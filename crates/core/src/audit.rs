@@ -35,8 +35,8 @@ pub struct EventDraft {
 impl EventDraft {
     /// The draft's canonical JSON, computed once (off the store's write path).
     pub fn canonical(&self) -> String {
-        match serde_json::to_value(self) {
-            Ok(v) => canonical::to_string(&v),
+        match canonical::to_string_of(self) {
+            Ok(text) => text,
             // Serialising plain data cannot fail; an empty object keeps the chain well-formed.
             Err(_) => "{}".to_owned(),
         }

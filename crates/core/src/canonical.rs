@@ -6,16 +6,30 @@
 //! would first round them to a double (which changes integers beyond 2^53). Arguments that
 //! differ must never share a digest.
 
+use std::cmp::Ordering;
 use std::fmt::Write as _;
 
+use serde::Serialize;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
+
+mod encode;
 
 /// The canonical text of `value`.
 pub fn to_string(value: &Value) -> String {
     let mut out = String::with_capacity(64);
     write_value(&mut out, value);
     out
+}
+
+/// The canonical text of any serialisable `value`: what [`to_string`] gives for
+/// `serde_json::to_value(value)`, written without building the `Value` where it can be
+/// (`encode.rs`).
+pub fn to_string_of<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    match encode::to_string(value) {
+        Some(text) => Ok(text),
+        None => serde_json::to_value(value).map(|v| to_string(&v)),
+    }
 }
 
 /// SHA-256 of the canonical text, as 64 lowercase hex digits. This is the argument digest a
@@ -61,9 +75,8 @@ fn write_value(out: &mut String, value: &Value) {
 
 fn write_object(out: &mut String, map: &Map<String, Value>) {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    // serde_json's map is ordered by UTF-8 bytes; JCS orders by UTF-16 code units. They differ
-    // only around supplementary-plane characters, so sort explicitly.
-    entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    // serde_json's map is ordered by UTF-8 bytes, not JCS's order: sort explicitly.
+    entries.sort_by(|a, b| key_order(a.0, b.0));
     out.push('{');
     for (i, (key, item)) in entries.into_iter().enumerate() {
         if i > 0 {
@@ -74,6 +87,17 @@ fn write_object(out: &mut String, map: &Map<String, Value>) {
         write_value(out, item);
     }
     out.push('}');
+}
+
+/// JCS's order of object keys: by UTF-16 code units. It differs from the order of UTF-8 bytes
+/// (and of code points) only where a supplementary-plane character meets one from U+E000 to
+/// U+FFFF, so ASCII keys, nearly all of them, compare as bytes.
+fn key_order(a: &str, b: &str) -> Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.cmp(b)
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
 }
 
 fn write_string(out: &mut String, s: &str) {
@@ -224,7 +248,7 @@ mod tests {
         assert_ne!(digest(&json!({"a": 1})), digest(&json!({"a": "1"})));
     }
 
-    fn arb_json() -> impl Strategy<Value = Value> {
+    pub(super) fn arb_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
@@ -350,7 +374,7 @@ mod tests {
     }
 
     /// Object keys where UTF-8 and UTF-16 order disagree (U+FF61 and U+1F600), among others.
-    fn arb_keyed_json() -> impl Strategy<Value = Value> {
+    pub(super) fn arb_keyed_json() -> impl Strategy<Value = Value> {
         let key = prop_oneof![".{0,4}", "[a\u{ff61}\u{1f600}\u{e000}]{1,3}",];
         prop::collection::btree_map(key, arb_json(), 0..8)
             .prop_map(|m| Value::Object(m.into_iter().collect()))

@@ -29,9 +29,7 @@ type Fingerprint = [u8; 32];
 
 /// The canonical JSON's SHA-256: equal for equal values whatever their key order.
 fn fingerprint(value: &impl Serialize) -> Fingerprint {
-    let text = serde_json::to_value(value)
-        .map(|v| canonical::to_string(&v))
-        .unwrap_or_default();
+    let text = canonical::to_string_of(value).unwrap_or_default();
     Sha256::digest(text.as_bytes()).into()
 }
 
