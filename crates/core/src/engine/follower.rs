@@ -86,6 +86,8 @@ impl Engine {
             | EventPayload::HoldWithdrawn { outcome } => {
                 if let Some(id) = event.hold {
                     self.inner.open.lock().closed(id);
+                    // Before its waiters wake: what they read then is the resolved hold.
+                    self.inner.recent.lock().resolved(id, outcome);
                     let waiting = self.inner.waiters.lock().remove(&id);
                     for tx in waiting.into_iter().flatten() {
                         let _ = tx.send(outcome.clone());

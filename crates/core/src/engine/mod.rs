@@ -388,16 +388,23 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        let (events, synced) = match answered {
-            Answered::Durable => (self.inner.store.commit(tx).await?, Synced::done()),
-            Answered::Written => self.inner.store.commit_written(tx).await?,
+        // Resolved versions become facts for the follower once it applies their events,
+        // which may come before this task runs again (recent.rs).
+        self.inner.recent.lock().resolving(&written);
+        let committed = match answered {
+            Answered::Durable => (self.inner.store.commit(tx).await).map(|e| (e, Synced::done())),
+            Answered::Written => self.inner.store.commit_written(tx).await,
         };
         {
             let mut recent = self.inner.recent.lock();
-            for h in written {
-                recent.put(h);
+            recent.settled(&written);
+            if committed.is_ok() {
+                for h in written {
+                    recent.put(h);
+                }
             }
         }
+        let (events, synced) = committed?;
         let Some(last) = events.last().map(|e| e.seq) else {
             return Ok((events, synced));
         };

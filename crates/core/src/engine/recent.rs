@@ -6,16 +6,24 @@
 //! if the hold changed meanwhile (on another node, say) the store refuses it and the engine
 //! recomputes from the store. Only a resolved entry is taken as fact, since a resolved hold
 //! never changes again.
+//!
+//! A resolved version this node is committing is kept aside until the follower applies the
+//! event that resolves the hold with the same outcome: from then on it is a fact, and it is
+//! kept before the follower wakes the hold's waiters. Otherwise a waiter, woken by the
+//! follower before the committing task has run again, would find the hold still open here
+//! and read it from the store.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use holdpoint_protocol::{Hold, HoldId};
+use holdpoint_protocol::{Hold, HoldId, Outcome};
 
 pub(crate) struct RecentHolds {
     map: HashMap<HoldId, Arc<Hold>>,
     order: VecDeque<HoldId>,
     capacity: usize,
+    /// Resolved versions being committed by this node (not facts until committed).
+    resolving: HashMap<HoldId, Vec<Arc<Hold>>>,
 }
 
 impl RecentHolds {
@@ -24,6 +32,42 @@ impl RecentHolds {
             map: HashMap::new(),
             order: VecDeque::new(),
             capacity,
+            resolving: HashMap::new(),
+        }
+    }
+
+    /// Keeps aside the resolved versions among `holds`, which this node is about to commit.
+    pub(crate) fn resolving(&mut self, holds: &[Arc<Hold>]) {
+        if self.capacity == 0 {
+            return;
+        }
+        for h in holds.iter().filter(|h| h.outcome.is_some()) {
+            self.resolving.entry(h.id).or_default().push(h.clone());
+        }
+    }
+
+    /// The commit of `holds` ended, made or not: what was kept aside for it goes.
+    pub(crate) fn settled(&mut self, holds: &[Arc<Hold>]) {
+        for h in holds.iter().filter(|h| h.outcome.is_some()) {
+            if let Some(list) = self.resolving.get_mut(&h.id) {
+                list.retain(|kept| !Arc::ptr_eq(kept, h));
+                if list.is_empty() {
+                    self.resolving.remove(&h.id);
+                }
+            }
+        }
+    }
+
+    /// The log resolved hold `id` with `outcome`: the version being committed with that
+    /// outcome is the committed one, and is kept.
+    pub(crate) fn resolved(&mut self, id: HoldId, outcome: &Outcome) {
+        let committed = self
+            .resolving
+            .get(&id)
+            .and_then(|list| list.iter().find(|h| h.outcome.as_ref() == Some(outcome)))
+            .cloned();
+        if let Some(hold) = committed {
+            self.put(hold);
         }
     }
 
@@ -59,6 +103,8 @@ impl RecentHolds {
 
 #[cfg(test)]
 mod tests {
+    use holdpoint_protocol::OutcomeStatus;
+
     use super::*;
 
     fn hold(version: u64) -> Hold {
@@ -94,5 +140,60 @@ mod tests {
         r.forget(b.id);
         assert!(r.get(b.id).is_none());
         assert!(RecentHolds::new(0).get(c.id).is_none());
+    }
+
+    fn outcome(status: OutcomeStatus) -> Outcome {
+        serde_json::from_value(serde_json::json!({
+            "status": status, "source": "person", "decided_by": ["alice"],
+            "decided_at": "2026-01-01T00:00:01.000Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resolved_version_being_committed_is_kept_once_the_log_resolves_it_so() {
+        let mut r = RecentHolds::new(8);
+        let open = hold(1);
+        r.put(Arc::new(open.clone()));
+        let resolved = |status| {
+            let mut h = open.clone();
+            h.version = 2;
+            h.outcome = Some(outcome(status));
+            Arc::new(h)
+        };
+        let (approved, denied) = (
+            resolved(OutcomeStatus::Approved),
+            resolved(OutcomeStatus::Denied),
+        );
+        // Two decisions of this node race; the log resolves the hold as one of them did.
+        r.resolving(std::slice::from_ref(&approved));
+        r.resolving(std::slice::from_ref(&denied));
+        assert_eq!(
+            r.get(open.id).unwrap().version,
+            1,
+            "not a fact before the log says so"
+        );
+        r.resolved(open.id, &outcome(OutcomeStatus::TimedOut));
+        assert_eq!(
+            r.get(open.id).unwrap().version,
+            1,
+            "resolved otherwise: nothing kept"
+        );
+        r.resolved(open.id, denied.outcome.as_ref().unwrap());
+        assert!(Arc::ptr_eq(&r.get(open.id).unwrap(), &denied));
+        r.settled(&[approved]);
+        r.settled(&[denied]);
+        assert!(
+            r.resolving.is_empty(),
+            "settled commits leave nothing aside"
+        );
+        // A commit that fails is settled with nothing kept.
+        let other = hold(1);
+        let mut failed = other.clone();
+        failed.outcome = Some(outcome(OutcomeStatus::Approved));
+        let failed = Arc::new(failed);
+        r.resolving(&[failed.clone(), Arc::new(hold(1))]);
+        r.settled(&[failed]);
+        assert!(r.resolving.is_empty() && r.get(other.id).is_none());
     }
 }
