@@ -153,9 +153,9 @@ fn better(unit: &str) -> Better {
         return Better::Higher;
     }
     match unit {
-        "ns" | "µs" | "us" | "ms" | "s" | "B" | "KiB" | "MiB" | "GiB" | "KB" | "MB" | "GB" => {
-            Better::Lower
-        }
+        // `×`: a multiple of a floor (`= 17.5× the bare request's`), the nearer the better.
+        "ns" | "µs" | "us" | "ms" | "s" | "B" | "KiB" | "MiB" | "GiB" | "KB" | "MB" | "GB"
+        | "×" => Better::Lower,
         _ => Better::Unknown,
     }
 }
@@ -368,6 +368,15 @@ mod tests {
         assert_eq!(names(&a), names(&b));
         assert_eq!(a[1].value, -3.4);
         assert_eq!(b[1].value, 1.2);
+    }
+
+    #[test]
+    fn a_multiple_of_a_floor_is_a_figure_so_its_line_reads_the_same_whatever_it_is() {
+        let a = figures("== f\n   cycle CPU 300.0 µs = 17.5× the bare request's\n");
+        let b = figures("== f\n   cycle CPU 310.0 µs = 20.1× the bare request's\n");
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[1].name, b[1].name);
+        assert_eq!((b[1].value, b[1].better), (20.1, Better::Lower));
     }
 
     #[test]
