@@ -150,6 +150,16 @@ impl Encoder {
     }
 }
 
+/// Integers of 64 bits or fewer, written exactly.
+macro_rules! integers {
+    ($($method:ident : $ty:ty),*) => {$(
+        fn $method(self, v: $ty) -> Result<(), GiveUp> {
+            self.integer(v);
+            Ok(())
+        }
+    )*};
+}
+
 impl<'a> ser::Serializer for &'a mut Encoder {
     type Ok = ();
     type Error = GiveUp;
@@ -166,48 +176,25 @@ impl<'a> ser::Serializer for &'a mut Encoder {
         Ok(())
     }
 
-    fn serialize_i8(self, v: i8) -> Result<(), GiveUp> {
-        self.serialize_i64(i64::from(v))
-    }
-
-    fn serialize_i16(self, v: i16) -> Result<(), GiveUp> {
-        self.serialize_i64(i64::from(v))
-    }
-
-    fn serialize_i32(self, v: i32) -> Result<(), GiveUp> {
-        self.serialize_i64(i64::from(v))
-    }
-
-    fn serialize_i64(self, v: i64) -> Result<(), GiveUp> {
-        self.integer(v);
-        Ok(())
-    }
+    integers!(
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64
+    );
 
     fn serialize_i128(self, v: i128) -> Result<(), GiveUp> {
-        let v = i64::try_from(v).map_err(|_| GiveUp)?;
-        self.serialize_i64(v)
-    }
-
-    fn serialize_u8(self, v: u8) -> Result<(), GiveUp> {
-        self.serialize_u64(u64::from(v))
-    }
-
-    fn serialize_u16(self, v: u16) -> Result<(), GiveUp> {
-        self.serialize_u64(u64::from(v))
-    }
-
-    fn serialize_u32(self, v: u32) -> Result<(), GiveUp> {
-        self.serialize_u64(u64::from(v))
-    }
-
-    fn serialize_u64(self, v: u64) -> Result<(), GiveUp> {
-        self.integer(v);
+        self.integer(i64::try_from(v).map_err(|_| GiveUp)?);
         Ok(())
     }
 
     fn serialize_u128(self, v: u128) -> Result<(), GiveUp> {
-        let v = u64::try_from(v).map_err(|_| GiveUp)?;
-        self.serialize_u64(v)
+        self.integer(u64::try_from(v).map_err(|_| GiveUp)?);
+        Ok(())
     }
 
     fn serialize_f32(self, v: f32) -> Result<(), GiveUp> {
@@ -382,57 +369,30 @@ impl Array<'_> {
     }
 }
 
-impl ser::SerializeSeq for Array<'_> {
-    type Ok = ();
-    type Error = GiveUp;
+/// serde's four kinds of array, each written by [`Array`] alike.
+macro_rules! array {
+    ($($kind:ident :: $add:ident),*) => {$(
+        impl ser::$kind for Array<'_> {
+            type Ok = ();
+            type Error = GiveUp;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
+            fn $add<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
+            fn end(self) -> Result<(), GiveUp> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Array<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for Array<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for Array<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
-}
+array!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 pub(super) struct Members<'a> {
     encoder: &'a mut Encoder,
@@ -476,49 +436,42 @@ impl ser::SerializeMap for Members<'_> {
     }
 }
 
-impl ser::SerializeStruct for Members<'_> {
-    type Ok = ();
-    type Error = GiveUp;
+/// A struct and a struct variant, whose fields are written by [`Members`] alike.
+macro_rules! fields {
+    ($($kind:ident),*) => {$(
+        impl ser::$kind for Members<'_> {
+            type Ok = ();
+            type Error = GiveUp;
 
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.field(Key::Field(key), value)
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), GiveUp> {
+                self.field(Key::Field(key), value)
+            }
 
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
+            fn end(self) -> Result<(), GiveUp> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Members<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.field(Key::Field(key), value)
-    }
-
-    fn end(self) -> Result<(), GiveUp> {
-        self.finish()
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 /// A map's key as serde_json writes it into a `Value`: a string, or an integer, a bool or a
 /// unit variant as its text. Anything else gives up (serde_json refuses most of it, and
 /// writes a float key in a format of its own).
 struct MapKey;
 
-impl MapKey {
-    fn text(v: impl Display) -> Result<Key, GiveUp> {
-        Ok(Key::Owned(v.to_string()))
-    }
+/// Keys written as their text, as serde_json writes them.
+macro_rules! key_as_text {
+    ($($method:ident : $ty:ty),*) => {$(
+        fn $method(self, v: $ty) -> Result<Key, GiveUp> {
+            Ok(Key::Owned(v.to_string()))
+        }
+    )*};
 }
 
 impl ser::Serializer for MapKey {
@@ -536,53 +489,20 @@ impl ser::Serializer for MapKey {
         Ok(Key::Owned(v.to_owned()))
     }
 
-    fn serialize_char(self, v: char) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
+    key_as_text!(serialize_char: char, serialize_bool: bool);
 
-    fn serialize_bool(self, v: bool) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_i8(self, v: i8) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_i16(self, v: i16) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_i32(self, v: i32) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_i64(self, v: i64) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_i128(self, v: i128) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_u8(self, v: u8) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_u16(self, v: u16) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_u32(self, v: u32) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_u64(self, v: u64) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
-
-    fn serialize_u128(self, v: u128) -> Result<Key, GiveUp> {
-        Self::text(v)
-    }
+    key_as_text!(
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_i128: i128,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_u128: u128
+    );
 
     fn serialize_unit_variant(
         self,
@@ -601,6 +521,7 @@ impl ser::Serializer for MapKey {
         value.serialize(self)
     }
 
+    // A float key serde_json writes in a format of its own; the rest it refuses.
     fn serialize_f32(self, _: f32) -> Result<Key, GiveUp> {
         Err(GiveUp)
     }
