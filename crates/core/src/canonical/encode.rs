@@ -8,9 +8,9 @@
 //! key order is rearranged, by copying its text once.
 //!
 //! The result is exactly what `serde_json::to_value` followed by [`super::to_string`] gives.
-//! What that path does in ways not worth repeating here (a raw JSON value, a non-integer map
-//! key, integers beyond 64 bits) makes this writer give up, and [`super::to_string_of`] takes
-//! the `Value` path instead.
+//! What that path does in ways not worth repeating here (a raw JSON value, a float map key,
+//! integers beyond 64 bits) makes this writer give up, and [`super::to_string_of`] takes the
+//! `Value` path instead.
 
 use std::fmt::{self, Display, Write as _};
 use std::ops::Range;
