@@ -390,21 +390,18 @@ impl Engine {
             .collect();
         // Resolved versions become facts for the follower once it applies their events,
         // which may come before this task runs again (recent.rs).
-        self.inner.recent.lock().resolving(&written);
-        let committed = match answered {
-            Answered::Durable => (self.inner.store.commit(tx).await).map(|e| (e, Synced::done())),
-            Answered::Written => self.inner.store.commit_written(tx).await,
+        let committing = recent::Committing::new(&self.inner.recent, &written);
+        let (events, synced) = match answered {
+            Answered::Durable => (self.inner.store.commit(tx).await?, Synced::done()),
+            Answered::Written => self.inner.store.commit_written(tx).await?,
         };
         {
             let mut recent = self.inner.recent.lock();
-            recent.settled(&written);
-            if committed.is_ok() {
-                for h in written {
-                    recent.put(h);
-                }
+            for h in &written {
+                recent.put(h.clone());
             }
         }
-        let (events, synced) = committed?;
+        drop(committing);
         let Some(last) = events.last().map(|e| e.seq) else {
             return Ok((events, synced));
         };

@@ -17,6 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use holdpoint_protocol::{Hold, HoldId, Outcome};
+use parking_lot::Mutex;
 
 pub(crate) struct RecentHolds {
     map: HashMap<HoldId, Arc<Hold>>,
@@ -37,7 +38,7 @@ impl RecentHolds {
     }
 
     /// Keeps aside the resolved versions among `holds`, which this node is about to commit.
-    pub(crate) fn resolving(&mut self, holds: &[Arc<Hold>]) {
+    fn resolving(&mut self, holds: &[Arc<Hold>]) {
         if self.capacity == 0 {
             return;
         }
@@ -47,7 +48,7 @@ impl RecentHolds {
     }
 
     /// The commit of `holds` ended, made or not: what was kept aside for it goes.
-    pub(crate) fn settled(&mut self, holds: &[Arc<Hold>]) {
+    fn settled(&mut self, holds: &[Arc<Hold>]) {
         for h in holds.iter().filter(|h| h.outcome.is_some()) {
             if let Some(list) = self.resolving.get_mut(&h.id) {
                 list.retain(|kept| !Arc::ptr_eq(kept, h));
@@ -98,6 +99,27 @@ impl RecentHolds {
     pub(crate) fn forget(&mut self, id: HoldId) {
         // The id stays in `order` until it ages out; `put` then finds nothing to evict twice.
         self.map.remove(&id);
+    }
+}
+
+/// The resolved versions among a commit's holds, kept aside while the commit is under way:
+/// until this is dropped, when the commit ended or its caller went away (a request whose
+/// client disconnected drops its commit mid-way), so nothing is left aside for good.
+pub(crate) struct Committing<'a> {
+    recent: &'a Mutex<RecentHolds>,
+    holds: &'a [Arc<Hold>],
+}
+
+impl<'a> Committing<'a> {
+    pub(crate) fn new(recent: &'a Mutex<RecentHolds>, holds: &'a [Arc<Hold>]) -> Self {
+        recent.lock().resolving(holds);
+        Committing { recent, holds }
+    }
+}
+
+impl Drop for Committing<'_> {
+    fn drop(&mut self) {
+        self.recent.lock().settled(self.holds);
     }
 }
 
@@ -195,5 +217,18 @@ mod tests {
         r.resolving(&[failed.clone(), Arc::new(hold(1))]);
         r.settled(&[failed]);
         assert!(r.resolving.is_empty() && r.get(other.id).is_none());
+    }
+
+    #[test]
+    fn a_commit_dropped_mid_way_leaves_nothing_aside() {
+        let recent = Mutex::new(RecentHolds::new(8));
+        let mut h = hold(1);
+        h.outcome = Some(outcome(OutcomeStatus::Approved));
+        let holds = [Arc::new(h)];
+        let committing = Committing::new(&recent, &holds);
+        assert_eq!(recent.lock().resolving.len(), 1);
+        // A request future dropped while its commit was under way drops this with it.
+        drop(committing);
+        assert!(recent.lock().resolving.is_empty());
     }
 }
