@@ -608,6 +608,12 @@ pub trait Store: Send + Sync + 'static {
     /// The first and the last open hold's positions (none open: `None`), from the same index:
     /// start reads the marks between them in parts at once.
     async fn open_span(&self) -> Result<Option<RangeInclusive<u64>>, StoreError>;
+    /// A hint, given just before start reads every open mark in `parts` equal parts of their
+    /// span at once: a store whose reads wait on a disk may have the marks' pages read ahead
+    /// meanwhile, in the background. Nothing waits on it, or depends on what it does.
+    fn reading_open_marks(&self, parts: usize) {
+        let _ = parts;
+    }
 
     /// Grants not revoked, of one world or of all.
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError>;

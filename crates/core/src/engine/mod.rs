@@ -197,6 +197,7 @@ async fn open_holds(store: &Arc<dyn Store>) -> Result<open::OpenHolds, StoreErro
         return Ok(open.done());
     };
     let (first, last) = span.into_inner();
+    store.reading_open_marks(MARK_READERS as usize);
     let step = (last - first) / MARK_READERS + 1;
     // Unbounded: a page is taken in (counted, pushed) far faster than it is read.
     let (pages, mut arrived) = tokio::sync::mpsc::unbounded_channel();

@@ -2,6 +2,7 @@
 
 mod apply;
 mod checkpointer;
+mod readahead;
 mod reader;
 mod reserve;
 mod schema;
@@ -75,6 +76,19 @@ fn connect(path: &Path, reader: bool) -> Result<Connection, String> {
     };
     setup().map_err(|e| e.to_string())?;
     Ok(conn)
+}
+
+/// Has the kernel read the open holds' index (what start reads every open mark from) ahead,
+/// for `parts` readers at once (`readahead.rs`); how many of its leaves it named.
+fn read_ahead_open_marks(path: &Path, parts: usize) -> Result<usize, String> {
+    let root: u32 = connect(path, true)?
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE type = 'index' AND name = 'holds_open'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| e.to_string())?;
+    readahead::index(path, root, parts).map_err(|e| e.to_string())
 }
 
 /// A Holdpoint database in one SQLite file (plus its WAL).
@@ -360,6 +374,21 @@ impl Store for SqliteStore {
 
     async fn open_span(&self) -> Result<Option<RangeInclusive<u64>>, StoreError> {
         self.read(reader::open_span).await
+    }
+
+    fn reading_open_marks(&self, parts: usize) {
+        let path = self.path.clone();
+        // A thread of its own: the walk waits on the disk, page by page, and the leaves it
+        // names may take the kernel a while to accept. It ends when they are named.
+        let spawned = std::thread::Builder::new()
+            .name("holdpoint-readahead".into())
+            .spawn(move || match read_ahead_open_marks(&path, parts) {
+                Ok(leaves) => tracing::debug!(leaves, "open holds' index read ahead"),
+                Err(error) => tracing::debug!(%error, "open holds' index not read ahead"),
+            });
+        if let Err(error) = spawned {
+            tracing::debug!(%error, "open holds' index not read ahead");
+        }
     }
 
     async fn grants(&self, world: Option<&str>) -> Result<Vec<Grant>, StoreError> {

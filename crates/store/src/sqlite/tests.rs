@@ -382,3 +382,33 @@ fn cached_statements_are_not_planned_again_for_new_values() {
         "the listing was planned again"
     );
 }
+
+/// Start's read-ahead finds the open holds' index by its name and names each of its leaves
+/// (a renamed index would leave start reading from a cold cache a page at a time, unnoticed).
+#[test]
+fn the_open_holds_index_is_read_ahead_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.db");
+    let mut conn = connect(&path, false).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    let tx = conn.transaction().unwrap();
+    for position in 1..=20_000i64 {
+        tx.execute(
+            "INSERT INTO holds (position, id, batch, world, kind, status, open, version, data, raiser) \
+             VALUES (?, randomblob(16), randomblob(16), 'world', 'question', 'pending', ?, 1, '{}', 'bot')",
+            rusqlite::params![position, position % 3 != 0],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    let leaves: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM dbstat WHERE name = 'holds_open' AND pagetype = 'leaf'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let leaves = usize::try_from(leaves).unwrap();
+    assert!(leaves > 100, "{leaves} leaves");
+    assert_eq!(read_ahead_open_marks(&path, 4), Ok(leaves));
+}
