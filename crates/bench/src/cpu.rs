@@ -44,7 +44,7 @@ impl CpuTimes {
 
     /// The share of the machine's CPUs that `ticks` of CPU time (in `/proc/stat`'s unit, as
     /// `/proc/PID/stat`'s are) came to from `self` to `later`.
-    fn share_until(self, later: CpuTimes, ticks: u64) -> Option<f64> {
+    pub fn share_until(self, later: CpuTimes, ticks: u64) -> Option<f64> {
         let total = later.total.checked_sub(self.total)?;
         (total > 0).then(|| ticks as f64 / total as f64)
     }
@@ -179,6 +179,13 @@ impl Process {
             ticks,
         })
     }
+}
+
+/// One process's CPU time so far, with its reaped children's, in clock ticks; `None` once
+/// it is gone (or where `/proc` cannot be read).
+pub fn process_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(Process::parse(&stat)?.ticks)
 }
 
 /// The machine's CPUs, for saying how many the share is of.

@@ -18,6 +18,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
+use crate::cpu::{self, CpuTimes};
 use crate::http::{Caller, Raised, WORLD};
 use crate::stats::{Latencies, ms};
 use crate::takeover::Node;
@@ -510,6 +511,7 @@ pub async fn run(
     let path = format!("/api/v1/worlds/{WORLD}/holds");
     let mut previous: Option<String> = None;
     let padding = "x".repeat(o.payload);
+    let cpu_before = (CpuTimes::now(), cpu::process_ticks(pid));
     let start = Instant::now();
     let mut raised = 0usize;
     while start.elapsed().as_secs_f64() < o.seconds {
@@ -552,6 +554,8 @@ pub async fn run(
     while everyone(&sent) < sent.len() && settle.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let cpu_after = (CpuTimes::now(), cpu::process_ticks(pid));
+    let window = start.elapsed().as_secs_f64();
     let _ = stop.send(true);
     let _ = sampler.await;
     let mut complete_readers = 0;
@@ -625,6 +629,23 @@ pub async fn run(
         ms(lat.percentile(99.0)),
         ms(lat.percentile(100.0))
     );
+    // The server's CPU time a delivery, whoever else shares the machine: what the readers
+    // cost (here, on the same cores) is left out.
+    if let ((Some(m0), Some(t0)), (Some(m1), Some(t1))) = (cpu_before, cpu_after)
+        && let Some(share) = t1.checked_sub(t0).and_then(|t| m0.share_until(m1, t))
+        && total > 0
+    {
+        let cores = share * cpu::count() as f64;
+        let per = cores * window / total as f64;
+        println!(
+            "  server CPU: {:.1} s over {window:.1} s ({cores:.2} of a core): {:.1} µs a delivery (one event to one reader, with its share of the requests); at that, {:.0} holds/s (two events each) to {} streams would keep {:.1} cores busy",
+            cores * window,
+            per * 1e6,
+            o.rate,
+            o.subscribers,
+            per * o.rate * 2.0 * o.subscribers as f64
+        );
+    }
     let samples = samples.lock().clone();
     // After the first tenth of the run (or minute, whichever is less): allocations settle.
     let warm = (o.seconds / 10.0).min(60.0);
