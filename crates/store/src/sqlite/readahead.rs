@@ -121,6 +121,11 @@ impl Pages {
                     Some(Node::Interior(children)) => below.extend(children),
                     _ => return Ok(None),
                 }
+                // No level of a tree has more pages than the file: a damaged one whose
+                // pointers loop ends here rather than multiplying.
+                if below.len() as u64 > self.count {
+                    return Ok(None);
+                }
             }
             level = below;
         }
@@ -285,6 +290,32 @@ mod tests {
         assert_eq!(file.leaves(table).unwrap(), None);
         assert_eq!(file.leaves(1_000_000).unwrap(), None);
         assert_eq!(index(&path, table, 4).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_damaged_tree_whose_pointers_loop_ends_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, conn, root) = database(dir.path(), 60_000);
+        drop(conn);
+        // The root's children all point back at the root.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let pages = Pages::open(&path).unwrap();
+        let mut page = Vec::new();
+        pages.read(root, &mut page).unwrap().unwrap();
+        let cells = usize::from(u16::from_be_bytes([page[3], page[4]]));
+        for i in 0..cells {
+            let cell = usize::from(u16::from_be_bytes([page[12 + 2 * i], page[13 + 2 * i]]));
+            page[cell..cell + 4].copy_from_slice(&root.to_be_bytes());
+        }
+        page[8..12].copy_from_slice(&root.to_be_bytes());
+        let at = (u64::from(root) - 1) * pages.size as u64;
+        file.write_all_at(&page, at).unwrap();
+        assert_eq!(pages.leaves(root).unwrap(), None);
+        assert_eq!(index(&path, root, 4).unwrap(), 0);
     }
 
     #[test]
