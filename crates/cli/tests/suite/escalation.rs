@@ -9,6 +9,7 @@ use holdpoint_test_support::http::Api;
 use holdpoint_test_support::smtp::{Sink, python};
 use serde_json::{Value, json};
 
+use super::channels::first_notice_delivered;
 use super::serve::{admin, served};
 use super::{holdpoint, stderr};
 
@@ -63,6 +64,9 @@ async fn an_escalation_due_while_the_server_was_killed_is_mailed_after_the_resta
     let hold = raise(&api, "ls").await;
     let started = tokio::time::Instant::now();
     assert_eq!(sink.nth(1).await["rcpt_tos"], json!(["alice@example.com"]));
+    // Killed once alice's mail is recorded: killed before, the server would send it again
+    // after the restart, before the escalation this test is about.
+    first_notice_delivered(&api, &hold).await;
     first.kill().await;
     assert_eq!(sink.messages().len(), 1, "escalated before the kill");
     // The escalation falls due while no server runs (this wait is the scenario, not a
