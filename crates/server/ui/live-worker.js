@@ -84,7 +84,10 @@ function receive(port, message) {
       return;
     case "bye":
       ports.delete(port);
-      // The last tab left: let the connection go at once, as a tab's own stream did.
+      // The last tab left: let the connection go at once, as a tab's own stream did. (Unless
+      // the browser froze this worker first, with the last page kept in its back/forward cache:
+      // the stream then goes when that page is dropped, and this worker with it, or this runs
+      // when the page is shown again.)
       if (ports.size === 0 && source) {
         source.close();
         source = null;

@@ -125,7 +125,10 @@ function connect() {
 // A page being left lets go of its part at once: with a stream of its own the browser might
 // keep the connection for a while, and the next pages would wait for one; the worker closes
 // the shared stream when the last tab has gone. A page shown again from the back/forward
-// cache connects anew and re-reads.
+// cache connects anew and re-reads. One case this cannot cover: the last tab's page kept in
+// that cache (Chromium keeps the inbox) keeps the worker with it, frozen, and a frozen worker
+// may not have read the page's "bye" yet; the stream then stays open until the browser drops
+// the page, or shows it again (the worker reads the "bye", then the page's new "hello").
 window.addEventListener("pagehide", () => {
   if (link) link.close();
   link = null;

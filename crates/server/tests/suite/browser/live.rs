@@ -11,6 +11,11 @@ fn card(id: &str) -> String {
     format!("article.hold[data-hold='{id}']")
 }
 
+/// The hold in the inbox, as its row or its card.
+fn row(id: &str) -> String {
+    format!("[data-hold='{id}']")
+}
+
 /// The outcome of `hold` as the API has it (`pending` while it is).
 async fn status_of(t: &TestServer, hold: &str) -> String {
     t.api
@@ -93,9 +98,55 @@ async fn eight_tabs_of_one_browser_share_one_stream_and_each_sees_a_decision_mad
         &raise(&agent, "lab", vec![approval("rollback", json!({}))]).await,
         0,
     );
-    b.wait_for(&format!("[data-hold='{next}']")).await;
+    b.wait_for(&row(&next)).await;
     streams_become(&t, 1).await;
+    close_the_last_tab(&b).await;
+    streams_become(&t, 0).await;
+    b.close().await;
+}
+
+/// Closes the current tab, the last of Holdpoint's, leaving a blank one so that the browser
+/// stays open. (Closed, not navigated away from: a page the browser keeps in its back/forward
+/// cache keeps the worker too — see the next test.)
+async fn close_the_last_tab(b: &Browser) {
+    let blank = b.client.new_window(true).await.unwrap().handle;
+    b.client.close_window().await.unwrap();
+    b.client.switch_to_window(blank).await.unwrap();
+}
+
+/// A page left for another and shown again with Back (from the browser's back/forward cache,
+/// where Chromium keeps the inbox, frozen, with the worker it shares the stream through) has
+/// its stream back, one of it, and shows what was raised while it was away.
+#[tokio::test]
+async fn an_inbox_shown_again_with_back_has_its_stream_and_what_came_meanwhile() {
+    let t = TestServer::start().await;
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(&t, "live-back", &alice).await;
+    let first = held(
+        &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&card(&first)).await;
+    streams_become(&t, 1).await;
+
     b.goto("/signin").await;
+    let meanwhile = held(
+        &raise(&agent, "lab", vec![approval("rollback", json!({}))]).await,
+        0,
+    );
+    b.client.back().await.unwrap();
+    b.wait_for(&row(&meanwhile)).await;
+    b.wait_for(&row(&first)).await;
+    streams_become(&t, 1).await;
+    // And it is live: what comes next shows without a reload.
+    let next = held(
+        &raise(&agent, "lab", vec![approval("restart", json!({}))]).await,
+        0,
+    );
+    b.wait_for(&row(&next)).await;
+    close_the_last_tab(&b).await;
     streams_become(&t, 0).await;
     b.close().await;
 }
