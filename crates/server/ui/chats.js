@@ -114,6 +114,8 @@ const CHANGES = [
 ];
 
 const ACTIVE = new Set(ACTIVE_TURN_STATUSES);
+// How many calls' early text (`earlyText`) a chat page keeps at most.
+const EARLY_CALLS = 16;
 
 export async function chat(main, [worldName, chatId]) {
   const [c, agents] = await Promise.all([api.getChat(worldName, chatId), api.agents(worldName)]);
@@ -132,6 +134,9 @@ class ChatPage {
     // Policy's word on a call, as the live stream told it ("rule \"ci\""), by call id: the
     // stored result says only whether policy or a grant allowed it.
     this.allowedBy = new Map();
+    // Text a call streamed before the read that shows its card ended, by call id: the event
+    // can overtake the read, and the text would otherwise be lost until the result.
+    this.earlyText = new Map();
     this.running = null;
     /** Another read is due once this one ends: `true` for a whole one, `"yes"` for the new part. @type {boolean | "yes"} */
     this.again = false;
@@ -367,6 +372,13 @@ class ChatPage {
       h("div", { class: "call-detail" }),
     );
     this.callCards.set(call.id, el);
+    const early = this.earlyText.get(call.id);
+    if (early) {
+      this.earlyText.delete(call.id);
+      const out = el.querySelector(".call-stream");
+      out.hidden = false;
+      out.append(early);
+    }
     return el;
   }
 
@@ -374,7 +386,15 @@ class ChatPage {
   // as it arrives until the call's result is final; the result shows it whole.
   toolText({ call, text }) {
     const el = this.callCards.get(call);
-    if (!el || el.dataset.final) return;
+    if (!el) {
+      // Kept for the card's read; a few calls' worth, as a call shown by no read keeps none.
+      if (!this.earlyText.has(call) && this.earlyText.size >= EARLY_CALLS) {
+        this.earlyText.delete(this.earlyText.keys().next().value);
+      }
+      this.earlyText.set(call, (this.earlyText.get(call) || "") + text);
+      return;
+    }
+    if (el.dataset.final) return;
     const out = el.querySelector(".call-stream");
     out.hidden = false;
     follow(() => out.append(text));

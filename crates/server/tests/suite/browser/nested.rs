@@ -1,6 +1,7 @@
 //! Agents calling agents, in a browser: a sub-agent's hold shown in the caller's chat and in
 //! the inbox with the agents it came through, and withdrawn when a person cancels the caller's
-//! turn from its chat; a remote agent's text shown in its call's card as it streams.
+//! turn from its chat; a remote agent's text shown in its call's card as it streams, also
+//! when the text comes before the card.
 
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
@@ -120,6 +121,23 @@ async fn a_sub_agents_hold_shows_in_the_callers_chat_and_the_inbox_and_goes_with
 
 #[tokio::test]
 async fn a_remote_agents_text_shows_in_its_calls_card_as_it_streams() {
+    remote_text_shows(Reads::AsTheyCome).await;
+}
+
+/// The text can overtake the read that shows the call's card (a loaded machine, a slow
+/// network): the page keeps it for the card.
+#[tokio::test]
+async fn a_remote_agents_text_that_comes_before_its_calls_card_is_shown_with_the_card() {
+    remote_text_shows(Reads::Late).await;
+}
+
+enum Reads {
+    AsTheyCome,
+    /// Every request of the page answered a second and a half late.
+    Late,
+}
+
+async fn remote_text_shows(reads: Reads) {
     use crate::suite::remote_agents::{Fake, Mode, lab_with, say};
     let agent = Fake::start(Mode::Stream).await;
     let llm = ScriptedLlm::start(vec![
@@ -129,9 +147,22 @@ async fn a_remote_agents_text_shows_in_its_calls_card_as_it_streams() {
     .await;
     let (t, chat) = lab_with(json!({"writer": {"url": agent.url}}), &llm).await;
     let token = t.token("alice", "approver", None).await;
-    let b = Browser::signed_in(&t, "remote-stream", &token).await;
+    let name = match reads {
+        Reads::AsTheyCome => "remote-stream",
+        Reads::Late => "remote-stream-late",
+    };
+    let b = Browser::signed_in(&t, name, &token).await;
     b.goto(&format!("/worlds/lab/chats/{chat}")).await;
     b.wait_for("#message").await;
+    if let Reads::Late = reads {
+        b.eval(
+            "const fetchNow = window.fetch; \
+             window.fetch = (...args) => \
+               new Promise((wait) => setTimeout(wait, 1500)).then(() => fetchNow(...args)); \
+             return true",
+        )
+        .await;
+    }
     say(&t, &chat, "Write").await;
     // The remote agent said its first piece and waits: the call runs, its text is shown.
     let call = ".call[data-call='c1'][data-status='running']";
