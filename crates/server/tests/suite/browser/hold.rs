@@ -6,12 +6,8 @@ use std::time::{Duration, Instant};
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::json;
 
-use super::{Browser, PHONE};
+use super::{Browser, PHONE, card};
 use crate::suite::{Api, TestServer, approval, held, lab_chat, question, raise};
-
-fn card(id: &str) -> String {
-    format!("article.hold[data-hold='{id}']")
-}
 
 async fn lab(t: &TestServer) -> Api {
     t.world("lab").await;

@@ -5,27 +5,8 @@
 use holdpoint_test_support::llm::{ScriptedLlm, Step, call};
 use serde_json::{Value, json};
 
-use super::Browser;
+use super::{Browser, card, lab, row};
 use crate::suite::{Api, TestServer, approval, held, question, raise};
-
-/// A world `lab`, an agent that raises holds in it, and an approver `alice` signed in on the
-/// inbox.
-async fn lab(t: &TestServer, name: &str) -> (Api, Browser) {
-    t.world("lab").await;
-    let agent = t.caller("deploy-bot", "agent", None).await;
-    let alice = t.token("alice", "approver", None).await;
-    let b = Browser::signed_in(t, name, &alice).await;
-    b.wait_for("form.filters").await;
-    (agent, b)
-}
-
-fn card(id: &str) -> String {
-    format!("article.hold[data-hold='{id}']")
-}
-
-fn row(id: &str) -> String {
-    format!("li.row[data-hold='{id}']")
-}
 
 /// Selects `id`'s row with the mouse and waits for its card beside the list.
 async fn open(b: &Browser, id: &str) {

@@ -4,17 +4,8 @@
 
 use serde_json::json;
 
-use super::Browser;
+use super::{Browser, card, lab, row};
 use crate::suite::{TestServer, approval, held, live_streams, raise, streams_become};
-
-fn card(id: &str) -> String {
-    format!("article.hold[data-hold='{id}']")
-}
-
-/// The hold in the inbox, as its row or its card.
-fn row(id: &str) -> String {
-    format!("[data-hold='{id}']")
-}
 
 /// The outcome of `hold` as the API has it (`pending` while it is).
 async fn status_of(t: &TestServer, hold: &str) -> String {
@@ -39,10 +30,7 @@ async fn another_tab(b: &Browser, hold: &str) -> fantoccini::wd::WindowHandle {
 #[tokio::test]
 async fn eight_tabs_of_one_browser_share_one_stream_and_each_sees_a_decision_made_in_one() {
     let t = TestServer::start().await;
-    t.world("lab").await;
-    let agent = t.caller("deploy-bot", "agent", None).await;
-    let alice = t.token("alice", "approver", None).await;
-    let b = Browser::signed_in(&t, "live-tabs", &alice).await;
+    let (agent, b) = lab(&t, "live-tabs").await;
     let id = held(
         &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
         0,
@@ -120,10 +108,7 @@ async fn close_the_last_tab(b: &Browser) {
 #[tokio::test]
 async fn an_inbox_shown_again_with_back_has_its_stream_and_what_came_meanwhile() {
     let t = TestServer::start().await;
-    t.world("lab").await;
-    let agent = t.caller("deploy-bot", "agent", None).await;
-    let alice = t.token("alice", "approver", None).await;
-    let b = Browser::signed_in(&t, "live-back", &alice).await;
+    let (agent, b) = lab(&t, "live-back").await;
     let first = held(
         &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
         0,
@@ -154,10 +139,7 @@ async fn an_inbox_shown_again_with_back_has_its_stream_and_what_came_meanwhile()
 #[tokio::test]
 async fn a_decision_that_cannot_be_sent_says_so_and_can_be_sent_again() {
     let t = TestServer::start().await;
-    t.world("lab").await;
-    let agent = t.caller("deploy-bot", "agent", None).await;
-    let alice = t.token("alice", "approver", None).await;
-    let b = Browser::signed_in(&t, "live-unsent", &alice).await;
+    let (agent, b) = lab(&t, "live-unsent").await;
     let id = held(
         &raise(&agent, "lab", vec![approval("deploy", json!({}))]).await,
         0,

@@ -37,6 +37,27 @@ pub const PATIENCE: Duration = Duration::from_secs(15);
 /// A phone's width, for the layout tests.
 pub const PHONE: (u32, u32) = (375, 812);
 
+/// The hold card of hold `id`.
+pub fn card(id: &str) -> String {
+    format!("article.hold[data-hold='{id}']")
+}
+
+/// The inbox's row of hold `id`.
+pub fn row(id: &str) -> String {
+    format!("li.row[data-hold='{id}']")
+}
+
+/// A world `lab`, an agent that raises holds in it, and an approver `alice` signed in on the
+/// inbox.
+pub async fn lab(t: &TestServer, name: &str) -> (super::Api, Browser) {
+    t.world("lab").await;
+    let agent = t.caller("deploy-bot", "agent", None).await;
+    let alice = t.token("alice", "approver", None).await;
+    let b = Browser::signed_in(t, name, &alice).await;
+    b.wait_for("form.filters").await;
+    (agent, b)
+}
+
 pub struct Browser {
     chromium: Chromium,
     pub base: String,

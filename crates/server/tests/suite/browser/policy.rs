@@ -8,7 +8,7 @@ use std::time::Duration;
 use holdpoint_protocol::Grant;
 use serde_json::{Value, json};
 
-use super::{Browser, PHONE};
+use super::{Browser, PHONE, card};
 use crate::suite::{Api, TestServer, approval, held, raise};
 
 const BASE: &str = r#"
@@ -30,10 +30,6 @@ command = { program = "echo" }
 "#;
 
 const CAT: &str = "[[rules]]\nname = \"cat is fine\"\ntools = [\"shell_cmd\"]\naction = \"allow\"\ncommand = { program = \"cat\" }\n";
-
-fn card(id: &str) -> String {
-    format!("article.hold[data-hold='{id}']")
-}
 
 fn shell(command: &str) -> Value {
     approval("shell_cmd", json!({ "command": command }))

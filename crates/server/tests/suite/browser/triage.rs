@@ -6,17 +6,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{Browser, PHONE};
+use super::{Browser, PHONE, row};
 use crate::suite::{ASK_ALL, Api, TestServer, approval, held, question, raise};
 
 /// A laptop's screen, for the layout.
 const LAPTOP: (u32, u32) = (1366, 800);
 /// The inbox's page size.
 const PAGE: usize = 50;
-
-fn row(id: &str) -> String {
-    format!("li.row[data-hold='{id}']")
-}
 
 /// A server whose agents may keep any number of holds pending.
 async fn roomy() -> TestServer {
