@@ -45,6 +45,7 @@ macro_rules! store_contract {
             pages_continue_after_a_cursor,
             lists_holds_by_agent_and_tool,
             urgent_order_pages_by_deadline,
+            urgent_order_pages_alike_whether_a_filter_matches_many_or_few,
             finds_open_holds_in_a_chat,
             counts_open_holds_by_world_and_kind,
             marks_every_open_hold_from_its_columns,
@@ -586,6 +587,87 @@ pub async fn urgent_order_pages_by_deadline(store: Arc<dyn Store>) {
             .is_err(),
         "the urgent order lists open holds only"
     );
+}
+
+/// The urgent order with a filter pages alike whether the filter matches many open holds or
+/// few, alone or with other filters: a store may read the two differently (SQLite reads a
+/// filter that fewer than 200 open holds match through its own index, and sorts them).
+pub async fn urgent_order_pages_alike_whether_a_filter_matches_many_or_few(store: Arc<dyn Store>) {
+    let mut made = Vec::new();
+    let mut raise = Transaction {
+        writes: vec![],
+        events: vec![],
+    };
+    for i in 0..260u64 {
+        let tool = if i % 50 == 7 { "rare" } else { "common" };
+        let world = if i % 2 == 0 { "w1" } else { "w2" };
+        let agent = if i % 3 == 0 { "a1" } else { "a2" };
+        let mut h = hold_of(world, Some(agent), Some(tool));
+        // Deadlines that repeat (ties go by position), and a quarter without one.
+        h.deadline = (i % 4 != 0).then(|| START.saturating_add(Duration::from_secs(i * 37 % 11)));
+        raise.writes.push(Write::InsertHold(Arc::new(h.clone())));
+        raise.events.push(created(&h));
+        made.push(h);
+    }
+    store.commit(raise).await.unwrap();
+    let urgency = |h: &Hold| (h.deadline.is_none(), h.deadline);
+    let tool_of = |h: &Hold| match &h.spec {
+        HoldSpec::Approval(a) => Some(a.tool.clone()),
+        _ => None,
+    };
+    let filters = [
+        (Some("common"), None, None),
+        (Some("rare"), None, None),
+        (Some("none"), None, None),
+        (Some("common"), Some("w1"), None),
+        (Some("rare"), Some("w2"), None),
+        (None, None, Some("a1")),
+        (Some("common"), None, Some("a1")),
+        (None, Some("w2"), None),
+    ];
+    for (tool, world, agent) in filters {
+        let mut expected: Vec<&Hold> = made
+            .iter()
+            .filter(|h| tool.is_none_or(|t| tool_of(h).as_deref() == Some(t)))
+            .filter(|h| world.is_none_or(|w| h.world == w))
+            .filter(|h| agent.is_none_or(|a| h.agent.as_deref() == Some(a)))
+            .collect();
+        expected.sort_by_key(|h| urgency(h));
+        let expected: Vec<HoldId> = expected.into_iter().map(|h| h.id).collect();
+        for limit in [7, 50] {
+            let mut seen = Vec::new();
+            let (mut after, mut after_deadline) = (None, None);
+            loop {
+                let page = store
+                    .holds(&HoldFilter {
+                        tool: tool.map(Into::into),
+                        world: world.map(Into::into),
+                        agent: agent.map(Into::into),
+                        order: Order::Urgent,
+                        after,
+                        after_deadline,
+                        limit,
+                        ..HoldFilter::default()
+                    })
+                    .await
+                    .unwrap();
+                assert!(page.len() <= limit);
+                if let Some(last) = page.last() {
+                    (after, after_deadline) = (Some(last.position), last.item.deadline);
+                }
+                let n = page.len();
+                seen.extend(ids(page));
+                if n < limit {
+                    break;
+                }
+                assert!(seen.len() <= expected.len(), "{tool:?} {world:?} {agent:?}");
+            }
+            assert_eq!(
+                seen, expected,
+                "tool {tool:?}, world {world:?}, agent {agent:?}, pages of {limit}"
+            );
+        }
+    }
 }
 
 pub async fn finds_open_holds_in_a_chat(store: Arc<dyn Store>) {

@@ -245,19 +245,24 @@ pub(super) fn stored_holds(
 
 /// One page of holds. Each shape of filter is an equality prefix of one index followed by
 /// `position` (or, in the urgent order, by `deadline, position`), so SQLite walks the index
-/// in order and stops after `limit` rows.
+/// in order and stops after `limit` rows; in the urgent order, a filter that few open holds
+/// match reads them through its own index instead (`few_through`).
 pub(super) fn holds(
     conn: &Connection,
     f: &HoldFilter,
 ) -> Result<Vec<Positioned<Hold>>, StoreError> {
     let parts = pages::parts(f)?;
+    let through = match f.order {
+        Order::Urgent => few_through(conn, f)?,
+        Order::Oldest | Order::Newest => None,
+    };
     let mut rows = Vec::new();
     for &part in parts {
         let limit = pages::part_limit(f, rows.len());
         if limit == 0 {
             break;
         }
-        let (sql, params) = hold_query(f, part, limit);
+        let (sql, params) = hold_query(f, part, limit, through);
         let mut stmt = conn.prepare_cached(&sql).map_err(sql_error)?;
         let page = stmt
             .query_map(params_from_iter(params), |r| {
@@ -276,17 +281,73 @@ pub(super) fn holds(
     Ok(rows)
 }
 
-/// The statement reading one part of a listing, at most `limit` rows.
-pub(super) fn hold_query(f: &HoldFilter, part: Part, limit: usize) -> (String, Vec<Sql>) {
+/// Open holds a filter may match for the urgent order to read them through the filter's own
+/// index and sort them, rather than walk the urgency index past those that do not match.
+pub(super) const FEW: usize = 200;
+
+/// The index through which the urgent order reads `f`'s holds, when `f` has a filter with an
+/// index of its own (not a batch: see `hold_query`) and fewer than [`FEW`] open holds have
+/// its value: the urgency index holds every filter's column, so a page is found on its
+/// entries, but when few match, that walk passes over nearly every open hold (with ten
+/// million open, half a second for a filter that matches nothing). Counted on that index's
+/// entries alone, at most `FEW` of them, so the count costs little either way; an upper
+/// bound of the matches, as the listing's other filters are left out.
+pub(super) fn few_through(
+    conn: &Connection,
+    f: &HoldFilter,
+) -> Result<Option<&'static str>, StoreError> {
+    if f.batch.is_some() {
+        return Ok(None);
+    }
+    let text = |s: &String| Sql::Text(s.clone());
+    let (index, keys) = match (&f.world, &f.chat, &f.agent, &f.tool, f.kind) {
+        (Some(world), Some(chat), ..) => (
+            "holds_open_chat",
+            vec![("world", text(world)), ("chat", text(chat))],
+        ),
+        (_, _, Some(agent), ..) => ("holds_open_agent", vec![("agent", text(agent))]),
+        (_, _, None, Some(tool), _) => ("holds_open_tool", vec![("tool", text(tool))]),
+        (Some(world), ..) => ("holds_open_world", vec![("world", text(world))]),
+        (None, _, None, None, Some(kind)) => (
+            "holds_open_kind",
+            vec![("kind", Sql::Text(kind.as_str().into()))],
+        ),
+        _ => return Ok(None),
+    };
+    let matching: Vec<String> = keys.iter().map(|(c, _)| format!("{c} = ?")).collect();
+    let sql = format!(
+        "SELECT count(*) FROM (SELECT 1 FROM holds INDEXED BY {index} WHERE open = 1 AND {} LIMIT {FEW})",
+        matching.join(" AND ")
+    );
+    let found: i64 = conn
+        .prepare_cached(&sql)
+        .and_then(|mut s| {
+            s.query_row(params_from_iter(keys.into_iter().map(|(_, v)| v)), |r| {
+                r.get(0)
+            })
+        })
+        .map_err(sql_error)?;
+    Ok((found < FEW as i64).then_some(index))
+}
+
+/// The statement reading one part of a listing, at most `limit` rows; an urgent part through
+/// the index `through` (see `few_through`), when given.
+pub(super) fn hold_query(
+    f: &HoldFilter,
+    part: Part,
+    limit: usize,
+    through: Option<&'static str>,
+) -> (String, Vec<Sql>) {
     // The index is named here, by the most selective filter, rather than left to the
     // planner (several can tie on a small or unanalysed table). `open` is written into the
     // SQL, not bound, so that SQLite can use the partial indexes. The urgent order walks its
-    // own index unless a batch (a few holds) is asked for: that index holds every other
-    // filter's column, so holds that do not match are passed over on its entries.
+    // own index unless a batch (a few holds) is asked for, or a filter that few holds match:
+    // that index holds every other filter's column, so holds that do not match are passed
+    // over on its entries.
     let set = if part.open() { "open" } else { "done" };
     let index = match (part, &f.batch, &f.chat, &f.agent, &f.tool, &f.world, f.kind) {
         (_, Some(_), ..) => "holds_batch".to_owned(),
-        (Part::Due | Part::Undated, None, ..) => "holds_open_urgent".to_owned(),
+        (Part::Due | Part::Undated, None, ..) => through.unwrap_or("holds_open_urgent").to_owned(),
         (_, None, Some(_), ..) => format!("holds_{set}_chat"),
         (_, None, None, Some(_), ..) => format!("holds_{set}_agent"),
         (_, None, None, None, Some(_), ..) => format!("holds_{set}_tool"),

@@ -5,7 +5,7 @@ use super::*;
 
 /// The plan SQLite makes for one part of a listing, its steps joined with ` | `.
 fn plan(conn: &Connection, f: &HoldFilter, part: crate::pages::Part) -> String {
-    let (sql, params) = reader::hold_query(f, part, 50);
+    let (sql, params) = reader::hold_query(f, part, 50, None);
     let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
     let plan: Vec<String> = stmt
         .query_map(rusqlite::params_from_iter(params), |r| {
@@ -148,6 +148,122 @@ fn urgent_listings_walk_the_urgency_index() {
         }
     }
     assert_eq!(checked, 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
+}
+
+/// An urgent listing that fewer than `FEW` open holds can match is read through its filter's
+/// own index and sorted, not by walking the urgency index past every hold that does not
+/// match; one that many match walks the urgency index, as does one without such a filter.
+#[test]
+fn an_urgent_listing_few_holds_match_is_read_through_its_filters_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = connect(&dir.path().join("few.db"), false).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    let insert = |tool: &str, open: bool| {
+        conn.execute(
+            "INSERT INTO holds (id, batch, world, chat, kind, status, open, version, data, agent, tool) \
+             VALUES (randomblob(16), randomblob(16), 'w', 'c', 'approval', 'pending', ?, 1, '{}', 'a', ?)",
+            rusqlite::params![open, tool],
+        )
+        .unwrap();
+    };
+    for _ in 0..reader::FEW {
+        insert("common", true);
+    }
+    for _ in 0..3 {
+        insert("rare", true);
+    }
+    // Resolved holds are not counted, however many.
+    for _ in 0..2 * reader::FEW {
+        insert("gone", false);
+    }
+    let urgent = |f: HoldFilter| HoldFilter {
+        order: Order::Urgent,
+        limit: 50,
+        ..f
+    };
+    let text = |s: &str| Some(s.to_owned());
+    for (f, through) in [
+        (
+            urgent(HoldFilter {
+                tool: text("rare"),
+                ..HoldFilter::default()
+            }),
+            Some("holds_open_tool"),
+        ),
+        (
+            urgent(HoldFilter {
+                tool: text("gone"),
+                world: text("w"),
+                ..HoldFilter::default()
+            }),
+            Some("holds_open_tool"),
+        ),
+        (
+            urgent(HoldFilter {
+                tool: text("common"),
+                ..HoldFilter::default()
+            }),
+            None,
+        ),
+        (
+            urgent(HoldFilter {
+                world: text("w"),
+                ..HoldFilter::default()
+            }),
+            None,
+        ),
+        (
+            urgent(HoldFilter {
+                world: text("w"),
+                chat: text("other"),
+                ..HoldFilter::default()
+            }),
+            Some("holds_open_chat"),
+        ),
+        (
+            urgent(HoldFilter {
+                agent: text("b"),
+                tool: text("common"),
+                ..HoldFilter::default()
+            }),
+            Some("holds_open_agent"),
+        ),
+        (
+            urgent(HoldFilter {
+                kind: Some(HoldKind::Question),
+                ..HoldFilter::default()
+            }),
+            Some("holds_open_kind"),
+        ),
+        (urgent(HoldFilter::default()), None),
+        (
+            urgent(HoldFilter {
+                batch: Some(BatchId::random()),
+                tool: text("rare"),
+                ..HoldFilter::default()
+            }),
+            None,
+        ),
+    ] {
+        assert_eq!(reader::few_through(&conn, &f).unwrap(), through, "{f:?}");
+        let Some(index) = through else { continue };
+        for part in [crate::pages::Part::Due, crate::pages::Part::Undated] {
+            let (sql, params) = reader::hold_query(&f, part, 50, through);
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(rusqlite::params_from_iter(params), |r| {
+                    r.get::<_, String>(3)
+                })
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(
+                plan[0].starts_with(&format!("SEARCH holds USING INDEX {index} (")),
+                "{f:?}: {plan:?}"
+            );
+        }
+    }
 }
 
 /// The engine's other frequent reads use the partial indexes.
