@@ -502,6 +502,48 @@ pub async fn lists_holds_by_agent_and_tool(store: Arc<dyn Store>) {
     }
 }
 
+/// The ids of `holds` in the urgent order: soonest deadline first, those without one last,
+/// in the order given among equals (a stable sort).
+fn by_urgency<'a>(holds: impl Iterator<Item = &'a Hold>) -> Vec<HoldId> {
+    let mut holds: Vec<&Hold> = holds.collect();
+    holds.sort_by_key(|h| (h.deadline.is_none(), h.deadline));
+    holds.into_iter().map(|h| h.id).collect()
+}
+
+/// Every hold `filter` lists in the urgent order, read in pages of `limit`, each page going
+/// on from the last one's deadline and position; more than `most` fails.
+async fn urgent_pages(
+    store: &Arc<dyn Store>,
+    filter: HoldFilter,
+    limit: usize,
+    most: usize,
+) -> Vec<HoldId> {
+    let mut seen = Vec::new();
+    let (mut after, mut after_deadline) = (None, None);
+    loop {
+        let page = store
+            .holds(&HoldFilter {
+                order: Order::Urgent,
+                after,
+                after_deadline,
+                limit,
+                ..filter.clone()
+            })
+            .await
+            .unwrap();
+        assert!(page.len() <= limit);
+        if let Some(last) = page.last() {
+            (after, after_deadline) = (Some(last.position), last.item.deadline);
+        }
+        let n = page.len();
+        seen.extend(ids(page));
+        if n < limit {
+            return seen;
+        }
+        assert!(seen.len() <= most, "{filter:?}, pages of {limit}: {seen:?}");
+    }
+}
+
 /// The urgent order: soonest deadline first, holds without one last, by position among
 /// equals; paging with any page size sees every open hold once.
 pub async fn urgent_order_pages_by_deadline(store: Arc<dyn Store>) {
@@ -537,41 +579,14 @@ pub async fn urgent_order_pages_by_deadline(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    let urgency = |h: &Hold| (h.deadline.is_none(), h.deadline);
     for world in [None, Some("w1"), Some("w2")] {
-        // A stable sort keeps the order of making among equal deadlines.
-        let mut expected: Vec<&Hold> = made
-            .iter()
-            .filter(|h| world.is_none_or(|w| h.world == w))
-            .collect();
-        expected.sort_by_key(|h| urgency(h));
-        let expected: Vec<HoldId> = expected.into_iter().map(|h| h.id).collect();
+        let expected = by_urgency(made.iter().filter(|h| world.is_none_or(|w| h.world == w)));
         for limit in 1..=expected.len() + 1 {
-            let mut seen = Vec::new();
-            let (mut after, mut after_deadline) = (None, None);
-            loop {
-                let page = store
-                    .holds(&HoldFilter {
-                        world: world.map(Into::into),
-                        order: Order::Urgent,
-                        after,
-                        after_deadline,
-                        limit,
-                        ..HoldFilter::default()
-                    })
-                    .await
-                    .unwrap();
-                assert!(page.len() <= limit);
-                if let Some(last) = page.last() {
-                    (after, after_deadline) = (Some(last.position), last.item.deadline);
-                }
-                let n = page.len();
-                seen.extend(ids(page));
-                if n < limit {
-                    break;
-                }
-                assert!(seen.len() <= expected.len(), "{world:?} {limit}: {seen:?}");
-            }
+            let filter = HoldFilter {
+                world: world.map(Into::into),
+                ..HoldFilter::default()
+            };
+            let seen = urgent_pages(&store, filter, limit, expected.len()).await;
             assert_eq!(seen, expected, "{world:?}, pages of {limit}");
         }
     }
@@ -610,7 +625,6 @@ pub async fn urgent_order_pages_alike_whether_a_filter_matches_many_or_few(store
         made.push(h);
     }
     store.commit(raise).await.unwrap();
-    let urgency = |h: &Hold| (h.deadline.is_none(), h.deadline);
     let tool_of = |h: &Hold| match &h.spec {
         HoldSpec::Approval(a) => Some(a.tool.clone()),
         _ => None,
@@ -626,42 +640,20 @@ pub async fn urgent_order_pages_alike_whether_a_filter_matches_many_or_few(store
         (None, Some("w2"), None),
     ];
     for (tool, world, agent) in filters {
-        let mut expected: Vec<&Hold> = made
-            .iter()
-            .filter(|h| tool.is_none_or(|t| tool_of(h).as_deref() == Some(t)))
-            .filter(|h| world.is_none_or(|w| h.world == w))
-            .filter(|h| agent.is_none_or(|a| h.agent.as_deref() == Some(a)))
-            .collect();
-        expected.sort_by_key(|h| urgency(h));
-        let expected: Vec<HoldId> = expected.into_iter().map(|h| h.id).collect();
+        let expected = by_urgency(
+            made.iter()
+                .filter(|h| tool.is_none_or(|t| tool_of(h).as_deref() == Some(t)))
+                .filter(|h| world.is_none_or(|w| h.world == w))
+                .filter(|h| agent.is_none_or(|a| h.agent.as_deref() == Some(a))),
+        );
         for limit in [7, 50] {
-            let mut seen = Vec::new();
-            let (mut after, mut after_deadline) = (None, None);
-            loop {
-                let page = store
-                    .holds(&HoldFilter {
-                        tool: tool.map(Into::into),
-                        world: world.map(Into::into),
-                        agent: agent.map(Into::into),
-                        order: Order::Urgent,
-                        after,
-                        after_deadline,
-                        limit,
-                        ..HoldFilter::default()
-                    })
-                    .await
-                    .unwrap();
-                assert!(page.len() <= limit);
-                if let Some(last) = page.last() {
-                    (after, after_deadline) = (Some(last.position), last.item.deadline);
-                }
-                let n = page.len();
-                seen.extend(ids(page));
-                if n < limit {
-                    break;
-                }
-                assert!(seen.len() <= expected.len(), "{tool:?} {world:?} {agent:?}");
-            }
+            let filter = HoldFilter {
+                tool: tool.map(Into::into),
+                world: world.map(Into::into),
+                agent: agent.map(Into::into),
+                ..HoldFilter::default()
+            };
+            let seen = urgent_pages(&store, filter, limit, expected.len()).await;
             assert_eq!(
                 seen, expected,
                 "tool {tool:?}, world {world:?}, agent {agent:?}, pages of {limit}"
