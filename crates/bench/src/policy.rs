@@ -216,7 +216,7 @@ fn recorded(n: usize) -> Vec<Event> {
                 let id = hold.id;
                 (
                     EventPayload::HoldCreated {
-                        hold: Box::new(hold),
+                        hold: std::sync::Arc::new(hold),
                     },
                     Some(id),
                 )

@@ -148,7 +148,8 @@ impl Holds {
                 if let Some(held) = held {
                     let _ = held.send((*hold).clone());
                 }
-                self.wait(*hold, stops, progress, raising).await
+                self.wait(Arc::unwrap_or_clone(hold), stops, progress, raising)
+                    .await
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Events: entries of the append-only, hash-chained log. The same entries feed live streams,
 //! webhooks and a hold's history.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -41,7 +43,9 @@ pub enum EventPayload {
     /// A hold was raised (and is shown to people).
     #[serde(rename = "hold.created")]
     #[strum_discriminants(strum(serialize = "hold.created"))]
-    HoldCreated { hold: Box<Hold> },
+    // Shared, not owned: the event, the store's write and the raiser's answer carry the same
+    // hold, and this node's recent holds keep it, without a copy each.
+    HoldCreated { hold: Arc<Hold> },
     /// A hold is still pending and its deadline approaches.
     #[serde(rename = "hold.reminded")]
     #[strum_discriminants(strum(serialize = "hold.reminded"))]

@@ -1,5 +1,7 @@
 //! Requests to raise holds: what an agent (a turn, an external agent, a script) asks for.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use strum::VariantArray;
@@ -160,7 +162,8 @@ pub enum GateResult {
         decided_by: DecidedBy,
     },
     /// A hold was raised; wait for its outcome.
-    Held { hold: Box<Hold> },
+    // The hold its `hold.created` event carries (shared, not copied).
+    Held { hold: Arc<Hold> },
     /// The item is malformed (arguments that fail the tool's schema, a bad question); nothing
     /// was raised. For a turn, this goes back to the LLM as an error.
     Invalid { field: String, message: String },

@@ -101,7 +101,7 @@ fn created(hold: &Hold) -> PreparedEvent {
         hold: Some(hold.id),
         actor: Actor::named(Source::Agent, "agent-1"),
         payload: EventPayload::HoldCreated {
-            hold: Box::new(hold.clone()),
+            hold: Arc::new(hold.clone()),
         },
     }
     .into()
@@ -1022,7 +1022,7 @@ pub async fn events_filter_and_report_how_far_they_scanned(store: Arc<dyn Store>
     assert_eq!(
         page.events[0].payload,
         EventPayload::HoldCreated {
-            hold: Box::new(h.clone())
+            hold: Arc::new(h.clone())
         }
     );
     let page = store

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
-use holdpoint_protocol::{Event, EventPayload, Hold};
+use holdpoint_protocol::{Event, EventPayload};
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
@@ -76,7 +76,7 @@ impl Engine {
                 // this node's own holds are kept already, by the commit that wrote them.
                 let mut recent = self.inner.recent.lock();
                 if recent.get(hold.id).is_none() {
-                    recent.put(Arc::new(Hold::clone(hold)));
+                    recent.put(hold.clone());
                 }
                 drop(recent);
                 self.inner.timers_changed.notify_one();

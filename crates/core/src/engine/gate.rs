@@ -269,7 +269,7 @@ impl Engine {
         let mut results = Vec::with_capacity(req.items.len());
         let mut held = false;
         for (i, item) in req.items.iter().enumerate() {
-            let at = format!("items[{i}]");
+            let at = || format!("items[{i}]");
             let result = match item {
                 HoldRequest::Approval(a) => {
                     let because = because.get(i).and_then(Option::as_deref);
@@ -291,9 +291,9 @@ impl Engine {
                     held |= matches!(r, GateResult::Held { .. });
                     r
                 }
-                Err(e) if all_or_nothing => return Err(e.within(&at).into()),
+                Err(e) if all_or_nothing => return Err(e.within(&at()).into()),
                 Err(e) => {
-                    let e = e.within(&at);
+                    let e = e.within(&at());
                     GateResult::Invalid {
                         field: e.field,
                         message: e.message,
@@ -504,19 +504,17 @@ fn raise(
     now: holdpoint_protocol::Timestamp,
     tx: &mut Transaction,
 ) -> GateResult {
+    // One hold, shared by the event, the write and the answer.
+    let hold = Arc::new(hold);
     let event = EventDraft {
         at: now,
         world: Some(hold.world.clone()),
         chat: hold.chat.clone(),
         hold: Some(hold.id),
         actor: roles::actor_of(who),
-        payload: EventPayload::HoldCreated {
-            hold: Box::new(hold.clone()),
-        },
+        payload: EventPayload::HoldCreated { hold: hold.clone() },
     };
     tx.events.push(PreparedEvent::from(event));
-    tx.writes.push(Write::InsertHold(Arc::new(hold.clone())));
-    GateResult::Held {
-        hold: Box::new(hold),
-    }
+    tx.writes.push(Write::InsertHold(hold.clone()));
+    GateResult::Held { hold }
 }

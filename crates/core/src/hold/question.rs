@@ -122,32 +122,8 @@ pub fn validate_question(
     }
     let mut ids = HashSet::new();
     for (i, o) in req.options.iter().enumerate() {
-        let at = |f: &str| format!("options[{i}].{f}");
-        check_name(&at("id"), &o.id, limits.option_id)?;
-        if let Some(c) =
-            o.id.chars()
-                .find(|c| !(c.is_ascii_alphanumeric() || "_-.:".contains(*c)))
-        {
-            return Err(ValidationError::new(
-                at("id"),
-                format!("{c:?} is not allowed in an option id (letters, digits, _ - . : only)"),
-            ));
-        }
-        if !ids.insert(o.id.as_str()) {
-            return Err(ValidationError::new(
-                at("id"),
-                format!(
-                    "{:?} is used by an earlier option; ids must be unique",
-                    o.id
-                ),
-            ));
-        }
-        check_name(&at("label"), &o.label, limits.option_label)?;
-        check_optional_text(
-            &at("description"),
-            o.description.as_deref(),
-            limits.option_description,
-        )?;
+        // The option's place is spelled only for an error: every hold raised passes here.
+        check_option(o, &mut ids, limits).map_err(|e| e.within(&format!("options[{i}]")))?;
     }
     if let Some(d) = &req.default_option
         && !ids.contains(d.as_str())
@@ -175,6 +151,40 @@ pub fn validate_question(
         default_option: req.default_option.clone(),
         context: req.context.clone(),
     })
+}
+
+/// One option of a question, its fields named within the option (`id`, `label`); `ids` are
+/// those of the options before it.
+fn check_option<'a>(
+    o: &'a QuestionOption,
+    ids: &mut HashSet<&'a str>,
+    limits: &Limits,
+) -> Result<(), ValidationError> {
+    check_name("id", &o.id, limits.option_id)?;
+    if let Some(c) =
+        o.id.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "_-.:".contains(*c)))
+    {
+        return Err(ValidationError::new(
+            "id",
+            format!("{c:?} is not allowed in an option id (letters, digits, _ - . : only)"),
+        ));
+    }
+    if !ids.insert(o.id.as_str()) {
+        return Err(ValidationError::new(
+            "id",
+            format!(
+                "{:?} is used by an earlier option; ids must be unique",
+                o.id
+            ),
+        ));
+    }
+    check_name("label", &o.label, limits.option_label)?;
+    check_optional_text(
+        "description",
+        o.description.as_deref(),
+        limits.option_description,
+    )
 }
 
 /// A question hold. On timeout the question's fail-closed option applies (its default, else

@@ -22,7 +22,7 @@ async fn batch(t: &TestEngine) -> Vec<Hold> {
     res.results
         .into_iter()
         .map(|r| match r {
-            GateResult::Held { hold } => *hold,
+            GateResult::Held { hold } => std::sync::Arc::unwrap_or_clone(hold),
             other => panic!("{other:?}"),
         })
         .collect()

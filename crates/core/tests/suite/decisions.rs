@@ -20,7 +20,7 @@ async fn held(t: &TestEngine, world: &str, items: Vec<HoldRequest>) -> Vec<Hold>
     res.results
         .into_iter()
         .map(|r| match r {
-            GateResult::Held { hold } => *hold,
+            GateResult::Held { hold } => std::sync::Arc::unwrap_or_clone(hold),
             other => panic!("{other:?}"),
         })
         .collect()

@@ -36,7 +36,7 @@ async fn call(t: &TestEngine, chat: &str, args: Value) -> GateResult {
 
 fn held(r: GateResult) -> Hold {
     match r {
-        GateResult::Held { hold } => *hold,
+        GateResult::Held { hold } => std::sync::Arc::unwrap_or_clone(hold),
         other => panic!("expected a hold, got {other:?}"),
     }
 }

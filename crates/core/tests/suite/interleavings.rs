@@ -100,7 +100,7 @@ async fn run(kinds: Vec<u8>, ops: Vec<Op>) {
         .results
         .into_iter()
         .map(|r| match r {
-            GateResult::Held { hold } => *hold,
+            GateResult::Held { hold } => std::sync::Arc::unwrap_or_clone(hold),
             other => panic!("{other:?}"),
         })
         .collect();

@@ -90,7 +90,7 @@ async fn tool(t: &TestEngine, world: &str, name: &str) -> GateResult {
 
 fn held(r: GateResult) -> Hold {
     match r {
-        GateResult::Held { hold } => *hold,
+        GateResult::Held { hold } => std::sync::Arc::unwrap_or_clone(hold),
         other => panic!("expected a hold, got {other:?}"),
     }
 }

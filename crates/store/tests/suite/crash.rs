@@ -65,7 +65,7 @@ pub(super) fn new_hold(spec: &holdpoint_protocol::QuestionSpec) -> (HoldId, Tran
         hold: Some(hold.id),
         actor: holdpoint_protocol::Actor::of(holdpoint_protocol::Source::Agent),
         payload: holdpoint_protocol::EventPayload::HoldCreated {
-            hold: Box::new(hold.clone()),
+            hold: std::sync::Arc::new(hold.clone()),
         },
     };
     let tx = Transaction {

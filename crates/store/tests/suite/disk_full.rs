@@ -35,7 +35,7 @@ async fn raise(t: &TestEngine, n: usize) -> Result<Hold, EngineError> {
         )
         .await?;
     match res.results.into_iter().next() {
-        Some(GateResult::Held { hold }) => Ok(*hold),
+        Some(GateResult::Held { hold }) => Ok(Arc::unwrap_or_clone(hold)),
         other => panic!("deploy was not held: {other:?}"),
     }
 }

@@ -364,7 +364,7 @@ async fn deploy_held() -> Option<(
     TempSchema,
     Arc<PgStore>,
     Engine,
-    Box<holdpoint_protocol::Hold>,
+    Arc<holdpoint_protocol::Hold>,
 )> {
     let schema = TempSchema::new().await?;
     let store = schema.store().await;

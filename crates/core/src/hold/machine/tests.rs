@@ -914,7 +914,7 @@ proptest::proptest! {
             &hold,
             Actor::of(Source::System),
             T0,
-            EventPayload::HoldCreated { hold: Box::new(hold.clone()) },
+            EventPayload::HoldCreated { hold: std::sync::Arc::new(hold.clone()) },
         );
         let mut drafts = vec![created];
         let mut now = T0;
